@@ -1,0 +1,304 @@
+package shardwheel_test
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+func noop() {}
+
+// newBenchScheduler returns a scheduler with the defaults a proxy would use,
+// stopped when the benchmark ends.
+func newBenchScheduler(b *testing.B, opts ...shardwheel.Option) *shardwheel.Scheduler {
+	b.Helper()
+	s, err := shardwheel.New(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Stop() })
+	return s
+}
+
+func reportRate(b *testing.B, unit string) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+}
+
+// BenchmarkScheduleCancel measures a request timeout that is cancelled
+// when the response arrives, against time.AfterFunc + Stop.
+func BenchmarkScheduleCancel(b *testing.B) {
+	for _, pending := range []int{0, 1_000_000} {
+		name := map[int]string{0: "empty", 1_000_000: "1M-pending"}[pending]
+		b.Run("shardwheel/"+name, func(b *testing.B) {
+			s := newBenchScheduler(b)
+			prefillShardwheel(b, s, pending)
+			b.ReportAllocs()
+			b.ResetTimer()
+			key := uint64(0)
+			for range b.N {
+				key++
+				t, err := s.Schedule(key, time.Minute, noop)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.Cancel()
+			}
+			reportRate(b, "pairs/s")
+		})
+		b.Run("afterfunc/"+name, func(b *testing.B) {
+			prefillAfterFunc(b, pending)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				time.AfterFunc(time.Minute, noop).Stop()
+			}
+			reportRate(b, "pairs/s")
+		})
+	}
+}
+
+func BenchmarkScheduleCancelParallel(b *testing.B) {
+	for _, pending := range []int{0, 1_000_000} {
+		name := map[int]string{0: "empty", 1_000_000: "1M-pending"}[pending]
+		b.Run("shardwheel/"+name, func(b *testing.B) {
+			s := newBenchScheduler(b)
+			prefillShardwheel(b, s, pending)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				key := rand.Uint64()
+				for pb.Next() {
+					key++
+					t, err := s.Schedule(key, time.Minute, noop)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t.Cancel()
+				}
+			})
+			reportRate(b, "pairs/s")
+		})
+		b.Run("afterfunc/"+name, func(b *testing.B) {
+			prefillAfterFunc(b, pending)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					time.AfterFunc(time.Minute, noop).Stop()
+				}
+			})
+			reportRate(b, "pairs/s")
+		})
+	}
+}
+
+func prefillShardwheel(b *testing.B, s *shardwheel.Scheduler, n int) {
+	b.Helper()
+	for i := range n {
+		if _, err := s.Schedule(uint64(i), time.Hour+time.Duration(i)*time.Microsecond, noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func prefillAfterFunc(b *testing.B, n int) {
+	b.Helper()
+	ts := make([]*time.Timer, n)
+	for i := range ts {
+		ts[i] = time.AfterFunc(time.Hour+time.Duration(i)*time.Microsecond, noop)
+	}
+	b.Cleanup(func() {
+		for _, t := range ts {
+			t.Stop()
+		}
+	})
+}
+
+// BenchmarkResetLater pushes an idle timeout forward, as a proxy does on
+// every read, against time.Timer.Reset.
+func BenchmarkResetLater(b *testing.B) {
+	b.Run("shardwheel/one", func(b *testing.B) {
+		s := newBenchScheduler(b)
+		t, err := s.Schedule(1, time.Minute, noop)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if !t.Reset(time.Minute) {
+				b.Fatal("timer not pending")
+			}
+		}
+		reportRate(b, "resets/s")
+	})
+	b.Run("afterfunc/one", func(b *testing.B) {
+		t := time.AfterFunc(time.Minute, noop)
+		defer t.Stop()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			t.Reset(time.Minute)
+		}
+		reportRate(b, "resets/s")
+	})
+	for _, parallel := range []bool{false, true} {
+		name := map[bool]string{false: "random-100k", true: "random-100k-parallel"}[parallel]
+		b.Run("shardwheel/"+name, func(b *testing.B) {
+			s := newBenchScheduler(b)
+			ts := make([]shardwheel.Timeout, resetTimers)
+			for i := range ts {
+				var err error
+				if ts[i], err = s.Schedule(uint64(i), time.Minute, noop); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runResets(b, parallel, func(i int) { ts[i].Reset(time.Minute) })
+		})
+		b.Run("afterfunc/"+name, func(b *testing.B) {
+			ts := make([]*time.Timer, resetTimers)
+			for i := range ts {
+				ts[i] = time.AfterFunc(time.Minute, noop)
+			}
+			defer func() {
+				for _, t := range ts {
+					t.Stop()
+				}
+			}()
+			runResets(b, parallel, func(i int) { ts[i].Reset(time.Minute) })
+		})
+	}
+}
+
+const resetTimers = 100_000
+
+// runResets calls reset on random timers, from one goroutine or from
+// RunParallel, and reports resets/s.
+func runResets(b *testing.B, parallel bool, reset func(i int)) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+			for pb.Next() {
+				reset(r.IntN(resetTimers))
+			}
+		})
+	} else {
+		r := rand.New(rand.NewPCG(rand.Uint64(), 1))
+		for range b.N {
+			reset(r.IntN(resetTimers))
+		}
+	}
+	reportRate(b, "resets/s")
+}
+
+const residentTimers = 1_000_000
+
+// residentTask returns the closure every resident timer carries: one
+// captured pointer, the shape of a typical "cancel this request" callback.
+func residentTask(p *int) func() { return func() { *p++ } }
+
+// scheduleResident schedules n timers with delays spread over [10s, 60s]:
+// none is due during the measurement.
+func scheduleResident(b *testing.B, n int, schedule func(i int, d time.Duration, task func())) {
+	b.Helper()
+	var sink int
+	for i := range n {
+		d := 10*time.Second + time.Duration(i%50_000)*time.Millisecond
+		schedule(i, d, residentTask(&sink))
+	}
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkResident measures what 1M pending timers cost while nothing is
+// due: heap bytes per timer (closure included), GC mark CPU of one forced
+// collection, and the CPU the process burns doing nothing for a second at
+// a 1ms tick. Run it with -benchtime 1x: each iteration is one full run.
+func BenchmarkResident(b *testing.B) {
+	b.Run("shardwheel", func(b *testing.B) {
+		for range b.N {
+			before := heapInUse()
+			s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
+			if err != nil {
+				b.Fatal(err)
+			}
+			scheduleResident(b, residentTimers, func(i int, d time.Duration, task func()) {
+				if _, err := s.Schedule(uint64(i), d, task); err != nil {
+					b.Fatal(err)
+				}
+			})
+			measureResident(b, before)
+			runtime.KeepAlive(s)
+			s.Stop()
+		}
+	})
+	b.Run("afterfunc", func(b *testing.B) {
+		for range b.N {
+			before := heapInUse()
+			ts := make([]*time.Timer, 0, residentTimers)
+			scheduleResident(b, residentTimers, func(_ int, d time.Duration, task func()) {
+				ts = append(ts, time.AfterFunc(d, task))
+			})
+			measureResident(b, before+uint64(cap(ts))*8) // the slice is the benchmark's, not the timers'
+			for _, t := range ts {
+				t.Stop()
+			}
+		}
+	})
+}
+
+func measureResident(b *testing.B, before uint64) {
+	b.Helper()
+	time.Sleep(50 * time.Millisecond) // let shards move the timers into their wheels
+	after := heapInUse()
+	b.ReportMetric(float64(after-before)/residentTimers, "B/timer")
+	b.ReportMetric(gcMarkCPU().Seconds()*1e3, "gc-mark-ms")
+	b.ReportMetric(idleCPU(time.Second)*100, "idle-%core")
+}
+
+// gcMarkCPU returns the mark CPU time of one forced collection.
+func gcMarkCPU() time.Duration {
+	read := func() float64 {
+		ss := []metrics.Sample{
+			{Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
+			{Name: "/cpu/classes/gc/mark/dedicated:cpu-seconds"},
+			{Name: "/cpu/classes/gc/mark/idle:cpu-seconds"},
+		}
+		metrics.Read(ss)
+		var t float64
+		for _, s := range ss {
+			t += s.Value.Float64()
+		}
+		return t
+	}
+	start := read()
+	runtime.GC()
+	return time.Duration((read() - start) * float64(time.Second))
+}
+
+// idleCPU returns the process's CPU use over d, as a fraction of one core.
+func idleCPU(d time.Duration) float64 {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start, t0 := cpu(), time.Now()
+	time.Sleep(d)
+	return float64(cpu()-start) / float64(time.Since(t0))
+}

@@ -1,0 +1,204 @@
+package shardwheel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+// Defaults and limits of the options. Each limit is enforced by New, which
+// fails with an error wrapping ErrInvalidOption that names the option and
+// the value.
+const (
+	DefaultTick        = 10 * time.Millisecond
+	DefaultWheelSize   = 512
+	DefaultRingSize    = 8192
+	DefaultTransferCap = 100000
+
+	MinTick      = time.Millisecond
+	MaxTick      = time.Hour
+	MaxShards    = 4096
+	MaxWheelSize = 1 << 16
+	MaxRingSize  = 1 << 22
+)
+
+// ErrInvalidOption is wrapped by every error New returns for a bad option.
+var ErrInvalidOption = errors.New("shardwheel: invalid option")
+
+// Option configures a Scheduler in New. Options are applied in order; a
+// later option overrides an earlier one of the same kind.
+type Option func(*config) error
+
+type config struct {
+	shards      int
+	tick        time.Duration
+	wheelSize   int
+	ringSize    int
+	transferCap int
+	maxPending  int
+	executor    func(task func())
+	onPanic     func(v any)
+	affinity    bool
+	clock       shard.Clock
+	epoch       time.Time
+}
+
+func defaultConfig() config {
+	return config{
+		shards:      runtime.GOMAXPROCS(0),
+		tick:        DefaultTick,
+		wheelSize:   DefaultWheelSize,
+		ringSize:    DefaultRingSize,
+		transferCap: DefaultTransferCap,
+		onPanic:     logPanic,
+	}
+}
+
+func invalid(option string, value any, rule string) error {
+	return fmt.Errorf("%w: %s(%v): %s", ErrInvalidOption, option, value, rule)
+}
+
+// WithShards sets the number of wheels, each driven by its own goroutine.
+// The default is runtime.GOMAXPROCS(0) at the time New is called. n must be
+// in [1, MaxShards].
+func WithShards(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxShards {
+			return invalid("WithShards", n, fmt.Sprintf("must be in [1, %d]", MaxShards))
+		}
+		c.shards = n
+		return nil
+	}
+}
+
+// WithTick sets the tick duration: the wheel's resolution, and so the
+// lateness a timer may see (see the package documentation). The default is
+// DefaultTick; d must be in [MinTick, MaxTick].
+func WithTick(d time.Duration) Option {
+	return func(c *config) error {
+		if d < MinTick || d > MaxTick {
+			return invalid("WithTick", d, fmt.Sprintf("must be in [%v, %v]", MinTick, MaxTick))
+		}
+		c.tick = d
+		return nil
+	}
+}
+
+// WithWheelSize sets the slots per wheel level, rounded up to a power of
+// two. The default is DefaultWheelSize; n must be in [2, MaxWheelSize].
+// Larger wheels cascade less often and cost more memory per shard (one
+// 40-byte sentinel per slot per level).
+func WithWheelSize(n int) Option {
+	return func(c *config) error {
+		if n < 2 || n > MaxWheelSize {
+			return invalid("WithWheelSize", n, fmt.Sprintf("must be in [2, %d]", MaxWheelSize))
+		}
+		c.wheelSize = 1 << bits.Len(uint(n-1))
+		return nil
+	}
+}
+
+// WithRingSize sets the capacity of each shard's MPSC ring of new timers,
+// rounded up to a power of two. The default is DefaultRingSize; n must be in
+// [1, MaxRingSize]. When a ring is full, Schedule wakes the shard and yields
+// until there is room: nothing is dropped.
+func WithRingSize(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxRingSize {
+			return invalid("WithRingSize", n, fmt.Sprintf("must be in [1, %d]", MaxRingSize))
+		}
+		c.ringSize = n
+		return nil
+	}
+}
+
+// WithTransferCap sets how many new timers a shard moves from its ring into
+// its wheel per tick. The rest wait in the ring for the next tick. The
+// default is DefaultTransferCap; n must be at least 1.
+func WithTransferCap(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("WithTransferCap", n, "must be at least 1")
+		}
+		c.transferCap = n
+		return nil
+	}
+}
+
+// WithMaxPending limits the number of pending timers; beyond it Schedule
+// returns ErrTooManyPending. 0, the default, means no limit other than
+// capacity (64M timers per shard). n must not be negative.
+func WithMaxPending(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return invalid("WithMaxPending", n, "must not be negative")
+		}
+		c.maxPending = n
+		return nil
+	}
+}
+
+// WithExecutor sets where expired tasks run: the shard calls run(task) for
+// each one. The default runs tasks inline on the shard goroutine, which is
+// fastest for short tasks; a long task then delays every timer of its shard.
+// run must not be nil.
+func WithExecutor(run func(task func())) Option {
+	return func(c *config) error {
+		if run == nil {
+			return invalid("WithExecutor", "nil", "executor must not be nil")
+		}
+		c.executor = run
+		return nil
+	}
+}
+
+// WithPanicHandler sets the function called with the value of a task that
+// panics (or of an executor that does). The shard recovers and keeps
+// running. The default logs the value and stack with log/slog at error
+// level. h must not be nil.
+func WithPanicHandler(h func(v any)) Option {
+	return func(c *config) error {
+		if h == nil {
+			return invalid("WithPanicHandler", "nil", "handler must not be nil")
+		}
+		c.onPanic = h
+		return nil
+	}
+}
+
+// WithAffinity pins shard i's goroutine to an OS thread bound to one CPU of
+// the process's allowed set (round robin), on Linux. Elsewhere it is a
+// no-op. A failure to pin is logged with log/slog and the shard runs
+// unpinned. Pinned goroutines cost the Go scheduler a thread hand-off on
+// every wake-up, so measure before turning it on (go run ./bench).
+func WithAffinity(on bool) Option {
+	return func(c *config) error {
+		c.affinity = on
+		return nil
+	}
+}
+
+func logPanic(v any) {
+	slog.Error("shardwheel: task panicked", "panic", v, "stack", string(debug.Stack()))
+}
+
+func (c *config) shardConfig(quota int64) shard.Config {
+	return shard.Config{
+		Tick:        c.tick,
+		WheelSize:   c.wheelSize,
+		RingSize:    c.ringSize,
+		TransferCap: c.transferCap,
+		Clock:       c.clock,
+		Epoch:       c.epoch,
+		Quota:       quota,
+		Lanes:       runtime.GOMAXPROCS(0),
+		Run:         c.executor,
+		OnPanic:     c.onPanic,
+	}
+}

@@ -1,0 +1,299 @@
+// Package shardwheel is a sharded, lock-free timer scheduler for programs
+// that keep millions of timeouts: proxies, RPC clients, connection pools.
+//
+// It keeps the semantics of Netty's HashedWheelTimer (a tick, a wheel of
+// buckets, new timeouts queued to the wheel's thread and moved into buckets
+// at most TransferCap per tick, a cancel path, unprocessed timeouts returned
+// on stop, a pending limit) and removes its single-thread ceiling: a
+// Scheduler runs N independent wheels (shards), one goroutine each. A key
+// hash routes every Schedule to a shard, and the returned Timeout remembers
+// its shard, so Cancel and Reset never touch another shard.
+//
+// # Guarantees
+//
+//   - Never early: a task runs no earlier than the moment Schedule (or
+//     Reset) was called plus its delay, on the monotonic clock.
+//   - Bounded lateness: under normal load a task runs within two ticks of
+//     its deadline, one on average; a shard that falls behind (tasks that
+//     block it, a starved process) adds its tick lag.
+//   - Exactly once: every timer Schedule accepted ends in exactly one way:
+//     its task ran once, one Cancel returned true for it, or Stop returned
+//     it. Pending counts the timers that have not ended yet.
+//   - Stale handles are inert: once a timer has ended, its Timeout reports
+//     not pending, and Cancel and Reset on it return false, even after the
+//     node behind it was reused for another timer.
+//   - delay <= 0 runs at the next tick; a delay beyond MaxDelay is clamped
+//     to MaxDelay (795 days at a 1ms tick, 21.8 years at 10ms).
+//   - A panicking task is recovered and reported to the panic handler; its
+//     shard keeps running.
+//
+// # Cost
+//
+// Schedule, Cancel and Reset are lock-free and allocate nothing in steady
+// state (the caller's closure aside): nodes live in per-shard pools,
+// pointer-free so that the garbage collector skips them. A tick costs work
+// only for timers that are due: each shard is a hierarchical wheel, and an
+// idle shard sleeps until its next due slot, or parks when it has none.
+package shardwheel
+
+import (
+	"errors"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+var (
+	// ErrStopped is returned by Schedule and AfterFunc after Stop.
+	ErrStopped = shard.ErrStopped
+	// ErrTooManyPending is returned by Schedule and AfterFunc when the
+	// limit set by WithMaxPending is reached (or a shard's capacity of
+	// 64M timers).
+	ErrTooManyPending = shard.ErrTooManyPending
+	// ErrNilTask is returned by Schedule and AfterFunc for a nil task.
+	ErrNilTask = errors.New("shardwheel: nil task")
+)
+
+// Scheduler runs timers on a set of shards. It must be created with New.
+// All its methods are safe for concurrent use, including from tasks.
+type Scheduler struct {
+	shards     []*shard.Shard // immutable after New
+	tick       time.Duration  // immutable after New
+	totalQuota int64          // sum of the shards' initial tokens
+	stopping   atomic.Bool
+	stopped    chan struct{} // closed when the first Stop is done
+}
+
+// New starts a Scheduler with the given options. It fails, with an error
+// that wraps ErrInvalidOption and names the option and value, if an option
+// is invalid.
+func New(opts ...Option) (*Scheduler, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("Option", "nil", "options must not be nil")
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	s := &Scheduler{
+		shards:  make([]*shard.Shard, c.shards),
+		tick:    c.tick,
+		stopped: make(chan struct{}),
+	}
+	// Pending tokens are split between the shards and move between them
+	// (Shard.Steal) only when one runs out, so the limit needs no global
+	// counter. Without a limit each shard gets a share too large to use.
+	limit := int64(c.maxPending)
+	if limit == 0 {
+		limit = math.MaxInt64 / 2
+	}
+	s.totalQuota = limit
+	n := int64(c.shards)
+	for i := range s.shards {
+		q := limit / n
+		if int64(i) < limit%n {
+			q++
+		}
+		cfg := c.shardConfig(q)
+		if c.affinity {
+			cfg.Pin, cfg.OnPinError = pinner(i)
+		}
+		sh, err := shard.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.shards[i] = sh
+	}
+	for _, sh := range s.shards {
+		sh.Start()
+	}
+	return s, nil
+}
+
+// Shards returns the number of shards.
+func (s *Scheduler) Shards() int { return len(s.shards) }
+
+// Tick returns the tick duration.
+func (s *Scheduler) Tick() time.Duration { return s.tick }
+
+// MaxDelay returns the longest delay honoured as given; Schedule and Reset
+// clamp longer delays to it.
+func (s *Scheduler) MaxDelay() time.Duration { return s.shards[0].MaxDelay() }
+
+// mix64 is the finaliser of MurmurHash3: every input bit affects every
+// output bit, so sequential keys spread evenly over the shards.
+func mix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// ShardOf returns the index of the shard that key routes to.
+func (s *Scheduler) ShardOf(key uint64) int {
+	// Lemire's multiply-shift maps the hash onto [0, n) without a division.
+	hi, _ := bits.Mul64(mix64(key), uint64(len(s.shards)))
+	return int(hi)
+}
+
+// Schedule runs task once, delay from now, on the shard that key routes to,
+// and returns a handle to the timer. Timers with equal keys share a shard;
+// keys need not be unique. delay <= 0 runs task at the next tick, and a
+// delay beyond MaxDelay is clamped.
+//
+// It returns ErrNilTask for a nil task, ErrStopped after Stop, and
+// ErrTooManyPending at the WithMaxPending limit; a rejected call leaves no
+// trace. Schedule is lock-free and, in steady state, allocates nothing.
+func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	sh := s.shards[s.ShardOf(key)]
+	if sh.Closed() {
+		return Timeout{}, ErrStopped
+	}
+	ref, err := sh.Schedule(key, delay, task)
+	for err == ErrTooManyPending && s.refill(sh) {
+		ref, err = sh.Schedule(key, delay, task)
+	}
+	if err != nil {
+		return Timeout{}, err
+	}
+	return Timeout{sh: sh, ref: ref, key: key}, nil
+}
+
+// refill moves pending tokens from other shards into sh. It runs only when
+// sh's own share is used up, i.e. near the WithMaxPending limit.
+func (s *Scheduler) refill(sh *shard.Shard) bool {
+	for _, o := range s.shards {
+		if o != sh && o.Refill(sh) {
+			return true
+		}
+	}
+	return false
+}
+
+// AfterFunc is Schedule with a random key: use it when no key groups the
+// timer with others. The key chosen is available from Timeout.Key.
+func (s *Scheduler) AfterFunc(delay time.Duration, task func()) (Timeout, error) {
+	return s.Schedule(rand.Uint64(), delay, task)
+}
+
+// Pending returns the number of timers accepted and not yet ended (run,
+// cancelled or returned by Stop). While timers are being scheduled and
+// cancelled concurrently it is a snapshot, exact when the scheduler is
+// quiescent. A timer whose task is running no longer counts.
+func (s *Scheduler) Pending() int {
+	var spare int64
+	for _, sh := range s.shards {
+		spare += sh.Quota()
+	}
+	return int(max(s.totalQuota-spare, 0))
+}
+
+// Stop stops every shard, waits for their goroutines to return, and returns
+// the timers that had not ended: they never run, and their handles report
+// not pending. After Stop, Schedule returns ErrStopped. A task running when
+// Stop is called finishes first (Stop waits for it).
+//
+// Stop is idempotent: only the first call returns timers; later calls wait
+// until the first is done and return nil.
+//
+// Called from inside a task running on a shard goroutine (the default
+// executor), Stop does not wait for that shard, which would deadlock: it
+// claims the pending timers of every shard, including those due in the same
+// tick as the calling task, waits for the other shards, and returns; the
+// calling shard's goroutine exits as soon as the task returns. With
+// WithExecutor, Stop waits for every shard, so an executor that blocks a
+// shard until a task that calls Stop returns will deadlock.
+func (s *Scheduler) Stop() []Timeout {
+	if !s.stopping.CompareAndSwap(false, true) {
+		if !s.onWorker() {
+			<-s.stopped
+		}
+		return nil
+	}
+	for _, sh := range s.shards {
+		sh.Close()
+	}
+	for _, sh := range s.shards {
+		if !sh.OnWorker() {
+			sh.Wait()
+		}
+	}
+	var out []Timeout
+	for _, sh := range s.shards {
+		sh.Drain(func(r shard.Ref, key uint64) {
+			out = append(out, Timeout{sh: sh, ref: r, key: key})
+		})
+	}
+	close(s.stopped)
+	return out
+}
+
+func (s *Scheduler) onWorker() bool {
+	for _, sh := range s.shards {
+		if sh.OnWorker() {
+			return true
+		}
+	}
+	return false
+}
+
+// Timeout is a handle to one scheduled timer. It is a small value: copy it
+// freely. Its zero value is valid and names no timer: Cancel and Reset
+// return false, Pending false, Key 0 and Deadline the zero Time.
+type Timeout struct {
+	sh  *shard.Shard
+	ref shard.Ref
+	key uint64
+}
+
+// Cancel stops the timer from running and reports whether this call did so:
+// true at most once per timer, and never after its task started, it was
+// cancelled, or Stop returned it. Cancel is lock-free and O(1); the shard
+// frees the timer's memory at its next pass.
+func (t Timeout) Cancel() bool {
+	return t.sh != nil && t.sh.Cancel(t.ref)
+}
+
+// Reset moves the timer's deadline to delay from now (clamped like
+// Schedule's) and reports whether the timer was still pending, in which case
+// it now runs at the new deadline and not at the old one. If Reset returns
+// false the timer has ended (possibly by running at its old deadline, with
+// which Reset raced) and nothing changes. Moving a deadline later costs one
+// atomic compare-and-swap and allocates nothing.
+func (t Timeout) Reset(delay time.Duration) bool {
+	return t.sh != nil && t.sh.Reset(t.ref, delay)
+}
+
+// Pending reports whether the timer has not yet ended.
+func (t Timeout) Pending() bool {
+	return t.sh != nil && t.sh.Pending(t.ref)
+}
+
+// Key returns the key the timer was scheduled with.
+func (t Timeout) Key() uint64 { return t.key }
+
+// Deadline returns when the timer is due, or the zero Time if it has ended.
+// The deadline is on the tick grid, so it may be up to a tick after
+// schedule time plus delay. Until the shard has picked up a new timer
+// (normally within one tick) Deadline reports the earliest time it can run.
+func (t Timeout) Deadline() time.Time {
+	if t.sh == nil {
+		return time.Time{}
+	}
+	d, ok := t.sh.Deadline(t.ref)
+	if !ok {
+		return time.Time{}
+	}
+	return t.sh.Time(d)
+}
