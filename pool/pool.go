@@ -11,7 +11,7 @@
 // returned by PutChain, which only the arena's owner (the shard worker)
 // calls.
 // Between Get and Put a node belongs to one timer; the fields' rules are on
-// Node. Put bumps the node's generation before the node is reused, so a
+// Node. Get bumps the node's generation when it hands the node out, so a
 // handle that remembers (index, generation) can tell a recycled node from its
 // own. Every node is put back at most once per generation: that is the
 // caller's invariant, checked by the shard's state machine.
@@ -153,7 +153,7 @@ func (a *Arena) Lanes() int { return len(a.lanes) }
 // false if the arena already holds MaxNodes. Safe for concurrent use.
 func (a *Arena) Get(lane int) (idx, gen uint32, ok bool) {
 	for i := range a.lanes {
-		if idx, ok = a.pop(&a.lanes[(lane+i)%len(a.lanes)]); ok {
+		if idx, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
 			break
 		}
 	}
@@ -237,7 +237,7 @@ func (a *Arena) PutChain(lane int, c *Chain) {
 	if c.n == 0 {
 		return
 	}
-	l := &a.lanes[lane%len(a.lanes)]
+	l := &a.lanes[uint(lane)%uint(len(a.lanes))]
 	last := a.Link(c.tail - 1)
 	for {
 		h := l.head.Load()

@@ -57,12 +57,14 @@ type Ring struct {
 }
 
 // New returns a ring with room for size values, rounded up to a power of
-// two. It returns an error if size is below 1 or above MaxSize.
+// two and to at least 2: with one slot, "published for position p" and
+// "free for position p+1" would be the same sequence number. It returns an
+// error if size is below 1 or above MaxSize.
 func New(size int) (*Ring, error) {
 	if size < 1 || size > MaxSize {
 		return nil, fmt.Errorf("ring: size %d out of range [1, %d]", size, MaxSize)
 	}
-	n := uint64(1) << bits.Len64(uint64(size-1))
+	n := max(uint64(1)<<bits.Len64(uint64(size-1)), 2)
 	r := &Ring{mask: n - 1, slots: make([]slot, n)}
 	for i := range r.slots {
 		r.slots[i].seq.Store(uint64(i))

@@ -261,6 +261,10 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state, lane int) {
 // the lane count). Nodes whose lane is unknown pass their index, which
 // spreads them over the lanes.
 func (sh *Shard) free(idx uint32, lane int) {
+	// The next life must start "not yet transferred" (Prev == 0), whatever
+	// this one ended as (detached, for one).
+	n := sh.arena.Node(idx)
+	n.Next, n.Prev = 0, 0
 	sh.arena.Add(&sh.freed[lane&sh.laneMask], idx)
 }
 

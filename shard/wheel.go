@@ -38,6 +38,7 @@ type wheel struct {
 	elapsed  uint64     // every deadline <= elapsed has been processed
 	occupied [][]uint64 // occupied[l] has one bit per slot of level l
 	count    int        // nodes linked in the wheel
+	inserts  uint64     // every insert, cascades included
 }
 
 // detached marks a node the worker has finished with structurally but must
@@ -97,6 +98,7 @@ func (w *wheel) insert(idx uint32, t uint64) {
 	sn.Prev = idx
 	w.occupied[l][slot/64] |= 1 << (slot % 64)
 	w.count++
+	w.inserts++
 }
 
 // unlink removes node idx from its slot list. It must be linked.

@@ -1,0 +1,88 @@
+package shardwheel_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// A proxy arms a timeout per request, keyed by request id, and cancels it
+// when the response arrives. Cancel reports whether it won: false means the
+// timeout already fired and the request was failed.
+func ExampleScheduler_Schedule() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	const requestID = 1234
+	timeout, err := s.Schedule(requestID, 30*time.Second, func() {
+		fmt.Println("request", requestID, "timed out")
+	})
+	if err != nil {
+		panic(err) // ErrStopped or ErrTooManyPending: shed the request
+	}
+
+	// ... the response arrives in time ...
+	if timeout.Cancel() {
+		fmt.Println("response delivered, timeout cancelled")
+	}
+	fmt.Println("pending:", s.Pending())
+	// Output:
+	// response delivered, timeout cancelled
+	// pending: 0
+}
+
+// An idle-connection timeout is pushed forward on every read. Moving a
+// deadline later is one compare-and-swap; the timer fires only once the
+// connection has been idle for the whole delay.
+func ExampleTimeout_Reset() {
+	s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	closed := make(chan time.Time, 1)
+	idle, err := s.AfterFunc(20*time.Millisecond, func() { closed <- time.Now() })
+	if err != nil {
+		panic(err)
+	}
+	lastRead := time.Now()
+	for range 5 { // five reads, 5ms apart
+		time.Sleep(5 * time.Millisecond)
+		if !idle.Reset(20 * time.Millisecond) {
+			break // already idle long enough: the connection is closing
+		}
+		lastRead = time.Now()
+	}
+	at := <-closed
+	fmt.Println("closed after 20ms without a read:", at.Sub(lastRead) >= 20*time.Millisecond)
+	// Output:
+	// closed after 20ms without a read: true
+}
+
+// Stop returns the timers that never ran, so that their work can be handed
+// elsewhere or reported. They will never run, and their handles report not
+// pending.
+func ExampleScheduler_Stop() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	for id := range uint64(3) {
+		if _, err := s.Schedule(id, time.Hour, func() {}); err != nil {
+			panic(err)
+		}
+	}
+	unprocessed := s.Stop()
+	fmt.Println("unprocessed:", len(unprocessed), "pending:", unprocessed[0].Pending())
+
+	_, err = s.Schedule(4, time.Hour, func() {})
+	fmt.Println(err)
+	// Output:
+	// unprocessed: 3 pending: false
+	// shardwheel: scheduler stopped
+}

@@ -1,0 +1,93 @@
+package shard
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests run the real worker goroutine on a manual clock. They wait for
+// the worker with require.Eventually, but every assertion is about an
+// outcome, never about how long something took.
+
+func startShard(t *testing.T) (*Shard, *ManualClock) {
+	t.Helper()
+	clock := &ManualClock{}
+	sh, err := New(Config{
+		Tick: testTick, WheelSize: 64, RingSize: 64, TransferCap: 1000,
+		Clock: clock, Quota: 1 << 30, Lanes: 2,
+		OnPanic: func(v any) { t.Errorf("panic: %v", v) },
+	})
+	require.NoError(t, err)
+	sh.Start()
+	t.Cleanup(func() { sh.Close(); sh.Wait() })
+	return sh, clock
+}
+
+const waitFor, pollEvery = 5 * time.Second, 100 * time.Microsecond
+
+func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
+	sh, clock := startShard(t)
+	require.Eventually(t, func() bool { return sh.parked.Load() == 1 }, waitFor, pollEvery,
+		"an idle shard parks instead of ticking")
+
+	var ranAt atomic.Int64
+	start := clock.Now()
+	_, err := sh.Schedule(1, 5*testTick, func() { ranAt.Store(int64(clock.Now())) })
+	require.NoError(t, err)
+	// The worker must wake (it was parked with no timer at all), take the
+	// timer, and sleep until its tick; the test then moves time along.
+	require.Eventually(t, func() bool {
+		if ranAt.Load() != 0 {
+			return true
+		}
+		clock.Advance(testTick / 4)
+		return false
+	}, waitFor, pollEvery)
+	assert.GreaterOrEqual(t, time.Duration(ranAt.Load()), start+5*testTick, "never early")
+}
+
+func TestFarTimerLetsWorkerPark(t *testing.T) {
+	sh, _ := startShard(t)
+	_, err := sh.Schedule(1, time.Hour, func() {})
+	require.NoError(t, err)
+	// With only a timer an hour away, the worker parks until it (or a
+	// cascade) is due rather than waking every tick.
+	require.Eventually(t, func() bool { return sh.parked.Load() == 1 && sh.Quota() == 1<<30-1 }, waitFor, pollEvery)
+}
+
+func TestFullRingWakesWorkerAndLosesNothing(t *testing.T) {
+	sh, clock := startShard(t) // 64-entry rings split over 2 lanes
+	var ran atomic.Int64
+	const n = 1000
+	for i := range n {
+		_, err := sh.Schedule(uint64(i), testTick, func() { ran.Add(1) })
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		clock.Advance(testTick)
+		return ran.Load() == n
+	}, waitFor, pollEvery)
+}
+
+func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
+	sh, clock := startShard(t)
+	done := make(chan []Ref, 1)
+	_, err := sh.Schedule(1, testTick, func() {
+		assert.True(t, sh.OnWorker())
+		sh.Close()
+		var refs []Ref
+		sh.Drain(func(r Ref, _ uint64) { refs = append(refs, r) })
+		done <- refs
+	})
+	require.NoError(t, err)
+	other, err := sh.Schedule(2, time.Hour, func() {})
+	require.NoError(t, err)
+	require.False(t, sh.OnWorker())
+	require.Eventually(t, func() bool { clock.Advance(testTick); return len(done) == 1 }, waitFor, pollEvery)
+	assert.Equal(t, []Ref{other}, <-done)
+	sh.Wait() // the worker exits once the task returns
+}
