@@ -58,6 +58,17 @@ func stress(t *testing.T, shards, workers, opsPerWorker int) {
 	var done atomic.Int64 // operations so far; Stop comes half way through
 	half := int64(workers * opsPerWorker / 2)
 	var wg sync.WaitGroup
+	readerDone := make(chan struct{})
+	go func() { // a monitoring loop reading Stats while the shards work
+		defer close(readerDone)
+		var last uint64
+		for done.Load() < int64(workers*opsPerWorker) {
+			st := s.Stats()
+			require.GreaterOrEqual(t, st.Total.Scheduled, last, "Scheduled went backwards")
+			last = st.Total.Scheduled
+			runtime.Gosched()
+		}
+	}()
 	for w := range workers {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 99))
@@ -108,6 +119,7 @@ func stress(t *testing.T, shards, workers, opsPerWorker int) {
 		})
 	}
 	wg.Wait()
+	<-readerDone
 	byHandle := make(map[shardwheel.Timeout]*fate, len(all))
 	for _, f := range all {
 		byHandle[f.handle] = f

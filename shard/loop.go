@@ -35,27 +35,42 @@ func (sh *Shard) run() {
 // false if a task closed the shard, in which case it abandons the round:
 // Drain has claimed every live node, and the wheel is never used again.
 func (sh *Shard) pass() bool {
-	target := sh.floorTick(sh.clock.Now())
+	now := sh.clock.Now()
+	target := sh.floorTick(now)
+	sh.recordTick(now, target)
 	sh.processAttention()
 	sh.transfer(target)
-	ok := sh.advance(target)
+	ok := sh.advance(target, now)
 	for i := range sh.freed {
 		sh.arena.PutChain(i, &sh.freed[i])
 	}
+	sh.stats.counts[cResident] = uint64(sh.w.count)
+	sh.stats.publish()
+	// Unless sleep plans otherwise, the next tick is the one due next.
+	sh.wakeTick, sh.slept = sh.w.elapsed+1, false
 	return ok
 }
 
-// sleep waits until the next tick that has work, a producer's signal, or
-// Close. With nothing due soon it sets parked, so that producers wake it.
-func (sh *Shard) sleep(timer Timer) {
-	next := sh.w.elapsed + 1
+// plan decides when the worker wakes next: at the next tick while work is
+// in flight, else at the earliest occupied slot, parked (timed reports
+// whether there is such a slot; a shard with no timers parks untimed).
+func (sh *Shard) plan() (next uint64, park, timed bool) {
+	next = sh.w.elapsed + 1
 	busy := sh.ringsBusy() || sh.attention.Load() != 0
 	e, any := sh.w.next()
-	park := !busy && (!any || e.deadline > next)
+	park = !busy && (!any || e.deadline > next)
+	if park && any {
+		next = e.deadline
+	}
+	sh.wakeTick, sh.slept = next, park
+	return next, park, !park || any
+}
+
+// sleep waits until the planned tick, a producer's signal, or Close. When
+// parked it publishes the flag that makes producers wake it.
+func (sh *Shard) sleep(timer Timer) {
+	next, park, timed := sh.plan()
 	if park {
-		if any {
-			next = e.deadline
-		}
 		sh.parked.Store(1)
 		// Re-check after publishing parked: a producer that pushed
 		// before it could see the flag is visible here, and one that
@@ -66,7 +81,7 @@ func (sh *Shard) sleep(timer Timer) {
 		}
 	}
 	var fire <-chan time.Time
-	if !park || any {
+	if timed {
 		d := sh.tickTime(next) - sh.clock.Now()
 		if d <= 0 {
 			sh.parked.Store(0)
@@ -92,6 +107,14 @@ func (sh *Shard) ringsBusy() bool {
 	return false
 }
 
+func (sh *Shard) ringsLen() int {
+	n := 0
+	for i := range sh.lanes {
+		n += sh.lanes[i].ring.Len()
+	}
+	return n
+}
+
 // processAttention empties the attention stack: cancelled nodes are unlinked
 // and freed, nodes whose deadline moved earlier are re-filed.
 func (sh *Shard) processAttention() {
@@ -111,10 +134,11 @@ func (sh *Shard) processAttention() {
 			if n.Prev != detached {
 				sh.w.unlink(idx)
 			}
-			sh.free(idx, int(idx))
+			sh.freeEnded(idx, s, int(idx))
 		default:
 			// Reset to an earlier deadline: re-file it.
 			sh.w.unlink(idx)
+			sh.stats.counts[cRefiled]++
 			sh.file(idx, s)
 		}
 	}
@@ -146,7 +170,15 @@ func (sh *Shard) transfer(target uint64) {
 		return
 	}
 	sh.rr++
+	c := &sh.stats.counts
+	c[cRingPeak] = max(c[cRingPeak], uint64(sh.ringsLen()))
 	sh.capUsed += total
+	c[cConsumed] += uint64(total)
+	c[cTransferLast] = uint64(sh.capUsed)
+	c[cTransferPeak] = max(c[cTransferPeak], uint64(sh.capUsed))
+	if sh.capUsed == sh.cfg.TransferCap {
+		c[cCapHits]++
+	}
 	// Read the clock after counting published entries: every push in
 	// this batch happened before now, so now+delay is never early.
 	now := sh.clock.Now()
@@ -193,14 +225,16 @@ func (sh *Shard) file(idx uint32, s state) {
 }
 
 // advance processes every slot due at or before target, then moves elapsed
-// to target. It returns false if a task closed the shard.
-func (sh *Shard) advance(target uint64) bool {
+// to target. now is the clock reading the pass started with. It returns
+// false if a task closed the shard.
+func (sh *Shard) advance(target uint64, now time.Duration) bool {
 	for {
 		e, ok := sh.w.next()
 		if !ok || e.deadline > target {
 			break
 		}
 		sh.w.elapsed = e.deadline
+		fired := sh.stats.counts[cFired]
 		first, end := sh.w.take(e)
 		for idx := first; idx != end; {
 			n := sh.arena.Node(idx)
@@ -210,6 +244,12 @@ func (sh *Shard) advance(target uint64) bool {
 				return false
 			}
 			idx = next
+		}
+		if ran := sh.stats.counts[cFired] - fired; ran > 0 && sh.cfg.Stats {
+			// One sample for the tick's timers: they were all due at
+			// its start and the worker reached them at now.
+			sh.stats.lateness.RecordN(int64(now-sh.tickTime(e.deadline)), ran)
+			now = sh.clock.Now() // tasks took time: later slots start later
 		}
 	}
 	sh.w.elapsed = max(sh.w.elapsed, target)
@@ -224,6 +264,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) bool {
 		switch s.status() {
 		case statusPending:
 			if unwrapTicks(s.ticks38(), sh.w.elapsed) > sh.w.elapsed {
+				sh.stats.counts[cRefiled]++
 				sh.file(idx, s)
 				return true
 			}
@@ -233,6 +274,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) bool {
 			}
 			task := *sh.arena.Task(idx)
 			sh.release()
+			sh.stats.counts[cFired]++
 			sh.releaseNode(idx, n, fs, int(idx))
 			sh.runTask(task)
 			return !sh.closed.Load()
@@ -254,6 +296,15 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state, lane int) {
 		n.Prev = detached
 		return
 	}
+	sh.freeEnded(idx, s, lane)
+}
+
+// freeEnded frees a node whose timer ended in state s, counting
+// cancellations (a node is freed once, so each is counted once).
+func (sh *Shard) freeEnded(idx uint32, s state, lane int) {
+	if s.status() == statusCancelled {
+		sh.stats.counts[cCancelled]++
+	}
 	sh.free(idx, lane)
 }
 
@@ -269,8 +320,14 @@ func (sh *Shard) free(idx uint32, lane int) {
 }
 
 func (sh *Shard) runTask(task func()) {
+	sh.stats.tasks++
+	if sh.cfg.Stats && sh.stats.tasks%taskSampleEvery == 0 {
+		start := sh.clock.Now()
+		defer func() { sh.stats.taskTime.Record(int64(sh.clock.Now() - start)) }()
+	}
 	defer func() {
 		if v := recover(); v != nil {
+			sh.stats.counts[cPanics]++
 			sh.cfg.OnPanic(v)
 		}
 	}()

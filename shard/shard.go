@@ -105,6 +105,10 @@ type Config struct {
 	Run func(task func())
 	// OnPanic receives the value of a panicking task (or Run). Required.
 	OnPanic func(v any)
+	// Stats turns on the latency histograms (tick lag, lateness, task
+	// time), which cost a clock read per tick and per sampled task.
+	// Counters are always kept.
+	Stats bool
 	// Pin, optional, is called on the worker goroutine after it has locked
 	// its OS thread; an error goes to OnPinError and the worker carries on.
 	Pin        func() error
@@ -141,13 +145,18 @@ type Shard struct {
 	gid    atomic.Uint64 // worker goroutine id, for Stop from a task
 	_      [cacheLineSize - 16]byte
 
-	// Worker only.
-	w       *wheel
-	freed   []pool.Chain // per lane
-	counts  []int        // per lane, scratch for transfer
-	rr      int          // lane transfer starts at, rotated for fairness
-	capTick uint64       // tick whose transfer budget capUsed counts
-	capUsed int
+	stopped atomic.Uint64 // timers claimed by Drain
+
+	// Worker only, except where workerStats says otherwise.
+	stats    workerStats
+	slept    bool   // the last sleep passed over ticks with nothing due
+	wakeTick uint64 // the tick the worker last planned to process next
+	w        *wheel
+	freed    []pool.Chain // per lane
+	counts   []int        // per lane, scratch for transfer
+	rr       int          // lane transfer starts at, rotated for fairness
+	capTick  uint64       // tick whose transfer budget capUsed counts
+	capUsed  int
 }
 
 // lane is the part of a shard that producers running on one P use: its own
@@ -163,7 +172,11 @@ type lane struct {
 	// beyond its initial share or negative; only the sum over all lanes and
 	// shards means anything (see Scheduler.Pending).
 	quota atomic.Int64
-	_     [cacheLineSize - 16]byte
+	// resets and ringFull count successful Resets and full-ring slow
+	// paths of producers on this lane, for Stats.
+	resets   atomic.Uint64
+	ringFull atomic.Uint64
+	_        [cacheLineSize - 32]byte
 }
 
 // New returns a shard; its worker starts with Start.
@@ -319,14 +332,8 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, er
 	// validates the state first (Drain, the worker via the ring).
 	s := unresolvedState(gen, sh.clampDelay(delay), sh.tick)
 	n.State.Store(uint64(s))
-	for !l.ring.Push(uint64(idx)) {
-		// Full lane: the worker has not caught up. Wake it (it may
-		// transfer again within the tick, up to TransferCap) and yield.
-		if sh.closed.Load() {
-			break
-		}
-		sh.signal()
-		runtime.Gosched()
+	if !l.ring.Push(uint64(idx)) {
+		sh.pushSlow(l, idx)
 	}
 	if sh.parked.Load() != 0 {
 		sh.unpark()
@@ -340,6 +347,20 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, er
 		return 0, ErrStopped
 	}
 	return makeRef(idx, gen), nil
+}
+
+// pushSlow waits for room in a full lane: the worker has not caught up.
+// It wakes the worker, which may transfer again within the tick (up to
+// TransferCap), and yields until the push succeeds or the shard closes.
+func (sh *Shard) pushSlow(l *lane, idx uint32) {
+	l.ringFull.Add(1)
+	for !sh.closed.Load() {
+		sh.signal()
+		runtime.Gosched()
+		if l.ring.Push(uint64(idx)) {
+			return
+		}
+	}
 }
 
 // node returns the node of r if r is a plausible reference into this arena.
@@ -410,6 +431,8 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 		}
 		ns := s.withTicks(statusPending, t).withQueued(s.queued() || queue)
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
+			_, l := sh.myLane()
+			l.resets.Add(1)
 			if queue {
 				sh.pushAttention(r)
 			}
@@ -527,6 +550,7 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 			// task, which nobody writes again once it is cancelled.
 			if n.State.CompareAndSwap(uint64(s), uint64(s.to(statusCancelled))) {
 				sh.release()
+				sh.stopped.Add(1)
 				*sh.arena.Task(idx) = nil
 				emit(makeRef(idx, gen), n.Key)
 				break

@@ -35,6 +35,7 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 		Quota:       1 << 40,
 		Lanes:       2,
 		OnPanic:     func(v any) { h.panics = append(h.panics, v) },
+		Stats:       true,
 	}
 	for _, m := range mutate {
 		m(&cfg)

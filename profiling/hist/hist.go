@@ -62,6 +62,7 @@
 package hist
 
 import (
+	"encoding/json"
 	"math"
 	"math/bits"
 	"sync/atomic"
@@ -121,7 +122,15 @@ func bucketBounds(i int) (low, high uint64) {
 // as 0; values above MaxTrackable are counted in the last bucket but added
 // to Sum and Max with their true value. Record does not allocate. It must
 // only be called by one goroutine at a time.
-func (h *Histogram) Record(v int64) {
+func (h *Histogram) Record(v int64) { h.RecordN(v, 1) }
+
+// RecordN adds n occurrences of v at the cost of one Record: a shard records
+// the lateness of all the timers of one tick with one call. n == 0 records
+// nothing.
+func (h *Histogram) RecordN(v int64, n uint64) {
+	if n == 0 {
+		return
+	}
 	u := uint64(max(v, 0))
 	// Single writer: Load+Store cannot lose updates (see package comment).
 	// min, max and sum are published before the bucket counter.
@@ -131,9 +140,9 @@ func (h *Histogram) Record(v int64) {
 	if ^u > h.minInv.Load() {
 		h.minInv.Store(^u)
 	}
-	h.sum.Store(h.sum.Load() + u)
+	h.sum.Store(h.sum.Load() + u*n)
 	c := &h.counts[bucketIndex(min(u, uint64(MaxTrackable)))]
-	c.Store(c.Load() + 1)
+	c.Store(c.Load() + n)
 }
 
 // Snapshot returns a copy of the histogram's current state. It may be called
@@ -280,4 +289,10 @@ func (s Snapshot) Percentiles() Percentiles {
 		Max:   time.Duration(s.Max()),
 		Count: s.total,
 	}
+}
+
+// MarshalJSON encodes the snapshot as its Percentiles, the form a stats
+// endpoint serves; the buckets stay in memory for Merge and Sub.
+func (s Snapshot) MarshalJSON() ([]byte, error) {
+	return json.Marshal(s.Percentiles())
 }

@@ -1,0 +1,177 @@
+package shard
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/shardwheel/shardwheel/profiling/hist"
+)
+
+// Stats is a snapshot of one shard's counters and latency distributions.
+// Counts are totals since the shard started. The worker publishes its
+// counters once per pass, so a snapshot may lag the worker by one pass and
+// its fields were not all read at the same instant: consistent enough for
+// monitoring, not for accounting (use Scheduler.Pending for that).
+type Stats struct {
+	// Resident is the number of nodes the shard holds: timers in the wheel
+	// (including cancelled ones not yet freed, normally for under a pass)
+	// plus entries in the rings.
+	Resident int `json:"resident"`
+	// Scheduled counts timers accepted by Schedule.
+	Scheduled uint64 `json:"scheduled"`
+	// Fired counts tasks started.
+	Fired uint64 `json:"fired"`
+	// Cancelled counts cancelled timers the worker has freed.
+	Cancelled uint64 `json:"cancelled"`
+	// Reset counts successful Reset calls.
+	Reset uint64 `json:"reset"`
+	// Stopped counts timers returned by Stop.
+	Stopped uint64 `json:"stopped"`
+	// RingDepth is the number of new timers waiting in the rings, and
+	// RingPeak the largest depth a pass has seen.
+	RingDepth int `json:"ring_depth"`
+	RingPeak  int `json:"ring_peak"`
+	// RingFull counts Schedule calls that found their ring full and had to
+	// wake the worker and wait (the slow path).
+	RingFull uint64 `json:"ring_full"`
+	// TransferLast is the number of timers moved from the rings to the
+	// wheel during the last tick that moved any, TransferPeak the most in
+	// one tick, and CapHits the ticks that reached the transfer cap.
+	TransferLast int    `json:"transfer_last"`
+	TransferPeak int    `json:"transfer_peak"`
+	CapHits      uint64 `json:"cap_hits"`
+	// Ticks counts passes that processed at least one new tick;
+	// TicksSkipped counts ticks the shard slept through because nothing
+	// was due (an idle shard does not wake every tick).
+	Ticks        uint64 `json:"ticks"`
+	TicksSkipped uint64 `json:"ticks_skipped"`
+	// Refiled counts timers moved within the wheel: cascades from a
+	// higher level, and Resets found at their old slot.
+	Refiled uint64 `json:"refiled"`
+	// Panics counts tasks that panicked.
+	Panics uint64 `json:"panics"`
+	// TickLag is how late the worker started processing a tick it had
+	// planned to wake for, versus the tick's start.
+	TickLag hist.Snapshot `json:"tick_lag"`
+	// Lateness is how late timers ran versus their deadline's tick. Timers
+	// of one tick share one sample: the time the worker started it.
+	Lateness hist.Snapshot `json:"lateness"`
+	// TaskTime is the run time of tasks run inline (or handed to the
+	// executor), sampled one task in taskSampleEvery.
+	TaskTime hist.Snapshot `json:"task_time"`
+}
+
+// Add accumulates o into s: counts add up, peaks take the larger value and
+// distributions merge. Scheduler.Stats uses it to total its shards.
+func (s *Stats) Add(o Stats) {
+	s.Resident += o.Resident
+	s.Scheduled += o.Scheduled
+	s.Fired += o.Fired
+	s.Cancelled += o.Cancelled
+	s.Reset += o.Reset
+	s.Stopped += o.Stopped
+	s.RingDepth += o.RingDepth
+	s.RingPeak = max(s.RingPeak, o.RingPeak)
+	s.RingFull += o.RingFull
+	s.TransferLast += o.TransferLast
+	s.TransferPeak = max(s.TransferPeak, o.TransferPeak)
+	s.CapHits += o.CapHits
+	s.Ticks += o.Ticks
+	s.TicksSkipped += o.TicksSkipped
+	s.Refiled += o.Refiled
+	s.Panics += o.Panics
+	s.TickLag.Merge(o.TickLag)
+	s.Lateness.Merge(o.Lateness)
+	s.TaskTime.Merge(o.TaskTime)
+}
+
+// taskSampleEvery sets how often a task's run time is measured: timing
+// every task would cost two clock reads (about 50ns here) per timer.
+const taskSampleEvery = 16
+
+// Worker counters, kept in a plain array by the worker and copied to an
+// atomic array once per pass, so that counting costs the hot path nothing.
+const (
+	cFired = iota
+	cCancelled
+	cConsumed // ring entries popped, over all lanes
+	cResident // nodes linked in the wheel
+	cRingPeak
+	cTransferLast
+	cTransferPeak
+	cCapHits
+	cTicks
+	cTicksSkipped
+	cRefiled
+	cPanics
+	numCounters
+)
+
+// workerStats is the worker's side of Stats. counts and the histograms'
+// recording side belong to the worker; published and the histograms'
+// snapshots may be read by anyone.
+type workerStats struct {
+	counts    [numCounters]uint64
+	published [numCounters]atomic.Uint64
+	tickLag   hist.Histogram
+	lateness  hist.Histogram
+	taskTime  hist.Histogram
+	tasks     uint64 // tasks run, for sampling
+}
+
+// publish copies the worker's counters for readers. Worker only.
+func (ws *workerStats) publish() {
+	for i, v := range ws.counts {
+		if ws.published[i].Load() != v {
+			ws.published[i].Store(v)
+		}
+	}
+}
+
+// Stats returns a snapshot of the shard's statistics. Safe for concurrent
+// use; it never blocks the worker.
+func (sh *Shard) Stats() Stats {
+	p := &sh.stats.published
+	var claimed uint64
+	var st Stats
+	for i := range sh.lanes {
+		l := &sh.lanes[i]
+		claimed += l.ring.Claimed()
+		st.Reset += l.resets.Load()
+		st.RingFull += l.ringFull.Load()
+	}
+	st.Scheduled = claimed
+	st.RingDepth = int(claimed - min(p[cConsumed].Load(), claimed))
+	st.Resident = int(p[cResident].Load()) + st.RingDepth
+	st.Fired = p[cFired].Load()
+	st.Cancelled = p[cCancelled].Load()
+	st.Stopped = sh.stopped.Load()
+	st.RingPeak = int(p[cRingPeak].Load())
+	st.TransferLast = int(p[cTransferLast].Load())
+	st.TransferPeak = int(p[cTransferPeak].Load())
+	st.CapHits = p[cCapHits].Load()
+	st.Ticks = p[cTicks].Load()
+	st.TicksSkipped = p[cTicksSkipped].Load()
+	st.Refiled = p[cRefiled].Load()
+	st.Panics = p[cPanics].Load()
+	st.TickLag = sh.stats.tickLag.Snapshot()
+	st.Lateness = sh.stats.lateness.Snapshot()
+	st.TaskTime = sh.stats.taskTime.Snapshot()
+	return st
+}
+
+// recordTick accounts for a pass that reached tick target at clock reading
+// now. Worker only.
+func (sh *Shard) recordTick(now time.Duration, target uint64) {
+	if target <= sh.w.elapsed {
+		return // woken early: no new tick
+	}
+	c := &sh.stats.counts
+	c[cTicks]++
+	if sh.slept {
+		c[cTicksSkipped] += target - sh.w.elapsed - 1
+	}
+	if sh.cfg.Stats && target >= sh.wakeTick {
+		sh.stats.tickLag.Record(int64(now - sh.tickTime(sh.wakeTick)))
+	}
+}

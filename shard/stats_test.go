@@ -1,0 +1,86 @@
+package shard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStatsCountEveryOutcome(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.TransferCap = 4 })
+	var refs []Ref
+	for i := range 10 {
+		r, err := h.sh.Schedule(uint64(i), 3*testTick, func() { h.fired[i] = h.clock.Now() })
+		require.NoError(t, err)
+		refs = append(refs, r)
+	}
+	st := h.sh.Stats()
+	assert.Equal(t, uint64(10), st.Scheduled)
+	assert.Equal(t, 10, st.RingDepth, "nothing taken yet")
+
+	h.pass() // takes 4: the cap
+	st = h.sh.Stats()
+	assert.Equal(t, 6, st.RingDepth)
+	assert.Equal(t, 10, st.Resident)
+	assert.Equal(t, 4, st.TransferLast)
+	assert.Equal(t, uint64(1), st.CapHits)
+	assert.Equal(t, 10, st.RingPeak)
+
+	require.True(t, h.sh.Cancel(refs[0]))                 // in the wheel
+	require.True(t, h.sh.Cancel(refs[9]))                 // still in the ring
+	require.True(t, h.sh.Reset(refs[1], 600*testTick))    // later, across levels
+	_, err := h.sh.Schedule(99, 0, func() { panic("x") }) // panics when run
+	require.NoError(t, err)
+	h.step(10 * testTick)
+
+	st = h.sh.Stats()
+	assert.Equal(t, uint64(8), st.Fired, "7 timers and the panicking one")
+	assert.Equal(t, uint64(2), st.Cancelled)
+	assert.Equal(t, uint64(1), st.Reset)
+	assert.Equal(t, uint64(1), st.Panics)
+	assert.Equal(t, 1, st.Resident, "the reset timer")
+	assert.Zero(t, st.RingDepth)
+	assert.Equal(t, 4, st.TransferPeak)
+	assert.GreaterOrEqual(t, st.Refiled, uint64(1), "the reset timer was found at its old slot")
+	assert.Equal(t, uint64(10), st.Ticks)
+	assert.Equal(t, st.Fired, st.Lateness.Count(), "every fired timer is in the lateness histogram")
+	assert.Less(t, time.Duration(st.Lateness.Max()), testTick, "the harness runs each tick on time")
+	assert.Equal(t, st.Fired/taskSampleEvery, st.TaskTime.Count())
+
+	h.sh.Close()
+	h.sh.Drain(func(Ref, uint64) {})
+	assert.Equal(t, uint64(1), h.sh.Stats().Stopped)
+}
+
+func TestStatsTickLagAndSkippedTicks(t *testing.T) {
+	h := newHarness(t)
+	h.schedule(1, 50*testTick)
+	// The worker plans to sleep until the timer's slot (a cascade at or
+	// before tick 50): emulate it waking 3ms after that.
+	start := h.sh.w.elapsed
+	wake, park, _ := h.sh.plan()
+	require.True(t, park)
+	require.LessOrEqual(t, wake, start+50)
+	h.clock.Advance(time.Duration(wake-start)*testTick + 3*testTick)
+	h.pass()
+	st := h.sh.Stats()
+	assert.Equal(t, uint64(1), st.Ticks)
+	assert.GreaterOrEqual(t, st.TicksSkipped, uint64(40), "an idle shard does not process empty ticks")
+	require.Equal(t, uint64(1), st.TickLag.Count())
+	assert.InDelta(t, float64(3*testTick), float64(st.TickLag.Max()), float64(testTick))
+}
+
+func TestStatsOffRecordsNoDistributions(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Stats = false })
+	for i := range 40 {
+		h.schedule(i, testTick)
+	}
+	h.step(3 * testTick)
+	st := h.sh.Stats()
+	assert.Equal(t, uint64(40), st.Fired, "counters are always kept")
+	assert.Zero(t, st.Lateness.Count())
+	assert.Zero(t, st.TaskTime.Count())
+	assert.Zero(t, st.TickLag.Count())
+}
