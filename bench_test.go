@@ -1,9 +1,11 @@
 package shardwheel_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -90,6 +92,72 @@ func BenchmarkScheduleCancelParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					time.AfterFunc(time.Minute, noop).Stop()
+				}
+			})
+			reportRate(b, "pairs/s")
+		})
+	}
+}
+
+// BenchmarkScheduleExpire measures timers that run: schedule with a delay
+// of one tick and wait until every task has run, against time.AfterFunc.
+// stats=off shows what the latency histograms cost.
+func BenchmarkScheduleExpire(b *testing.B) {
+	for _, stats := range []bool{true, false} {
+		b.Run(fmt.Sprintf("shardwheel/stats=%v", stats), func(b *testing.B) {
+			s := newBenchScheduler(b, shardwheel.WithTick(time.Millisecond), shardwheel.WithStats(stats))
+			var ran atomic.Int64
+			task := func() { ran.Add(1) }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := s.Schedule(uint64(i), time.Millisecond, task); err != nil {
+					b.Fatal(err)
+				}
+			}
+			waitRan(b, &ran, b.N)
+			reportRate(b, "timers/s")
+		})
+	}
+	b.Run("afterfunc", func(b *testing.B) {
+		var ran atomic.Int64
+		task := func() { ran.Add(1) }
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			time.AfterFunc(time.Millisecond, task)
+		}
+		waitRan(b, &ran, b.N)
+		reportRate(b, "timers/s")
+	})
+}
+
+func waitRan(b *testing.B, ran *atomic.Int64, n int) {
+	for deadline := time.Now().Add(time.Minute); ran.Load() < int64(n); {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d timers ran", ran.Load(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// BenchmarkStatsOverhead is Schedule+Cancel with the latency histograms on
+// and off (counters are always kept).
+func BenchmarkStatsOverhead(b *testing.B) {
+	for _, stats := range []bool{true, false} {
+		b.Run(fmt.Sprintf("schedule-cancel/stats=%v", stats), func(b *testing.B) {
+			s := newBenchScheduler(b, shardwheel.WithStats(stats))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				key := rand.Uint64()
+				for pb.Next() {
+					key++
+					t, err := s.Schedule(key, time.Minute, noop)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t.Cancel()
 				}
 			})
 			reportRate(b, "pairs/s")

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
 )
 
 // cacheLineSize is the padding unit. 64 bytes is the line on amd64 and most
@@ -49,11 +50,17 @@ type Ring struct {
 	// tail is the next position producers will claim. Producers CAS it.
 	tail atomic.Uint64
 	_    [cacheLineSize - 8]byte
+	consumer
+	_ [cacheLineSize - unsafe.Sizeof(consumer{})%cacheLineSize]byte
+}
+
+// consumer holds the fields the consumer reads on every pop, on a line of
+// their own.
+type consumer struct {
 	// head is the next position the consumer will read. Consumer only.
 	head  uint64
 	mask  uint64 // immutable after New
 	slots []slot // immutable after New
-	_     [cacheLineSize - 8 - 8 - 24]byte
 }
 
 // New returns a ring with room for size values, rounded up to a power of
@@ -65,7 +72,7 @@ func New(size int) (*Ring, error) {
 		return nil, fmt.Errorf("ring: size %d out of range [1, %d]", size, MaxSize)
 	}
 	n := max(uint64(1)<<bits.Len64(uint64(size-1)), 2)
-	r := &Ring{mask: n - 1, slots: make([]slot, n)}
+	r := &Ring{consumer: consumer{mask: n - 1, slots: make([]slot, n)}}
 	for i := range r.slots {
 		r.slots[i].seq.Store(uint64(i))
 	}
