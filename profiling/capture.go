@@ -1,0 +1,337 @@
+package profiling
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/felixge/fgprof"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+const (
+	// DefaultInterval is the sampling interval Capture uses when
+	// CaptureConfig.Interval is 0.
+	DefaultInterval = 250 * time.Millisecond
+	// MinInterval is the shortest sampling interval Capture accepts. A
+	// sample costs a Scheduler.Stats call (about 30 KB per shard), and an
+	// interval of a few ticks holds too few values for its percentiles.
+	MinInterval = 10 * time.Millisecond
+
+	// minProfile is the shortest time the fgprof profile runs: its 99 Hz
+	// sampler needs a few samples to compute the profile's period (see
+	// stopProfile).
+	minProfile = 100 * time.Millisecond
+)
+
+// The files Capture writes, in CaptureConfig.Dir.
+const (
+	textFile    = "report.txt"
+	htmlFile    = "report.html"
+	jsonFile    = "report.json"
+	profileFile = "fgprof.pprof"
+)
+
+// CaptureConfig configures Capture.
+type CaptureConfig struct {
+	// Duration is how long to capture. It must be > 0.
+	Duration time.Duration
+	// Interval is the time-series sampling interval: 0 means
+	// DefaultInterval, otherwise it must be at least MinInterval.
+	Interval time.Duration
+	// Dir is the directory to write to, created with its parents if
+	// missing. Files of an earlier report there are replaced. It must not
+	// be empty.
+	Dir string
+}
+
+// check returns cfg with its defaults filled in, or an error naming the
+// first invalid field.
+func (cfg CaptureConfig) check() (CaptureConfig, error) {
+	switch {
+	case cfg.Duration <= 0:
+		return cfg, fmt.Errorf("profiling: CaptureConfig.Duration must be > 0, got %v", cfg.Duration)
+	case cfg.Interval < 0 || cfg.Interval > 0 && cfg.Interval < MinInterval:
+		return cfg, fmt.Errorf("profiling: CaptureConfig.Interval must be 0 (for %v) or at least %v, got %v",
+			DefaultInterval, MinInterval, cfg.Interval)
+	case cfg.Dir == "":
+		return cfg, errors.New(`profiling: CaptureConfig.Dir must not be empty, got ""`)
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	return cfg, nil
+}
+
+// Report says what Capture wrote.
+type Report struct {
+	// Dir is CaptureConfig.Dir.
+	Dir string
+	// TextPath is report.txt, the text summary.
+	TextPath string
+	// HTMLPath is report.html, a self-contained page with plots of the
+	// time series and the lateness distribution, and the summary.
+	HTMLPath string
+	// JSONPath is report.json: the configuration, the time series, the
+	// capture's totals per shard and the scheduler's final Stats.
+	JSONPath string
+	// ProfilePath is fgprof.pprof, a wall-clock profile of the whole
+	// program over the capture, for go tool pprof.
+	ProfilePath string
+	// Summary is the text of report.txt.
+	Summary string
+}
+
+// Capture watches s for cfg.Duration and writes a report of it to cfg.Dir:
+// report.txt, report.html, report.json and fgprof.pprof (see Report). While
+// it runs, an fgprof profile records every goroutine and, every
+// cfg.Interval, a sample records the interval's tick lag, lateness and task
+// time percentiles, its fired, scheduled and cancelled rates, and the
+// pending count and ring depth at its end. The summary covers the whole
+// capture. Capture blocks until done and may run alongside other Captures
+// and profiles.
+//
+// If ctx ends first, Capture stops early and still writes the four files,
+// covering the time captured; it then returns the Report together with an
+// error wrapping ctx.Err(), so errors.Is(err, context.Canceled) tells an
+// interruption from a failure. It also returns the Report, with an error,
+// if a file could not be written. It returns a nil Report only when cfg is
+// invalid (the error names the field and value), s is nil, or Dir cannot be
+// created.
+//
+// report.json holds one object: "start", "elapsed_ns", "interval_ns",
+// "shard_count", "tick_ns", "interrupted", "samples" (one per interval:
+// "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "ring_depth",
+// the interval's "ring_full", "cap_hits" and "panics", and "tick_lag",
+// "lateness" and "task_time" as percentiles with "mean_ns"), "total" and
+// "per_shard" (the Stats fields over the capture), and "final" (s.Stats()
+// at the end). Durations are integer nanoseconds.
+func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*Report, error) {
+	if s == nil {
+		return nil, errors.New("profiling: Capture: nil Scheduler")
+	}
+	cfg, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("profiling: %w", err)
+	}
+	rep := &Report{
+		Dir:         cfg.Dir,
+		TextPath:    filepath.Join(cfg.Dir, textFile),
+		HTMLPath:    filepath.Join(cfg.Dir, htmlFile),
+		JSONPath:    filepath.Join(cfg.Dir, jsonFile),
+		ProfilePath: filepath.Join(cfg.Dir, profileFile),
+	}
+
+	var errs []error
+	stop, err := startProfile(rep.ProfilePath)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	rec := record(ctx, s, cfg)
+	if stop != nil {
+		if err := stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rec.interrupted {
+		errs = append(errs, fmt.Errorf("profiling: capture interrupted after %s: %w", fmtDur(rec.elapsed), ctx.Err()))
+	}
+
+	sm := rec.summary()
+	var text bytes.Buffer
+	_ = sm.write(&text) // a bytes.Buffer does not fail
+	rep.Summary = text.String()
+	html, err := rec.html(sm, rep.Summary)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	js, err := json.MarshalIndent(rec.json(sm), "", "  ")
+	if err != nil {
+		errs = append(errs, fmt.Errorf("profiling: encode %s: %w", jsonFile, err))
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{{rep.TextPath, text.Bytes()}, {rep.HTMLPath, html}, {rep.JSONPath, append(js, '\n')}} {
+		if err := os.WriteFile(f.path, f.data, 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("profiling: %w", err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// startProfile starts an fgprof profile written to path when stop is
+// called.
+func startProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("profiling: %w", err)
+	}
+	started := time.Now()
+	stopProfile := fgprof.Start(f, fgprof.FormatPprof)
+	return func() (err error) {
+		// fgprof computes the profile's period as 1e9 divided by its
+		// sample rate rounded to an integer Hz, and so panics with no
+		// samples: run long enough for a few, and recover should its
+		// sampler still have been starved, rather than crash the
+		// program being profiled.
+		time.Sleep(minProfile - time.Since(started))
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("profiling: fgprof: %v", v)
+			}
+			if cerr := f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("profiling: %w", cerr)
+			}
+		}()
+		if err := stopProfile(); err != nil {
+			return fmt.Errorf("profiling: write %s: %w", path, err)
+		}
+		return nil
+	}, nil
+}
+
+// sample is one interval of Capture's time series.
+type sample struct {
+	At              time.Duration `json:"at_ns"`   // end, since the capture started
+	Span            time.Duration `json:"span_ns"` // length
+	FiredPerSec     float64       `json:"fired_per_sec"`
+	ScheduledPerSec float64       `json:"scheduled_per_sec"`
+	CancelledPerSec float64       `json:"cancelled_per_sec"`
+	Pending         int           `json:"pending"`
+	RingDepth       int           `json:"ring_depth"`
+	RingFull        uint64        `json:"ring_full"`
+	CapHits         uint64        `json:"cap_hits"`
+	Panics          uint64        `json:"panics"`
+	TickLag         dist          `json:"tick_lag"`
+	Lateness        dist          `json:"lateness"`
+	TaskTime        dist          `json:"task_time"`
+}
+
+// recording is what Capture saw.
+type recording struct {
+	cfg         CaptureConfig
+	shards      int
+	tick        time.Duration
+	start       time.Time
+	elapsed     time.Duration
+	interrupted bool // ctx ended before cfg.Duration
+	first, last shardwheel.Stats
+	samples     []sample
+}
+
+// record samples s every cfg.Interval for cfg.Duration or until ctx is
+// done. Sample times are multiples of the interval from the start, so a
+// slow Stats call delays one sample, not all that follow.
+func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *recording {
+	r := &recording{cfg: cfg, shards: s.Shards(), tick: s.Tick(), start: time.Now(), samples: []sample{}}
+	r.first = s.Stats()
+	prev, prevAt := r.first, time.Duration(0)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i := time.Duration(1); ; i++ {
+		due := min(i*cfg.Interval, cfg.Duration)
+		timer.Reset(due - time.Since(r.start))
+		select {
+		case <-ctx.Done():
+			r.interrupted = true
+		case <-timer.C:
+		}
+		cur, at := s.Stats(), time.Since(r.start)
+		end := r.interrupted || due == cfg.Duration
+		// An interval cut short (the last one, or one after a late
+		// sample) is merged into the next, or dropped at the end, when
+		// it is too short for its rates and percentiles to mean much.
+		if at-prevAt >= MinInterval/2 {
+			r.samples = append(r.samples, newSample(cur, prev, at, at-prevAt))
+			prev, prevAt = cur, at
+		}
+		if end {
+			r.last, r.elapsed = cur, at
+			return r
+		}
+	}
+}
+
+// newSample returns the sample of the interval of length span from prev to
+// cur, which ends at.
+func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
+	v := newView(cur.Total, prev.Total)
+	sec := span.Seconds()
+	return sample{
+		At:              at,
+		Span:            span,
+		FiredPerSec:     float64(v.Fired) / sec,
+		ScheduledPerSec: float64(v.Scheduled) / sec,
+		CancelledPerSec: float64(v.Cancelled) / sec,
+		Pending:         cur.Pending,
+		RingDepth:       v.RingDepth,
+		RingFull:        v.RingFull,
+		CapHits:         v.CapHits,
+		Panics:          v.Panics,
+		TickLag:         v.TickLag,
+		Lateness:        v.Lateness,
+		TaskTime:        v.TaskTime,
+	}
+}
+
+// summary returns the text summary of the capture.
+func (r *recording) summary() *summary {
+	total, shards := views(r.last, r.first)
+	sm := &summary{
+		header: []string{
+			fmt.Sprintf("shardwheel capture: %d shards, tick %s, %s from %s (%d samples every %s)",
+				r.shards, fmtDur(r.tick), fmtDur(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
+				len(r.samples), fmtDur(r.cfg.Interval)),
+			"Counts and latencies over the capture.",
+		},
+		tick:    r.tick,
+		pending: r.last.Pending,
+		elapsed: r.elapsed,
+		total:   total,
+		shards:  shards,
+	}
+	if r.interrupted {
+		sm.header = append(sm.header, fmt.Sprintf("Interrupted after %s of %s.", fmtDur(r.elapsed), fmtDur(r.cfg.Duration)))
+	}
+	return sm
+}
+
+// captureJSON is the content of report.json, documented at Capture.
+type captureJSON struct {
+	Start       time.Time        `json:"start"`
+	Elapsed     time.Duration    `json:"elapsed_ns"`
+	Interval    time.Duration    `json:"interval_ns"`
+	Shards      int              `json:"shard_count"`
+	Tick        time.Duration    `json:"tick_ns"`
+	Interrupted bool             `json:"interrupted"`
+	Samples     []sample         `json:"samples"`
+	Total       view             `json:"total"`
+	PerShard    []view           `json:"per_shard"`
+	Final       shardwheel.Stats `json:"final"`
+}
+
+// json returns the content of report.json, given the capture's summary.
+func (r *recording) json(sm *summary) captureJSON {
+	return captureJSON{
+		Start:       r.start,
+		Elapsed:     r.elapsed,
+		Interval:    r.cfg.Interval,
+		Shards:      r.shards,
+		Tick:        r.tick,
+		Interrupted: r.interrupted,
+		Samples:     r.samples,
+		Total:       sm.total,
+		PerShard:    sm.shards,
+		Final:       r.last,
+	}
+}

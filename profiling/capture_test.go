@@ -1,0 +1,224 @@
+package profiling_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/profiling"
+)
+
+// reportJSON is the part of report.json the tests read.
+type reportJSON struct {
+	Interrupted bool `json:"interrupted"`
+	ShardCount  int  `json:"shard_count"`
+	Samples     []struct {
+		AtNs        int64   `json:"at_ns"`
+		FiredPerSec float64 `json:"fired_per_sec"`
+		Lateness    struct {
+			P99   int64  `json:"p99_ns"`
+			Count uint64 `json:"count"`
+		} `json:"lateness"`
+	} `json:"samples"`
+	Total struct {
+		Fired uint64 `json:"fired"`
+	} `json:"total"`
+	PerShard []json.RawMessage `json:"per_shard"`
+}
+
+// readReport checks that Capture wrote all four files and returns the HTML
+// page and the decoded report.json.
+func readReport(t *testing.T, rep *profiling.Report) (html string, js reportJSON) {
+	t.Helper()
+	require.NotNil(t, rep)
+	files := map[string]string{
+		"report.txt": rep.TextPath, "report.html": rep.HTMLPath,
+		"report.json": rep.JSONPath, "fgprof.pprof": rep.ProfilePath,
+	}
+	for name, path := range files {
+		assert.Equal(t, filepath.Join(rep.Dir, name), path)
+		fi, err := os.Stat(path)
+		require.NoError(t, err, name)
+		assert.NotZero(t, fi.Size(), name)
+	}
+	text, err := os.ReadFile(rep.TextPath)
+	require.NoError(t, err)
+	assert.Equal(t, rep.Summary, string(text))
+
+	b, err := os.ReadFile(rep.JSONPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &js))
+
+	b, err = os.ReadFile(rep.HTMLPath)
+	require.NoError(t, err)
+	html = string(b)
+	requireWellFormed(t, html) // the page is XHTML-clean, not just its plots
+	assert.Equal(t, 6, requireDrawable(t, html), "plots")
+
+	f, err := os.Open(rep.ProfilePath)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	assert.NotEmpty(t, p.Sample, "fgprof samples")
+	return html, js
+}
+
+// load schedules short timers on s from a goroutine until stop is called.
+func load(s *shardwheel.Scheduler) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_, _ = s.AfterFunc(time.Duration(rand.IntN(20))*time.Millisecond, func() {})
+			if i%25 == 0 {
+				time.Sleep(time.Millisecond) // a few thousand timers per second
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+func TestCapture(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	stop := load(s)
+	defer stop()
+
+	rep, err := profiling.Capture(context.Background(), s, profiling.CaptureConfig{
+		Duration: time.Second,
+		Interval: 100 * time.Millisecond,
+		Dir:      filepath.Join(t.TempDir(), "new", "dir"),
+	})
+	require.NoError(t, err)
+	html, js := readReport(t, rep)
+
+	assert.False(t, js.Interrupted)
+	assert.Equal(t, 2, js.ShardCount)
+	assert.Len(t, js.PerShard, 2)
+	require.GreaterOrEqual(t, len(js.Samples), 5)
+	assert.LessOrEqual(t, len(js.Samples), 10, "at most one sample per interval")
+	var fired float64
+	for i, smp := range js.Samples {
+		if i > 0 {
+			assert.Greater(t, smp.AtNs, js.Samples[i-1].AtNs)
+		}
+		fired += smp.FiredPerSec
+	}
+	assert.Positive(t, fired)
+	assert.Positive(t, js.Total.Fired)
+
+	for _, want := range []string{"2 shards", "tick 1ms", "lateness", "tick lag", "task time", "p99.9", "diagnosis"} {
+		assert.Contains(t, rep.Summary, want)
+	}
+	for _, want := range []string{"Timer lateness", "Tick lag", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "p99.9"} {
+		assert.Contains(t, html, want)
+	}
+}
+
+// Cancelling the context ends the capture early with ctx's error, and the
+// files cover what was captured.
+func TestCaptureCancelled(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	stop := load(s)
+	defer stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: time.Minute, Interval: 50 * time.Millisecond, Dir: t.TempDir()})
+	assert.Less(t, time.Since(start), 5*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "profiling: capture interrupted after")
+
+	_, js := readReport(t, rep)
+	assert.True(t, js.Interrupted)
+	assert.NotEmpty(t, js.Samples)
+	assert.Contains(t, rep.Summary, "Interrupted after")
+}
+
+// A capture without samples, or of an idle scheduler whose series are all
+// zero, still draws every plot, with no NaN or Inf.
+func TestCaptureEmpty(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, c := range map[string]struct {
+		ctx     context.Context
+		samples int
+	}{
+		"no samples": {cancelled, 0},
+		"idle":       {context.Background(), 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newScheduler(t, shardwheel.WithShards(2))
+			rep, err := profiling.Capture(c.ctx, s, profiling.CaptureConfig{
+				Duration: 60 * time.Millisecond, Interval: 20 * time.Millisecond, Dir: t.TempDir(),
+			})
+			if c.ctx.Err() != nil {
+				require.ErrorIs(t, err, context.Canceled)
+			} else {
+				require.NoError(t, err)
+			}
+			html, js := readReport(t, rep)
+			assert.Len(t, js.Samples, c.samples)
+			assert.Contains(t, rep.Summary, "no timer fired")
+			if c.samples == 0 {
+				assert.Contains(t, html, "no samples")
+			}
+		})
+	}
+}
+
+func TestCaptureConfigValidation(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, shardwheel.WithShards(1))
+	dir := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		cfg  profiling.CaptureConfig
+		want string
+	}{
+		{profiling.CaptureConfig{Dir: dir},
+			"profiling: CaptureConfig.Duration must be > 0, got 0s"},
+		{profiling.CaptureConfig{Duration: -time.Second, Dir: dir},
+			"profiling: CaptureConfig.Duration must be > 0, got -1s"},
+		{profiling.CaptureConfig{Duration: time.Second, Interval: -time.Millisecond, Dir: dir},
+			"profiling: CaptureConfig.Interval must be 0 (for 250ms) or at least 10ms, got -1ms"},
+		{profiling.CaptureConfig{Duration: time.Second, Interval: time.Millisecond, Dir: dir},
+			"profiling: CaptureConfig.Interval must be 0 (for 250ms) or at least 10ms, got 1ms"},
+		{profiling.CaptureConfig{Duration: time.Second},
+			`profiling: CaptureConfig.Dir must not be empty, got ""`},
+	} {
+		rep, err := profiling.Capture(context.Background(), s, c.cfg)
+		assert.EqualError(t, err, c.want)
+		assert.Nil(t, rep)
+	}
+	assert.NoDirExists(t, dir, "nothing is written for an invalid config")
+
+	_, err := profiling.Capture(context.Background(), nil, profiling.CaptureConfig{Duration: time.Second, Dir: dir})
+	assert.EqualError(t, err, "profiling: Capture: nil Scheduler")
+
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	_, err = profiling.Capture(context.Background(), s, profiling.CaptureConfig{Duration: time.Second, Dir: filepath.Join(file, "sub")})
+	assert.ErrorContains(t, err, "profiling: ")
+	assert.True(t, strings.Contains(err.Error(), "not a directory"), err.Error())
+}

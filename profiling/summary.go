@@ -1,0 +1,316 @@
+package profiling
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/profiling/hist"
+)
+
+// belowOne is the largest float64 under 1. Its quantile is the midpoint of
+// the highest non-empty bucket (rank Count), not the recorded Max: see
+// summarize.
+var belowOne = math.Nextafter(1, 0)
+
+// dist summarizes one latency distribution.
+type dist struct {
+	hist.Percentiles
+	Mean time.Duration `json:"mean_ns"`
+}
+
+// summarize returns the distribution of the values recorded between the
+// snapshots prev and cur of one histogram. hist.Snapshot.Sub keeps cur's
+// Max, the largest value since the histogram started, so when prev holds
+// values the window's maximum is estimated from its highest non-empty
+// bucket instead (within hist.RelativeError). With an empty prev the window
+// is the histogram's whole life and Max is exact.
+func summarize(cur, prev hist.Snapshot) dist {
+	d := cur.Sub(prev)
+	p := d.Percentiles()
+	if prev.Count() > 0 {
+		p.Max = time.Duration(d.Quantile(belowOne))
+	}
+	return dist{Percentiles: p, Mean: d.Mean()}
+}
+
+// view is a ShardStats over a window: counters are differences between the
+// window's end and start, gauges (Resident, RingDepth, TransferLast) are
+// read at its end, and peaks (RingPeak, TransferPeak) stay the peaks since
+// the scheduler started, since they cannot be differenced. The embedded
+// histograms hold the window's values (hist.Snapshot.Sub); the dist fields
+// summarize them and, being shallower, replace them in JSON.
+type view struct {
+	shardwheel.ShardStats
+	TickLag  dist `json:"tick_lag"`
+	Lateness dist `json:"lateness"`
+	TaskTime dist `json:"task_time"`
+}
+
+// newView returns the window from prev to cur. A zero prev makes the window
+// the scheduler's whole life.
+func newView(cur, prev shardwheel.ShardStats) view {
+	v := view{ShardStats: cur}
+	st := &v.ShardStats
+	for _, c := range []struct {
+		cur  *uint64
+		prev uint64
+	}{
+		{&st.Scheduled, prev.Scheduled},
+		{&st.Fired, prev.Fired},
+		{&st.Cancelled, prev.Cancelled},
+		{&st.Reset, prev.Reset},
+		{&st.Stopped, prev.Stopped},
+		{&st.RingFull, prev.RingFull},
+		{&st.CapHits, prev.CapHits},
+		{&st.Ticks, prev.Ticks},
+		{&st.TicksSkipped, prev.TicksSkipped},
+		{&st.Refiled, prev.Refiled},
+		{&st.Panics, prev.Panics},
+	} {
+		// Saturate: snapshots are not atomic across fields (see
+		// shard.Stats), so never let a glitch wrap around.
+		*c.cur -= min(*c.cur, c.prev)
+	}
+	st.TickLag = cur.TickLag.Sub(prev.TickLag)
+	st.Lateness = cur.Lateness.Sub(prev.Lateness)
+	st.TaskTime = cur.TaskTime.Sub(prev.TaskTime)
+	v.TickLag = summarize(cur.TickLag, prev.TickLag)
+	v.Lateness = summarize(cur.Lateness, prev.Lateness)
+	v.TaskTime = summarize(cur.TaskTime, prev.TaskTime)
+	return v
+}
+
+// views returns the window from prev to cur for the total and each shard.
+// A zero prev (no shards) makes it the scheduler's whole life.
+func views(cur, prev shardwheel.Stats) (total view, shards []view) {
+	shards = make([]view, len(cur.Shards))
+	for i, sh := range cur.Shards {
+		var p shardwheel.ShardStats
+		if i < len(prev.Shards) {
+			p = prev.Shards[i]
+		}
+		shards[i] = newView(sh, p)
+	}
+	return newView(cur.Total, prev.Total), shards
+}
+
+// summary is the text report shared by the Handler's page and Capture's
+// report.txt.
+type summary struct {
+	header  []string      // lines printed first
+	tick    time.Duration // the scheduler's tick
+	pending int           // Scheduler.Pending at the window's end
+	elapsed time.Duration // the window's length, 0 if unknown (no rates)
+	total   view
+	shards  []view
+}
+
+// write prints the summary as aligned plain text.
+func (sm *summary) write(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
+	for _, h := range sm.header {
+		p("%s\n", h)
+	}
+
+	t := &sm.total
+	p("\ntimers\tcount")
+	if sm.elapsed > 0 {
+		p("\tper second")
+	}
+	p("\n")
+	for _, c := range []struct {
+		name string
+		n    uint64
+	}{
+		{"scheduled", t.Scheduled}, {"fired", t.Fired}, {"cancelled", t.Cancelled},
+		{"reset", t.Reset}, {"stopped", t.Stopped}, {"panics", t.Panics},
+		{"ring full waits", t.RingFull}, {"transfer cap hits", t.CapHits},
+		{"ticks", t.Ticks}, {"ticks skipped (idle)", t.TicksSkipped}, {"refiled", t.Refiled},
+	} {
+		p("%s\t%d", c.name, c.n)
+		if sm.elapsed > 0 {
+			p("\t%s", fmtRate(float64(c.n)/sm.elapsed.Seconds()))
+		}
+		p("\n")
+	}
+	p("\nnow\n")
+	p("pending\t%d\n", sm.pending)
+	p("resident\t%d\n", t.Resident)
+	p("ring depth\t%d\n", t.RingDepth)
+	p("ring peak (since start)\t%d\n", t.RingPeak)
+	p("transfer peak (since start)\t%d\n", t.TransferPeak)
+
+	p("\nlatency\tcount\tp50\tp90\tp99\tp99.9\tmax\tmean\n")
+	for _, d := range []struct {
+		name string
+		d    dist
+	}{{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"task time", t.TaskTime}} {
+		p("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.name, d.d.Count,
+			fmtDur(d.d.P50), fmtDur(d.d.P90), fmtDur(d.d.P99), fmtDur(d.d.P999),
+			fmtDur(d.d.Max), fmtDur(d.d.Mean))
+	}
+
+	p("\nshard\tresident\tscheduled\tfired\tcancelled\tring\tring full\tcap hits\tpanics" +
+		"\tlag p99\tlate p99\tlate max\ttask p99\n")
+	for i, v := range sm.shards {
+		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
+			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.RingDepth, v.RingFull, v.CapHits, v.Panics,
+			fmtDur(v.TickLag.P99), fmtDur(v.Lateness.P99), fmtDur(v.Lateness.Max), fmtDur(v.TaskTime.P99))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if _, err := io.WriteString(w, "\ndiagnosis\n"); err != nil {
+		return err
+	}
+	for _, f := range sm.findings() {
+		if _, err := fmt.Fprintf(w, "  - %s\n", f.Text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timerSlack is how late Go's timers may wake a sleeping shard: on Linux
+// the runtime waits in epoll with millisecond granularity and rounds
+// shorter waits up (golang/go#44343), so ticks start up to about 1ms late
+// even on an idle machine.
+const timerSlack = time.Millisecond
+
+// lateLimit is the tick lag and lateness beyond which the reports say a
+// shard fell behind: the wheel's resolution (one tick) plus timerSlack.
+func lateLimit(tick time.Duration) time.Duration { return tick + timerSlack }
+
+// finding is one line of a summary's diagnosis; OK is set on the line
+// that says there is nothing wrong.
+type finding struct {
+	Text string
+	OK   bool
+}
+
+// findings interprets the window for a reader who wants to know whether
+// timers were late and why.
+func (sm *summary) findings() []finding {
+	t := &sm.total
+	limit := lateLimit(sm.tick)
+	within := fmt.Sprintf("one tick plus %s of timer slack (%s)", fmtDur(timerSlack), fmtDur(limit))
+	var out []finding
+	warn := func(format string, args ...any) { out = append(out, finding{Text: fmt.Sprintf(format, args...)}) }
+	switch {
+	case t.Fired == 0:
+		out = append(out, finding{Text: "no timer fired in this window", OK: true})
+	case t.Lateness.Count == 0:
+		warn("timers fired but no latencies were recorded: WithStats(false) turned the histograms off")
+	case t.Lateness.P99 > limit:
+		f := fmt.Sprintf("timers ran late: lateness p99 %s exceeds %s", fmtDur(t.Lateness.P99), within)
+		if worst := sm.worstShard(); worst >= 0 {
+			f += fmt.Sprintf("; worst shard %d (p99 %s)", worst, fmtDur(sm.shards[worst].Lateness.P99))
+		}
+		warn("%s", f)
+	default:
+		out = append(out, finding{
+			Text: fmt.Sprintf("ok: lateness p99 %s is within %s", fmtDur(t.Lateness.P99), within),
+			OK:   true,
+		})
+	}
+	if t.TickLag.P99 > limit {
+		warn("shards started ticks late (tick lag p99 %s): a shard was held up by its own long tasks (see task time) "+
+			"or its goroutine waited for a CPU: check GOMAXPROCS, CPU quotas, GC and busy goroutines in the fgprof profile",
+			fmtDur(t.TickLag.P99))
+	}
+	if t.TaskTime.Max > sm.tick {
+		warn("tasks ran for up to %s (p99 %s): a task longer than a tick delays the rest of its shard; "+
+			"keep tasks short or hand them off with WithExecutor", fmtDur(t.TaskTime.Max), fmtDur(t.TaskTime.P99))
+	}
+	if t.CapHits > 0 {
+		warn("ticks reached the transfer cap %d times: new timers waited in the rings for later ticks; "+
+			"raise WithTransferCap or add shards", t.CapHits)
+	}
+	if t.RingFull > 0 {
+		warn("Schedule found a full ring %d times and waited for its shard; raise WithRingSize or add shards", t.RingFull)
+	}
+	if t.Panics > 0 {
+		warn("%d tasks panicked (see the panic handler's output)", t.Panics)
+	}
+	return out
+}
+
+// worstShard returns the shard with the highest lateness p99, or -1 when
+// there is only one shard.
+func (sm *summary) worstShard() int {
+	if len(sm.shards) < 2 {
+		return -1
+	}
+	worst := 0
+	for i, v := range sm.shards {
+		if v.Lateness.P99 > sm.shards[worst].Lateness.P99 {
+			worst = i
+		}
+	}
+	return worst
+}
+
+// durUnits are the units durations are printed in, smallest first.
+var durUnits = []struct {
+	name  string
+	scale float64
+}{{"ns", 1}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}}
+
+// fmtDur prints d with three significant digits in the largest unit that
+// keeps it at least 1 ("850ns", "12.3µs", "1.05ms"); time.Duration.String
+// would print all nine digits of a measured latency.
+func fmtDur(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	v := float64(d)
+	u := 0
+	for u+1 < len(durUnits) && math.Abs(v) >= durUnits[u+1].scale {
+		u++
+	}
+	s := fmtSig(v / durUnits[u].scale)
+	if s == "1000" && u+1 < len(durUnits) { // 999.7µs rounds up to the next unit
+		u++
+		s = fmtSig(v / durUnits[u].scale)
+	}
+	return s + durUnits[u].name
+}
+
+// fmtRate prints a per-second rate with a k or M suffix.
+func fmtRate(r float64) string {
+	switch {
+	case r >= 1e6:
+		return fmtSig(r/1e6) + "M/s"
+	case r >= 1e3:
+		return fmtSig(r/1e3) + "k/s"
+	}
+	return fmtSig(r) + "/s"
+}
+
+// fmtSig prints v, expected in [0, 1000), with up to three significant
+// digits.
+func fmtSig(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	prec := 0
+	switch a := math.Abs(v); {
+	case a < 9.995:
+		prec = 2
+	case a < 99.95:
+		prec = 1
+	}
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	if prec > 0 { // "1.50ms" reads as "1.5ms"
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}

@@ -1,0 +1,78 @@
+//go:build !race
+
+// The scale test needs several GB under the race detector and minutes of
+// its time, so it runs only in plain builds; CI runs it in a separate step
+// (see .ci/run). The race-enabled suite covers the same paths at small
+// scale (TestStressExactlyOnce, TestChurnSoak).
+
+package shardwheel_test
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// TestScale holds 5M timers across all shards and expires 1M of them within
+// one second, twice: every expiring timer runs exactly once and never
+// early, Pending returns to zero, and the heap returns to its baseline
+// (pooled nodes are reused, not leaked).
+func TestScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scale test: 5M timers")
+	}
+	const resident, expiring = 5_000_000, 1_000_000
+	s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
+	epoch := time.Now()
+	handles := make([]shardwheel.Timeout, resident)
+	due := make([]int64, expiring) // ns since epoch
+	runs := make([]atomic.Int32, expiring)
+	var early, ran atomic.Int64
+
+	var heap [2]uint64
+	for cycle := range 2 {
+		for i := range handles {
+			tm, err := s.Schedule(uint64(i), time.Hour+time.Duration(i)*time.Microsecond, noop)
+			require.NoError(t, err)
+			handles[i] = tm
+		}
+		require.Equal(t, resident, s.Pending())
+		ran.Store(0)
+		for i := range expiring {
+			delay := time.Duration(i) * time.Second / expiring // spread over 1s
+			due[i] = int64(time.Since(epoch) + delay)
+			_, err := s.Schedule(uint64(i), delay, func() {
+				if now := int64(time.Since(epoch)); now < due[i] {
+					early.Add(1)
+				}
+				runs[i].Add(1)
+				ran.Add(1)
+			})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return ran.Load() == expiring }, time.Minute, 10*time.Millisecond)
+		for i := range handles {
+			require.True(t, handles[i].Cancel())
+		}
+		require.Zero(t, s.Pending())
+		for i := range runs {
+			require.EqualValues(t, 1, runs[i].Swap(0), "timer %d in cycle %d", i, cycle)
+		}
+		require.Zero(t, early.Load(), "timers ran early")
+		time.Sleep(20 * time.Millisecond) // let the shards free the cancelled nodes
+		heap[cycle] = heapInUse()
+	}
+	// The second cycle reuses the first one's nodes: the heap does not grow.
+	assert.InEpsilon(t, float64(heap[0]), float64(heap[1]), 0.05, "heap after cycle 1: %d, after cycle 2: %d", heap[0], heap[1])
+	st := s.Stats()
+	assert.EqualValues(t, 2*expiring, st.Total.Fired)
+	assert.EqualValues(t, 2*resident, st.Total.Cancelled)
+	assert.Zero(t, st.Total.Resident)
+	runtime.KeepAlive(handles)
+}
