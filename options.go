@@ -46,8 +46,6 @@ type config struct {
 	onPanic     func(v any)
 	affinity    bool
 	stats       bool
-	clock       shard.Clock
-	epoch       time.Time
 }
 
 func defaultConfig() config {
@@ -207,8 +205,6 @@ func (c *config) shardConfig(quota int64) shard.Config {
 		WheelSize:   c.wheelSize,
 		RingSize:    c.ringSize,
 		TransferCap: c.transferCap,
-		Clock:       c.clock,
-		Epoch:       c.epoch,
 		Quota:       quota,
 		Lanes:       runtime.GOMAXPROCS(0),
 		Run:         c.executor,

@@ -83,8 +83,9 @@ var (
 
 const cacheLineSize = 64
 
-// Config configures a Shard. Zero fields other than those marked optional are
-// invalid; package shardwheel validates user input before it gets here.
+// Config configures a Shard. Tick, WheelSize, RingSize, TransferCap and
+// OnPanic are required; the other fields may be left zero. Package
+// shardwheel validates user input before it gets here.
 type Config struct {
 	Tick        time.Duration
 	WheelSize   int // a power of two, >= 2
@@ -262,7 +263,7 @@ func (sh *Shard) acquire(l *lane) bool {
 			return true
 		}
 		l.quota.Add(1)
-		if !sh.StealInto(l) {
+		if !sh.stealInto(l) {
 			return false
 		}
 	}
@@ -274,9 +275,9 @@ func (sh *Shard) release() {
 	l.quota.Add(1)
 }
 
-// StealInto moves up to half of the spare tokens of the first lane of sh
+// stealInto moves up to half of the spare tokens of the first lane of sh
 // that has any into dst, and reports whether it moved any.
-func (sh *Shard) StealInto(dst *lane) bool {
+func (sh *Shard) stealInto(dst *lane) bool {
 	for i := range sh.lanes {
 		src := &sh.lanes[i]
 		for {
@@ -299,7 +300,7 @@ func (sh *Shard) StealInto(dst *lane) bool {
 // the pending limit.
 func (sh *Shard) Refill(dst *Shard) bool {
 	_, l := dst.myLane()
-	return sh.StealInto(l)
+	return sh.stealInto(l)
 }
 
 // Quota returns the tokens this shard holds now, summed over its lanes.
@@ -474,9 +475,6 @@ func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 // Time converts a clock reading to wall-clock time (with a monotonic
 // reading when the clock is real).
 func (sh *Shard) Time(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at) }
-
-// Now returns the shard clock's current reading.
-func (sh *Shard) Now() time.Duration { return sh.clock.Now() }
 
 func (sh *Shard) pushAttention(r Ref) {
 	idx, _ := r.split()
