@@ -12,13 +12,16 @@ import (
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// Defaults and limits of the options. Each limit is enforced by New, which
+// Defaults and limits of the options. The default ring holds 64K new
+// timers per shard (1 MiB): enough for several ticks of a million schedules
+// a second, so that a shard goroutine that is briefly starved of CPU does
+// not make producers wait. Each limit is enforced by New, which
 // fails with an error wrapping ErrInvalidOption that names the option and
 // the value.
 const (
 	DefaultTick        = 10 * time.Millisecond
 	DefaultWheelSize   = 512
-	DefaultRingSize    = 8192
+	DefaultRingSize    = 1 << 16
 	DefaultTransferCap = 100000
 
 	MinTick      = time.Millisecond

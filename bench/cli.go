@@ -1,0 +1,256 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// options is a parsed command line.
+type options struct {
+	cmd   string
+	json  bool
+	out   string
+	procs int // GOMAXPROCS for the run; 0 leaves it alone
+
+	load   Load
+	shards int
+	tick   time.Duration
+
+	// tune only.
+	shardList []int
+	tickList  []time.Duration
+	lagP99    time.Duration
+	lateP99   time.Duration
+}
+
+// usageError is a bad command line: the message names the flag and the
+// value. run prints it with the usage and exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func badFlag(name string, value any, rule string) error {
+	return usageError{fmt.Sprintf("invalid value %v for -%s: %s", value, name, rule)}
+}
+
+var commands = []string{"compare", "tune", "lag"}
+
+// parseArgs parses the command line (without the program name). It
+// returns flag.ErrHelp for -h, or a usageError.
+func parseArgs(args []string) (options, error) {
+	o := options{cmd: "compare"}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		o.cmd, args = args[0], args[1:]
+	}
+	switch o.cmd {
+	case "help":
+		return o, flag.ErrHelp
+	case "compare", "tune", "lag":
+	default:
+		return o, usageError{fmt.Sprintf("unknown command %q (want %s)", o.cmd, strings.Join(commands, ", "))}
+	}
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return o, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if o.cmd == "lag" && o.out == "" {
+		o.out = defaultLagDir(time.Now())
+	}
+	if o.procs > 0 {
+		// Defaults that follow GOMAXPROCS follow the one asked for.
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		if !explicit["shards"] {
+			o.shards = o.procs
+		}
+		if !explicit["workers"] {
+			o.load.Workers = o.procs
+		}
+	}
+	if err := o.validate(); err != nil {
+		return o, err
+	}
+	slices.Sort(o.shardList)
+	o.shardList = slices.Compact(o.shardList)
+	slices.Sort(o.tickList)
+	o.tickList = slices.Compact(o.tickList)
+	return o, nil
+}
+
+// newFlagSet declares cmd's flags on o, with o's defaults applied.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet(o.cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run prints errors and usage itself
+	fs.Usage = func() {}
+
+	procs := runtime.GOMAXPROCS(0)
+	o.load = defaultLoad()
+	o.load.Workers = procs
+	o.shards = procs
+	o.tick = shardwheel.DefaultTick
+	o.lagP99 = 2 * time.Millisecond
+	if o.cmd == "tune" {
+		// Many points to visit: shorter runs, which still see a
+		// hundred thousand timeouts each.
+		o.load.Warmup, o.load.Duration = time.Second, 3*time.Second
+		n := runtime.NumCPU()
+		o.shardList = []int{1, max(n/2, 1), n, 2 * n}
+		o.tickList = []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
+	}
+
+	fs.BoolVar(&o.json, "json", false, "print one JSON document on stdout; progress goes to stderr")
+	outHelp := "directory to write the results to, as text and JSON"
+	if o.cmd == "lag" {
+		outHelp = "directory for the profile, the report and the results (default bench/out/lag-<time>)"
+	}
+	fs.StringVar(&o.out, "out", "", outHelp)
+	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")
+	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, "random seed; both implementations get the same one")
+
+	fs.Float64Var(&o.load.Rate, "rate", o.load.Rate, "requests per second (each schedules a timeout)")
+	fs.IntVar(&o.load.Resident, "resident", o.load.Resident, "timers resident at steady state (background requests make up what the stream does not)")
+	fs.Float64Var(&o.load.Cancel, "cancel", o.load.Cancel, "fraction of requests answered (timeout cancelled), in [0,1]")
+	fs.DurationVar(&o.load.DelayMin, "delay-min", o.load.DelayMin, "shortest request timeout")
+	fs.DurationVar(&o.load.DelayMax, "delay-max", o.load.DelayMax, "longest request timeout")
+	fs.DurationVar(&o.load.RespMin, "resp-min", o.load.RespMin, "fastest response")
+	fs.DurationVar(&o.load.RespMax, "resp-max", o.load.RespMax, "slowest response")
+	fs.IntVar(&o.load.Conns, "conns", o.load.Conns, "connections, each with an idle timer")
+	fs.DurationVar(&o.load.Idle, "idle", o.load.Idle, "connection idle timeout")
+	fs.Float64Var(&o.load.ResetRate, "reset-rate", o.load.ResetRate, "connection reads (idle timer resets) per second")
+	fs.DurationVar(&o.load.Warmup, "warmup", o.load.Warmup, "load time before measuring")
+	fs.DurationVar(&o.load.Duration, "duration", o.load.Duration, "measured time per run")
+	fs.IntVar(&o.load.Workers, "workers", o.load.Workers, "load goroutines; follows -gomaxprocs unless set")
+
+	switch o.cmd {
+	case "compare", "lag":
+		fs.IntVar(&o.shards, "shards", o.shards, "shardwheel shards; follows -gomaxprocs unless set")
+		fs.DurationVar(&o.tick, "tick", o.tick, "shardwheel tick")
+	case "tune":
+		fs.Func("shards", fmt.Sprintf("shard counts to try, comma-separated (default %s: 1, NumCPU/2, NumCPU, 2*NumCPU)", joinList(o.shardList)), func(s string) error {
+			v, err := parseList(s, strconv.Atoi)
+			o.shardList = v
+			return err
+		})
+		fs.Func("ticks", fmt.Sprintf("ticks to try, comma-separated (default %s)", joinList(o.tickList)), func(s string) error {
+			v, err := parseList(s, time.ParseDuration)
+			o.tickList = v
+			return err
+		})
+		fs.DurationVar(&o.lagP99, "lag-p99", o.lagP99, "tick lag p99 target")
+		fs.DurationVar(&o.lateP99, "lateness-p99", 0, "timer lateness p99 target (0: none)")
+	}
+	return fs
+}
+
+// joinList formats a list the way parseList reads it.
+func joinList[T any](v []T) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseList parses a comma-separated list of values.
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// validate rejects values no run can use, naming the first bad flag.
+func (o *options) validate() error {
+	l := &o.load
+	checks := []struct {
+		bad        bool
+		name, rule string
+		value      any
+	}{
+		{o.procs < 0, "gomaxprocs", "must not be negative", o.procs},
+		{!(l.Rate > 0), "rate", "must be > 0", l.Rate},
+		{l.Rate > maxRate, "rate", "must be at most 1e8", l.Rate},
+		{l.Resident < 0, "resident", "must not be negative", l.Resident},
+		{!(l.Cancel >= 0 && l.Cancel <= 1), "cancel", "must be in [0,1]", l.Cancel},
+		{l.DelayMin <= 0, "delay-min", "must be > 0", l.DelayMin},
+		{l.DelayMax < l.DelayMin, "delay-max", fmt.Sprintf("must be >= -delay-min (%v)", l.DelayMin), l.DelayMax},
+		{l.RespMin <= 0, "resp-min", "must be > 0", l.RespMin},
+		{l.RespMax < l.RespMin, "resp-max", fmt.Sprintf("must be >= -resp-min (%v)", l.RespMin), l.RespMax},
+		{l.RespMax > time.Minute, "resp-max", "must be at most 1m", l.RespMax},
+		{l.Conns < 0, "conns", "must not be negative", l.Conns},
+		{l.Idle <= 0, "idle", "must be > 0", l.Idle},
+		{!(l.ResetRate >= 0), "reset-rate", "must not be negative", l.ResetRate},
+		{l.ResetRate > maxRate, "reset-rate", "must be at most 1e8", l.ResetRate},
+		{l.Warmup < 0, "warmup", "must not be negative", l.Warmup},
+		{l.Duration <= 0, "duration", "must be > 0", l.Duration},
+		{l.Workers < 1, "workers", "must be >= 1", l.Workers},
+		{o.shards < 1 || o.shards > shardwheel.MaxShards, "shards", fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards), o.shards},
+		{!validTick(o.tick), "tick", tickRule, o.tick},
+		{o.lagP99 <= 0, "lag-p99", "must be > 0", o.lagP99},
+		{o.lateP99 < 0, "lateness-p99", "must not be negative", o.lateP99},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return badFlag(c.name, c.value, c.rule)
+		}
+	}
+	for _, n := range o.shardList {
+		if n < 1 || n > shardwheel.MaxShards {
+			return badFlag("shards", n, fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards))
+		}
+	}
+	for _, d := range o.tickList {
+		if !validTick(d) {
+			return badFlag("ticks", d, tickRule)
+		}
+	}
+	return nil
+}
+
+// maxRate bounds the rates: far beyond any host, and low enough that the
+// pacing arithmetic stays exact.
+const maxRate = 1e8
+
+var tickRule = fmt.Sprintf("must be in [%v, %v]", shardwheel.MinTick, shardwheel.MaxTick)
+
+func validTick(d time.Duration) bool { return d >= shardwheel.MinTick && d <= shardwheel.MaxTick }
+
+// usage writes the help text for cmd ("" for the overview).
+func usage(w io.Writer, cmd string) {
+	fmt.Fprint(w, `usage: go run ./bench [command] [flags]
+
+Commands:
+  compare  shardwheel against time.AfterFunc under a proxy-shaped load (the default)
+  tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
+  lag      profile shardwheel under the load (fgprof + HTML report in -out)
+
+`)
+	if cmd == "" || cmd == "help" {
+		cmd = "compare"
+	}
+	o := options{cmd: cmd}
+	fs := newFlagSet(&o)
+	fs.SetOutput(w)
+	fmt.Fprintf(w, "Flags of %s:\n", cmd)
+	fs.PrintDefaults()
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseArgsDefaults(t *testing.T) {
+	for _, args := range [][]string{nil, {"compare"}} {
+		o, err := parseArgs(args)
+		require.NoError(t, err)
+		assert.Equal(t, "compare", o.cmd)
+		want := defaultLoad()
+		want.Workers = o.load.Workers
+		assert.Equal(t, want, o.load)
+		assert.Positive(t, o.shards)
+		assert.Equal(t, 10*time.Millisecond, o.tick)
+	}
+}
+
+func TestParseArgsFlags(t *testing.T) {
+	o, err := parseArgs([]string{"--rate", "1000", "-cancel=0.5", "-delay-min", "2s", "-delay-max", "2s", "-json", "-out", "x", "-gomaxprocs", "3"})
+	require.NoError(t, err)
+	assert.Equal(t, "compare", o.cmd, "flags without a command mean compare")
+	assert.Equal(t, 1000.0, o.load.Rate)
+	assert.Equal(t, 0.5, o.load.Cancel)
+	assert.Equal(t, 2*time.Second, o.load.DelayMax)
+	assert.True(t, o.json)
+	assert.Equal(t, "x", o.out)
+	assert.Equal(t, 3, o.shards, "shards follow -gomaxprocs unless set")
+	assert.Equal(t, 3, o.load.Workers, "workers follow -gomaxprocs unless set")
+
+	o, err = parseArgs([]string{"-gomaxprocs", "3", "-shards", "5"})
+	require.NoError(t, err)
+	assert.Equal(t, 5, o.shards)
+}
+
+func TestParseArgsTune(t *testing.T) {
+	o, err := parseArgs([]string{"tune", "-shards", "4,1,4", "-ticks", "5ms,1ms", "-lag-p99", "3ms"})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 4}, o.shardList, "sorted, duplicates dropped")
+	assert.Equal(t, []time.Duration{time.Millisecond, 5 * time.Millisecond}, o.tickList)
+	assert.Equal(t, 3*time.Millisecond, o.lagP99)
+	assert.Equal(t, 3*time.Second, o.load.Duration, "tune measures shorter runs")
+
+	o, err = parseArgs([]string{"tune"})
+	require.NoError(t, err)
+	assert.NotEmpty(t, o.shardList)
+	assert.Equal(t, 1, o.shardList[0])
+	assert.Len(t, o.tickList, 4)
+}
+
+func TestParseArgsLagDefaultOut(t *testing.T) {
+	o, err := parseArgs([]string{"lag"})
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(o.out, "bench/out/lag-"), o.out)
+}
+
+func TestParseArgsBad(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // in the error: the flag and the value
+	}{
+		{[]string{"-rate", "0"}, "invalid value 0 for -rate"},
+		{[]string{"-rate", "-5"}, "invalid value -5 for -rate"},
+		{[]string{"-rate", "NaN"}, "invalid value NaN for -rate"},
+		{[]string{"-rate", "+Inf"}, "invalid value +Inf for -rate"},
+		{[]string{"-rate", "fast"}, `invalid value "fast" for flag -rate`},
+		{[]string{"-resident", "-1"}, "invalid value -1 for -resident"},
+		{[]string{"-cancel", "1.5"}, "invalid value 1.5 for -cancel"},
+		{[]string{"-cancel", "-0.1"}, "invalid value -0.1 for -cancel"},
+		{[]string{"-delay-min", "-1s"}, "invalid value -1s for -delay-min"},
+		{[]string{"-delay-min", "5s", "-delay-max", "1s"}, "invalid value 1s for -delay-max"},
+		{[]string{"-resp-min", "0s"}, "invalid value 0s for -resp-min"},
+		{[]string{"-resp-min", "50ms", "-resp-max", "10ms"}, "invalid value 10ms for -resp-max"},
+		{[]string{"-resp-max", "2m"}, "invalid value 2m0s for -resp-max"},
+		{[]string{"-conns", "-3"}, "invalid value -3 for -conns"},
+		{[]string{"-idle", "-1s"}, "invalid value -1s for -idle"},
+		{[]string{"-reset-rate", "-1"}, "invalid value -1 for -reset-rate"},
+		{[]string{"-reset-rate", "1e9"}, "invalid value 1e+09 for -reset-rate"},
+		{[]string{"-warmup", "-1s"}, "invalid value -1s for -warmup"},
+		{[]string{"-duration", "0s"}, "invalid value 0s for -duration"},
+		{[]string{"-duration", "-2s"}, "invalid value -2s for -duration"},
+		{[]string{"-workers", "0"}, "invalid value 0 for -workers"},
+		{[]string{"-gomaxprocs", "-1"}, "invalid value -1 for -gomaxprocs"},
+		{[]string{"-shards", "0"}, "invalid value 0 for -shards"},
+		{[]string{"-shards", "5000"}, "invalid value 5000 for -shards"},
+		{[]string{"-tick", "500us"}, "invalid value 500µs for -tick"},
+		{[]string{"lag", "-tick", "0s"}, "invalid value 0s for -tick"},
+		{[]string{"tune", "-shards", "0,2"}, "invalid value 0 for -shards"},
+		{[]string{"tune", "-shards", "x"}, `invalid value "x" for flag -shards`},
+		{[]string{"tune", "-ticks", "1ms,100us"}, "invalid value 100µs for -ticks"},
+		{[]string{"tune", "-lag-p99", "0s"}, "invalid value 0s for -lag-p99"},
+		{[]string{"tune", "-lateness-p99", "-1ms"}, "invalid value -1ms for -lateness-p99"},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"compare", "-ticks", "1ms"}, "flag provided but not defined: -ticks"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"compare", "extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseArgs(tt.args)
+			var ue usageError
+			require.ErrorAs(t, err, &ue)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestRunUsageErrorExits2(t *testing.T) {
+	for _, args := range [][]string{{"-rate", "0"}, {"nope"}, {"-cancel", "2"}, {"-unknown"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		assert.Equal(t, exitUsage, code, args)
+		assert.Empty(t, stdout.String())
+		first, rest, _ := strings.Cut(stderr.String(), "\n")
+		assert.True(t, strings.HasPrefix(first, "bench: "), first)
+		assert.Contains(t, rest, "usage: go run ./bench")
+		assert.Contains(t, rest, "-rate")
+	}
+}
+
+func TestRunHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"help"}, {"tune", "-help"}} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, exitOK, run(args, &stdout, &stderr), args)
+		assert.Contains(t, stdout.String(), "usage: go run ./bench")
+	}
+	var stdout bytes.Buffer
+	run([]string{"tune", "-h"}, &stdout, &bytes.Buffer{})
+	assert.Contains(t, stdout.String(), "-lag-p99")
+}
+
+func TestRunHelpIsNotAnError(t *testing.T) {
+	_, err := parseArgs([]string{"-h"})
+	assert.True(t, errors.Is(err, flag.ErrHelp))
+}
+
+func TestRunCancelledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := runContext(ctx, tinyArgs("compare"), &stdout, &stderr)
+	assert.Equal(t, exitInterrupted, code)
+	assert.Contains(t, stdout.String(), "INTERRUPTED")
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// Comparison is the outcome of compare: the same load, with the same
+// seed, against shardwheel and then time.AfterFunc in one process.
+type Comparison struct {
+	Command string   `json:"command"`
+	Host    Host     `json:"host"`
+	Load    Load     `json:"load"`
+	Results []Result `json:"results"`
+	// Ratios are shardwheel / time.AfterFunc by metric; whether below 1
+	// is better depends on the metric (see the text report).
+	Ratios      map[string]float64 `json:"ratios,omitempty"`
+	Interrupted bool               `json:"interrupted"`
+}
+
+// compare runs o's load against both implementations, one after the
+// other. When ctx is done it returns what was measured so far.
+func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
+	c := &Comparison{Command: "compare", Host: host(), Load: o.load}
+	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, progress: p}
+	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runStdlib} {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := run(ctx, spec)
+		if err != nil {
+			return c, err
+		}
+		if r.Measured > 0 {
+			c.Results = append(c.Results, r)
+		}
+		settle()
+	}
+	c.Interrupted = ctx.Err() != nil
+	if len(c.Results) == 2 {
+		c.Ratios = ratios(&c.Results[0], &c.Results[1])
+	}
+	return c, nil
+}
+
+// settle returns the previous run's memory, so that the next run starts
+// from the same heap and does not pay for its predecessor's garbage.
+func settle() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// find returns the result of impl, or nil if it was not measured.
+func (c *Comparison) find(impl string) *Result {
+	for i := range c.Results {
+		if c.Results[i].Impl == impl {
+			return &c.Results[i]
+		}
+	}
+	return nil
+}
+
+// writeText writes the comparison as a table with notes.
+func (c *Comparison) writeText(w io.Writer) error {
+	sw, af := c.find(nameWheel), c.find(nameStdlib)
+	var b strings.Builder
+	fmt.Fprintf(&b, "shardwheel vs time.AfterFunc on %s\n", c.Host)
+	c.Load.describe(&b)
+	fmt.Fprintf(&b, "measured %v per implementation after %v warm-up; %d load goroutines; seed %d",
+		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
+	if sw != nil {
+		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v", sw.Shards, sw.Tick)
+	}
+	b.WriteString("\n\n")
+
+	t := &table{align: "lrrrl"}
+	t.add("", nameWheel, nameStdlib, "ratio", "better")
+	group := ""
+	for _, m := range reportRows() {
+		if m.group != group {
+			group = m.group
+			t.add(group)
+		}
+		ratio := ""
+		if r, ok := c.Ratios[m.key]; ok {
+			ratio = fmt.Sprintf("%.2f", r)
+		}
+		t.add("  "+m.label, cell(m, sw), cell(m, af), ratio, m.better)
+	}
+	if err := t.write(&b); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	for _, n := range c.notes(sw, af) {
+		b.WriteString(n + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// cell shows m for r, or "-" when r was not measured.
+func cell(m metric, r *Result) string {
+	if r == nil {
+		return "-"
+	}
+	return m.show(r)
+}
+
+// notes explain how to read the table, and what went wrong if anything.
+func (c *Comparison) notes(sw, af *Result) []string {
+	notes := []string{
+		"ratio = shardwheel / time.AfterFunc; \"better\" is the direction that wins.",
+		"Same offered load for both (open loop, paced every 1ms): calls/s match unless one fell behind.",
+		"CPU is the whole process, load generator included (identical work for both).",
+		"Heap per timer: live heap with the timers resident, less the heap before the run and the load's",
+		"  handle tables; it includes each timer's task closure (identical for both).",
+		"Lateness: task start - (clock read before the schedule call + delay), measured in every task of both.",
+	}
+	if sw != nil {
+		notes = append(notes,
+			fmt.Sprintf("shardwheel files timers on a %v tick grid, rounding up: by design it runs them up to about", sw.Tick),
+			"  2 ticks late. Tick lag and Stats lateness (against the tick) come from its Stats; go run ./bench tune picks a tick.")
+	}
+	for _, r := range []*Result{sw, af} {
+		if r == nil {
+			continue
+		}
+		if !r.KeptUp {
+			notes = append(notes, fmt.Sprintf("WARNING: %s could not keep up: it issued %.0f%% of the offered %s requests/s (fell up to %v behind); its figures are for the load it managed.",
+				r.Impl, 100*r.AchievedRate/r.TargetRate, si(r.TargetRate), dur(r.MaxBacklog)))
+		}
+		if n := busyNote(r, c.Host.NumCPU); n != "" {
+			notes = append(notes, n)
+		}
+		if r.Partial {
+			notes = append(notes, fmt.Sprintf("INTERRUPTED: %s was measured for %v only.", r.Impl, dur(r.Measured)))
+		}
+	}
+	if c.Interrupted {
+		for _, r := range []struct {
+			name string
+			res  *Result
+		}{{nameWheel, sw}, {nameStdlib, af}} {
+			if r.res == nil {
+				notes = append(notes, fmt.Sprintf("INTERRUPTED: %s was not measured.", r.name))
+			}
+		}
+	}
+	return notes
+}
+
+// busyNote warns when other processes used a good part of the host's CPUs
+// during r's window, or returns "".
+func busyNote(r *Result, numCPU int) string {
+	if r.Measured == 0 {
+		return ""
+	}
+	busy := r.OtherCPU.Seconds() / r.Measured.Seconds()
+	if busy < max(0.25, 0.1*float64(numCPU)) {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: other processes kept %s of %d CPUs busy during the %s run: expect inflated latencies.",
+		sig(busy), numCPU, r.Impl)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCompareText(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(tinyArgs("compare"), &stdout, &stderr), stderr.String())
+	out := stdout.String()
+	assert.Regexp(t, `(?m)^\s+shardwheel\s+time\.AfterFunc\s+ratio\s+better$`, out)
+	for _, row := range []string{"requests/s achieved", "calls/s", "CPU per call", "heap per resident timer",
+		"GC CPU time", "GC pauses", "tick lag p50/p99/p99.9/max", "lateness p50", "lateness p99.9", "lateness max", "Stats lateness p50/p99/p99.9/max"} {
+		assert.Contains(t, out, "  "+row, row)
+	}
+	// A rated row has both values, a ratio and a direction.
+	assert.Regexp(t, `(?m)^  CPU per call\s+\S+\s+\S+\s+\d+\.\d\d\s+lower$`, out)
+	assert.Regexp(t, `(?m)^  tick lag p50/p99/p99.9/max\s+\S+/\S+/\S+/\S+\s+n/a\s+lower$`, out, "AfterFunc has no tick")
+	assert.NotContains(t, out, "INTERRUPTED")
+	// Progress went to stderr, one final line per implementation.
+	assert.Regexp(t, `(?m)^shardwheel\s+measured `, stderr.String())
+	assert.Regexp(t, `(?m)^time\.AfterFunc\s+measured `, stderr.String())
+}
+
+func TestCompareJSONAndOut(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(tinyArgs("compare", "-json", "-out", dir), &stdout, &stderr), stderr.String())
+
+	var c Comparison
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c), "stdout must be one JSON document")
+	assert.Equal(t, "compare", c.Command)
+	assert.False(t, c.Interrupted)
+	assert.Equal(t, 2000.0, c.Load.Rate)
+	require.Len(t, c.Results, 2)
+	sw, af := c.Results[0], c.Results[1]
+	assert.Equal(t, nameWheel, sw.Impl)
+	assert.Equal(t, nameStdlib, af.Impl)
+	for _, r := range c.Results {
+		assert.InDelta(t, time.Second, r.Measured, float64(300*time.Millisecond))
+		assert.Positive(t, r.Ops.Schedules)
+		assert.Positive(t, r.Ops.Cancels)
+		assert.Positive(t, r.Ops.Resets)
+		assert.Positive(t, r.Lateness.Count, "timers fired in the window")
+		assert.Positive(t, r.Resident)
+		assert.Positive(t, r.BytesPerTimer)
+	}
+	require.NotNil(t, sw.TickLag)
+	require.NotNil(t, sw.Wheel)
+	assert.Nil(t, af.TickLag)
+	for _, k := range []string{"cpu_per_op", "bytes_per_timer", "lateness_p99", "achieved_rate"} {
+		assert.Contains(t, c.Ratios, k)
+	}
+	assert.NotContains(t, c.Ratios, "tick_lag_p99", "no ratio without an AfterFunc value")
+
+	// The raw document has the documented keys.
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &raw))
+	res := raw["results"].([]any)[0].(map[string]any)
+	for _, k := range []string{"impl", "achieved_rate", "kept_up", "ops_per_sec", "cpu_ns", "cpu_per_op_ns", "bytes_per_timer", "gc", "lateness", "tick_lag"} {
+		assert.Contains(t, res, k)
+	}
+	assert.Contains(t, res["lateness"], "p99_ns")
+
+	text, err := os.ReadFile(filepath.Join(dir, "compare.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(text), "ratio")
+	js, err := os.ReadFile(filepath.Join(dir, "compare.json"))
+	require.NoError(t, err)
+	assert.JSONEq(t, stdout.String(), string(js))
+}
+
+func TestCompareInterruptedMidRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	done := make(chan int)
+	go func() { done <- runContext(ctx, tinyArgs("compare", "-duration", "30s", "-json"), &stdout, &stderr) }()
+	// Cancel once shardwheel's measured window has begun.
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "measure") }, 20*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop after cancel")
+	}
+	assert.Equal(t, exitInterrupted, code)
+
+	var c Comparison
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c), stdout.String())
+	assert.True(t, c.Interrupted)
+	require.Len(t, c.Results, 1, "shardwheel partly measured, AfterFunc not at all")
+	r := c.Results[0]
+	assert.Equal(t, nameWheel, r.Impl)
+	assert.True(t, r.Partial)
+	assert.Positive(t, r.Measured)
+	assert.Less(t, r.Measured, 10*time.Second)
+	assert.Positive(t, r.Ops.Requests)
+	assert.Nil(t, c.Ratios)
+}
+
+func TestCompareTextPartial(t *testing.T) {
+	c := &Comparison{Host: host(), Load: defaultLoad(), Interrupted: true,
+		Results: []Result{{Impl: nameWheel, Partial: true, Measured: time.Second, TargetRate: 1, AchievedRate: 1, KeptUp: true}}}
+	var b bytes.Buffer
+	require.NoError(t, c.writeText(&b))
+	assert.Contains(t, b.String(), "INTERRUPTED: shardwheel was measured for 1.00s only.")
+	assert.Contains(t, b.String(), "INTERRUPTED: time.AfterFunc was not measured.")
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  CPU per call\s+\S+\s+-\s+lower$`), b.String())
+}
+
+func TestCompareTextFellBehind(t *testing.T) {
+	c := &Comparison{Host: host(), Load: defaultLoad(),
+		Results: []Result{{Impl: nameStdlib, Measured: time.Second, TargetRate: 100, AchievedRate: 50, MaxBacklog: time.Second}}}
+	var b bytes.Buffer
+	require.NoError(t, c.writeText(&b))
+	assert.Contains(t, b.String(), "WARNING: time.AfterFunc could not keep up: it issued 50% of the offered 100 requests/s")
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"iter"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// timers is an implementation under test, as the load drives it. H is its
+// handle type. Both implementations receive the same calls with the same
+// arguments; each does what is natural to it.
+type timers[H any] interface {
+	// Schedule starts a timer that runs f after d.
+	Schedule(key uint64, d time.Duration, f func()) (H, error)
+	// Cancel stops a timer and reports whether it had not run yet.
+	Cancel(h H) bool
+	// Reset moves a timer's deadline to d from now, or starts it again
+	// if it already ran, and returns the handle to keep. ok reports
+	// whether it was still pending.
+	Reset(h H, key uint64, d time.Duration, f func()) (next H, ok bool)
+	// Close stops every timer still pending; live yields the handles the
+	// load holds.
+	Close(live iter.Seq[H])
+}
+
+// wheel adapts a shardwheel.Scheduler.
+type wheel struct{ s *shardwheel.Scheduler }
+
+func (w wheel) Schedule(key uint64, d time.Duration, f func()) (shardwheel.Timeout, error) {
+	return w.s.Schedule(key, d, f)
+}
+
+func (w wheel) Cancel(t shardwheel.Timeout) bool { return t.Cancel() }
+
+// Reset falls back to Schedule when the timer has ended.
+func (w wheel) Reset(t shardwheel.Timeout, key uint64, d time.Duration, f func()) (shardwheel.Timeout, bool) {
+	if t.Reset(d) {
+		return t, true
+	}
+	// The timer ended, so Reset cannot revive it: schedule a new one,
+	// which is what AfterFunc's Reset does internally.
+	n, err := w.s.Schedule(key, d, f)
+	if err != nil {
+		return t, false
+	}
+	return n, false
+}
+
+// Close stops the scheduler, which ends every pending timer: the load's
+// handles are not needed.
+func (w wheel) Close(iter.Seq[shardwheel.Timeout]) { w.s.Stop() }
+
+// stdlib adapts time.AfterFunc: Timer.Stop cancels, Timer.Reset resets.
+type stdlib struct{}
+
+func (stdlib) Schedule(_ uint64, d time.Duration, f func()) (*time.Timer, error) {
+	return time.AfterFunc(d, f), nil
+}
+
+func (stdlib) Cancel(t *time.Timer) bool { return t.Stop() }
+
+// Reset relies on Timer.Reset re-arming an AfterFunc timer that already
+// ran: f runs again at the new deadline.
+func (stdlib) Reset(t *time.Timer, _ uint64, d time.Duration, _ func()) (*time.Timer, bool) {
+	return t, t.Reset(d)
+}
+
+// Close stops every timer the load holds: unlike a Scheduler, the runtime
+// has no way to drop them all, and left running they would fire into the
+// next measurement.
+func (stdlib) Close(live iter.Seq[*time.Timer]) {
+	for t := range live {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}

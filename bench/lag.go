@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/profiling"
+)
+
+// LagRun is the outcome of lag: shardwheel under the load, with a
+// profiling.Capture over the measured window.
+type LagRun struct {
+	Command     string        `json:"command"`
+	Host        Host          `json:"host"`
+	Load        Load          `json:"load"`
+	Result      *Result       `json:"result,omitempty"`
+	Files       *captureFiles `json:"files,omitempty"`
+	Interrupted bool          `json:"interrupted"`
+	summary     string
+}
+
+// captureFiles are the paths of a profiling.Report.
+type captureFiles struct {
+	Dir     string `json:"dir"`
+	Text    string `json:"text"`
+	HTML    string `json:"html"`
+	JSON    string `json:"json"`
+	Profile string `json:"profile"`
+}
+
+// defaultLagDir is where lag writes when -out is not given: under the
+// current directory, which from the repository root is ignored by git.
+func defaultLagDir(now time.Time) string {
+	return filepath.Join("bench", "out", "lag-"+now.Format("20060102-150405"))
+}
+
+// lag runs o's load against shardwheel and captures a profile and report
+// of the measured window into o.out.
+func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
+	doc := &LagRun{Command: "lag", Host: host(), Load: o.load}
+	capture := func(ctx context.Context, s *shardwheel.Scheduler, d time.Duration) error {
+		rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: d, Dir: o.out})
+		if rep != nil {
+			doc.Files = &captureFiles{Dir: rep.Dir, Text: rep.TextPath, HTML: rep.HTMLPath, JSON: rep.JSONPath, Profile: rep.ProfilePath}
+			doc.summary = rep.Summary
+		}
+		if errors.Is(err, context.Canceled) {
+			return nil // the run reports the interruption
+		}
+		return err
+	}
+	r, err := runWheel(ctx, runSpec{load: o.load, shards: o.shards, tick: o.tick, progress: p, window: capture})
+	if r.Measured > 0 {
+		doc.Result = &r
+	}
+	doc.Interrupted = ctx.Err() != nil
+	return doc, err
+}
+
+// writeText writes the run's figures, the capture's summary and where
+// its files are.
+func (l *LagRun) writeText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shardwheel under load on %s\n", l.Host)
+	l.Load.describe(&b)
+	if r := l.Result; r != nil {
+		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %d shards, tick %v\n\n", dur(r.Measured), l.Load.Warmup, r.Shards, r.Tick)
+		if err := resultTable(r).write(&b); err != nil {
+			return err
+		}
+	}
+	if l.summary != "" {
+		b.WriteString("\n" + strings.TrimRight(l.summary, "\n") + "\n")
+	}
+	if f := l.Files; f != nil {
+		fmt.Fprintf(&b, "\nwritten to %s:\n", f.Dir)
+		fmt.Fprintf(&b, "  report  %s (open in a browser)\n", f.HTML)
+		fmt.Fprintf(&b, "  profile %s (go tool pprof -http=: %s)\n", f.Profile, f.Profile)
+		fmt.Fprintf(&b, "  summary %s, series %s\n", f.Text, f.JSON)
+	}
+	if l.Result != nil {
+		if n := busyNote(l.Result, l.Host.NumCPU); n != "" {
+			b.WriteString(n + "\n")
+		}
+	}
+	if l.Interrupted {
+		b.WriteString("INTERRUPTED: the figures cover the time measured before the interruption.\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// resultTable shows one result with the comparison's rows.
+func resultTable(r *Result) *table {
+	t := &table{}
+	group := ""
+	for _, m := range reportRows() {
+		if m.group != group {
+			group = m.group
+			t.add(group)
+		}
+		t.add("  "+m.label, m.show(r))
+	}
+	return t
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLagWritesFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lag")
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir), &stdout, &stderr), stderr.String())
+	for _, f := range []string{"report.html", "report.txt", "report.json", "fgprof.pprof", "lag.txt", "lag.json"} {
+		assert.FileExists(t, filepath.Join(dir, f))
+	}
+	out := stdout.String()
+	assert.Contains(t, out, filepath.Join(dir, "report.html"))
+	assert.Contains(t, out, filepath.Join(dir, "fgprof.pprof"))
+	assert.Contains(t, out, "tick lag p50/p99/p99.9/max")
+
+	stdout.Reset()
+	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-json", "-duration", "300ms"), &stdout, &stderr), stderr.String())
+	var l LagRun
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &l), stdout.String())
+	require.NotNil(t, l.Files)
+	assert.Equal(t, filepath.Join(dir, "report.html"), l.Files.HTML)
+	require.NotNil(t, l.Result)
+	assert.NotNil(t, l.Result.TickLag)
+}
+
+func TestLagInterruptedMidRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lag")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- runContext(ctx, tinyArgs("lag", "-out", dir, "-duration", "30s", "-json"), &stdout, &stderr)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "measure") }, 20*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitInterrupted, code, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("lag did not stop after cancel")
+	}
+	var l LagRun
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &l), stdout.String())
+	assert.True(t, l.Interrupted)
+	require.NotNil(t, l.Result)
+	assert.True(t, l.Result.Partial)
+	require.NotNil(t, l.Files, "the capture still writes its files")
+	assert.FileExists(t, l.Files.HTML)
+	assert.FileExists(t, l.Files.Profile)
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shardwheel/shardwheel/profiling/hist"
+)
+
+// metric is one row of a report: how to read it from a Result, show it,
+// and which way is better.
+type metric struct {
+	group string // heading the row goes under
+	key   string // JSON key of its ratio; "" for no ratio
+	label string
+	// better is "lower" or "higher", or "" for figures that describe
+	// the load rather than rate the implementation.
+	better string
+	// value returns the figure, and false when the result has none
+	// (AfterFunc has no tick lag).
+	value func(r *Result) (float64, bool)
+	show  func(r *Result) string
+}
+
+// always adapts a figure every result has.
+func always(f func(r *Result) float64) func(r *Result) (float64, bool) {
+	return func(r *Result) (float64, bool) { return f(r), true }
+}
+
+// latencyRows are the rows of one latency distribution, read by get
+// (which returns nil when the result has none).
+func latencyRows(group, key, label string, get func(r *Result) *hist.Percentiles) []metric {
+	qs := []struct {
+		key, label string
+		pick       func(p *hist.Percentiles) time.Duration
+	}{
+		{"p50", "p50", func(p *hist.Percentiles) time.Duration { return p.P50 }},
+		{"p99", "p99", func(p *hist.Percentiles) time.Duration { return p.P99 }},
+		{"p999", "p99.9", func(p *hist.Percentiles) time.Duration { return p.P999 }},
+		{"max", "max", func(p *hist.Percentiles) time.Duration { return p.Max }},
+	}
+	var out []metric
+	for _, q := range qs {
+		value := func(r *Result) (float64, bool) {
+			p := get(r)
+			if p == nil || p.Count == 0 {
+				return 0, false
+			}
+			return float64(q.pick(p)), true
+		}
+		out = append(out, metric{
+			group: group, key: key + "_" + q.key, label: label + " " + q.label, better: "lower",
+			value: value,
+			show: func(r *Result) string {
+				v, ok := value(r)
+				if !ok {
+					return "n/a"
+				}
+				return dur(time.Duration(v))
+			},
+		})
+	}
+	return out
+}
+
+// summaryRow is one row showing a whole distribution, read by get (which
+// returns nil when the result has none).
+func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metric {
+	return metric{group: group, label: label, better: "lower",
+		value: func(r *Result) (float64, bool) { return 0, false },
+		show: func(r *Result) string {
+			p := get(r)
+			if p == nil {
+				return "n/a"
+			}
+			return fmt.Sprintf("%s/%s/%s/%s", dur(p.P50), dur(p.P99), dur(p.P999), dur(p.Max))
+		}}
+}
+
+// reportRows are the rows of the comparison, in order.
+func reportRows() []metric {
+	ms := []metric{
+		{group: "throughput", key: "achieved_rate", label: "requests/s achieved", better: "higher",
+			value: always(func(r *Result) float64 { return r.AchievedRate }),
+			show: func(r *Result) string {
+				return fmt.Sprintf("%s (%.0f%%)", si(r.AchievedRate), 100*r.AchievedRate/r.TargetRate)
+			}},
+		{group: "throughput", key: "ops_per_sec", label: "calls/s (schedule+cancel+reset)", better: "higher",
+			value: always(func(r *Result) float64 { return r.OpsPerSec }),
+			show:  func(r *Result) string { return si(r.OpsPerSec) }},
+		{group: "throughput", label: "timers fired/s",
+			value: always(func(r *Result) float64 { return r.FiredPerSec }),
+			show:  func(r *Result) string { return si(r.FiredPerSec) }},
+		{group: "cost", key: "cpu", label: "CPU time (cores busy)", better: "lower",
+			value: always(func(r *Result) float64 { return float64(r.CPU) }),
+			show: func(r *Result) string {
+				return fmt.Sprintf("%s (%s)", dur(r.CPU), sig(r.CPU.Seconds()/r.Measured.Seconds()))
+			}},
+		{group: "cost", key: "cpu_per_op", label: "CPU per call", better: "lower",
+			value: always(func(r *Result) float64 { return r.CPUPerOp }),
+			show:  func(r *Result) string { return dur(time.Duration(r.CPUPerOp)) }},
+		{group: "cost", key: "bytes_per_timer", label: "heap per resident timer", better: "lower",
+			value: always(func(r *Result) float64 { return r.BytesPerTimer }),
+			show:  func(r *Result) string { return fmt.Sprintf("%.0f B", r.BytesPerTimer) }},
+		{group: "cost", label: "resident timers",
+			value: always(func(r *Result) float64 { return float64(r.Resident) }),
+			show:  func(r *Result) string { return si(float64(r.Resident)) }},
+		{group: "cost", key: "gc_cpu", label: "GC CPU time", better: "lower",
+			value: always(func(r *Result) float64 { return float64(r.GC.CPU) }),
+			show:  func(r *Result) string { return dur(r.GC.CPU) }},
+		{group: "cost", key: "gc_cycles", label: "GC cycles", better: "lower",
+			value: always(func(r *Result) float64 { return float64(r.GC.Cycles) }),
+			show:  func(r *Result) string { return fmt.Sprint(r.GC.Cycles) }},
+		{group: "cost", key: "gc_pause_total", label: "GC pauses, total (max)", better: "lower",
+			value: always(func(r *Result) float64 { return float64(r.GC.PauseSum) }),
+			show: func(r *Result) string {
+				return fmt.Sprintf("%s (%s)", dur(r.GC.PauseSum), dur(r.GC.PauseMax))
+			}},
+	}
+	ms = append(ms, latencyRows("latency", "lateness", "lateness", func(r *Result) *hist.Percentiles { return &r.Lateness })...)
+	// shardwheel's own figures have no AfterFunc counterpart, hence no
+	// ratio: one row each is enough.
+	ms = append(ms,
+		summaryRow("latency", "tick lag p50/p99/p99.9/max", func(r *Result) *hist.Percentiles { return r.TickLag }),
+		summaryRow("latency", "Stats lateness p50/p99/p99.9/max", func(r *Result) *hist.Percentiles { return r.WheelLateness }))
+	return ms
+}
+
+// ratios returns a / b for every metric both have, by key.
+func ratios(a, b *Result) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range reportRows() {
+		if m.key == "" {
+			continue
+		}
+		va, oka := m.value(a)
+		vb, okb := m.value(b)
+		if oka && okb && vb != 0 {
+			out[m.key] = va / vb
+		}
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"time"
+
+	"github.com/shardwheel/shardwheel/profiling/hist"
+)
+
+// Names of the implementations, as reports show them.
+const (
+	nameWheel  = "shardwheel"
+	nameStdlib = "time.AfterFunc"
+)
+
+// Result is what one run measured, over its measured window only (after
+// prefill and warm-up). JSON durations are integer nanoseconds.
+type Result struct {
+	Impl   string        `json:"impl"`
+	Shards int           `json:"shards,omitempty"`
+	Tick   time.Duration `json:"tick_ns,omitempty"`
+
+	// Measured is the length of the measured window; shorter than asked
+	// when Partial (the run was interrupted).
+	Measured time.Duration `json:"measured_ns"`
+	Partial  bool          `json:"partial"`
+
+	// TargetRate is the offered request rate, AchievedRate the rate the
+	// load managed to issue; KeptUp is false when it fell short by more
+	// than 2%. MaxBacklog is the furthest the load fell behind the offer.
+	TargetRate   float64       `json:"target_rate"`
+	AchievedRate float64       `json:"achieved_rate"`
+	KeptUp       bool          `json:"kept_up"`
+	MaxBacklog   time.Duration `json:"max_backlog_ns"`
+
+	Ops opCounts `json:"ops"`
+	// OpsPerSec counts Schedule, Cancel and Reset calls.
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	FiredPerSec float64 `json:"fired_per_sec"`
+
+	// CPU is the process's user+system time over the window: load
+	// generator included, the same for both implementations.
+	CPU      time.Duration `json:"cpu_ns"`
+	CPUPerOp float64       `json:"cpu_per_op_ns"`
+	GC       gcCost        `json:"gc"`
+
+	// Resident is the number of timers pending when the heap was
+	// measured, right after the window. TimerHeap is the live heap then,
+	// less the heap before the run and less the load's own bookkeeping
+	// (its handle tables): the timers' memory, their task closures
+	// included.
+	Resident      int     `json:"resident"`
+	TimerHeap     int64   `json:"timer_heap_bytes"`
+	BytesPerTimer float64 `json:"bytes_per_timer"`
+
+	// Lateness is measured by every task itself, against the earliest
+	// time it was allowed to run, the same way for both implementations.
+	Lateness hist.Percentiles `json:"lateness"`
+	// TickLag and WheelLateness come from shardwheel's Stats (nil for
+	// AfterFunc); WheelLateness is against the deadline's tick.
+	TickLag       *hist.Percentiles `json:"tick_lag,omitempty"`
+	WheelLateness *hist.Percentiles `json:"wheel_lateness,omitempty"`
+	// Wheel holds shardwheel's counters over the window (nil for
+	// AfterFunc): where its time went when it fell behind.
+	Wheel *wheelCounts `json:"wheel,omitempty"`
+
+	// OtherCPU is the CPU time the rest of the host used over the window
+	// (Linux only; 0 elsewhere): a busy host inflates every latency.
+	OtherCPU time.Duration `json:"other_cpu_ns"`
+}
+
+// wheelCounts are shardwheel Stats counters over a window.
+type wheelCounts struct {
+	Pending  int    `json:"pending"`
+	RingFull uint64 `json:"ring_full"`
+	RingPeak int    `json:"ring_peak"`
+	CapHits  uint64 `json:"cap_hits"`
+	Refiled  uint64 `json:"refiled"`
+	Ticks    uint64 `json:"ticks"`
+}
+
+// opCounts are the load's calls and what came of them.
+type opCounts struct {
+	Requests  int64 `json:"requests"`
+	Schedules int64 `json:"schedules"`
+	Cancels   int64 `json:"cancels"`
+	// Missed counts Cancels that came too late: the timer had run.
+	Missed int64 `json:"cancels_missed"`
+	Resets int64 `json:"resets"`
+	// Reopened counts Resets of an idle timer that had run.
+	Reopened int64 `json:"resets_reopened"`
+	Fired    int64 `json:"fired"`
+	Errors   int64 `json:"errors"`
+}
+
+// calls is the number of calls into the implementation.
+func (c opCounts) calls() int64 { return c.Schedules + c.Cancels + c.Resets }
+
+func (c opCounts) add(o opCounts) opCounts {
+	return opCounts{
+		Requests:  c.Requests + o.Requests,
+		Schedules: c.Schedules + o.Schedules,
+		Cancels:   c.Cancels + o.Cancels,
+		Missed:    c.Missed + o.Missed,
+		Resets:    c.Resets + o.Resets,
+		Reopened:  c.Reopened + o.Reopened,
+		Fired:     c.Fired + o.Fired,
+		Errors:    c.Errors + o.Errors,
+	}
+}
+
+func (c opCounts) sub(o opCounts) opCounts {
+	return opCounts{
+		Requests:  c.Requests - o.Requests,
+		Schedules: c.Schedules - o.Schedules,
+		Cancels:   c.Cancels - o.Cancels,
+		Missed:    c.Missed - o.Missed,
+		Resets:    c.Resets - o.Resets,
+		Reopened:  c.Reopened - o.Reopened,
+		Fired:     c.Fired - o.Fired,
+		Errors:    c.Errors - o.Errors,
+	}
+}
+
+// pending is the number of timers the counts leave pending. A Reset that
+// found its timer run re-arms it, as much a start as a Schedule.
+func (c opCounts) pending() int64 {
+	return c.Schedules + c.Reopened - (c.Cancels - c.Missed) - c.Fired
+}
+
+// intervalPercentiles is s.Percentiles with a Max that belongs to s:
+// for a difference of snapshots (Snapshot.Sub), Max is the histogram's
+// all-time maximum, prefill included, so use the highest bucket the
+// interval reached instead (within hist.RelativeError).
+func intervalPercentiles(s hist.Snapshot) hist.Percentiles {
+	p := s.Percentiles()
+	// The nearest-rank quantile just below 1 is the Count-th value: the
+	// last one, looked up in the buckets rather than taken from Max.
+	p.Max = time.Duration(s.Quantile(1 - 1e-15))
+	return p
+}

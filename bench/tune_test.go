@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel/profiling/hist"
+)
+
+func TestTuneRun(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := tinyArgs("tune", "-shards", "1,2", "-ticks", "5ms", "-duration", "500ms", "-json", "-out", dir)
+	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
+
+	var tu Tuning
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &tu), stdout.String())
+	require.Len(t, tu.Points, 2)
+	assert.Equal(t, 1, tu.Points[0].Shards)
+	assert.Equal(t, 2, tu.Points[1].Shards)
+	require.GreaterOrEqual(t, tu.Recommended, 0)
+	require.Less(t, tu.Recommended, len(tu.Points), "the recommendation is a swept point")
+	best := tu.Points[tu.Recommended]
+	assert.Equal(t, fmt.Sprintf("shardwheel.WithShards(%d), shardwheel.WithTick(5 * time.Millisecond)", best.Shards), tu.Options)
+	assert.NotEmpty(t, tu.Reasoning)
+	assert.Equal(t, 2*time.Millisecond, tu.LagTarget)
+	for _, pt := range tu.Points {
+		require.NotNil(t, pt.Result.TickLag)
+		assert.Equal(t, pt.Shards, pt.Result.Shards)
+	}
+	assert.Contains(t, stderr.String(), "point 2/2: 2 shards, tick 5ms")
+
+	text, err := os.ReadFile(filepath.Join(dir, "tune.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(text), "<- recommended")
+	assert.Contains(t, string(text), "shardwheel.New("+tu.Options+")")
+}
+
+// point returns a measured tune point with the given figures.
+func point(shards int, tick, lagP99 time.Duration, cpuPerOp float64, keptUp bool) TunePoint {
+	return TunePoint{Shards: shards, Tick: tick, Result: Result{
+		Measured: time.Second, TargetRate: 100, AchievedRate: 100, KeptUp: keptUp,
+		CPU: time.Duration(cpuPerOp * 1000), CPUPerOp: cpuPerOp,
+		TickLag: &hist.Percentiles{P99: lagP99},
+	}}
+}
+
+func TestRecommend(t *testing.T) {
+	tests := []struct {
+		name   string
+		points []TunePoint
+		want   int
+		met    bool
+	}{
+		{"cheapest that meets", []TunePoint{
+			point(1, time.Millisecond, 5*time.Millisecond, 100, true), // lag too high, cheapest
+			point(2, time.Millisecond, time.Millisecond, 300, true),
+			point(2, 10*time.Millisecond, time.Millisecond, 200, true),
+		}, 2, true},
+		{"falling behind fails", []TunePoint{
+			point(1, time.Millisecond, time.Millisecond, 100, false),
+			point(2, time.Millisecond, time.Millisecond, 300, true),
+		}, 1, true},
+		{"none meets: lowest lag", []TunePoint{
+			point(1, time.Millisecond, 9*time.Millisecond, 100, true),
+			point(2, time.Millisecond, 3*time.Millisecond, 300, true),
+			point(4, time.Millisecond, 4*time.Millisecond, 200, true),
+		}, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tu := &Tuning{LagTarget: 2 * time.Millisecond, Points: tt.points}
+			for i := range tu.Points {
+				tu.Points[i].Fails = tu.fails(&tu.Points[i].Result)
+			}
+			tu.recommend()
+			assert.Equal(t, tt.want, tu.Recommended)
+			assert.Equal(t, tt.met, tu.MetTarget)
+			best := tu.Points[tt.want]
+			assert.Equal(t, fmt.Sprintf("shardwheel.WithShards(%d), shardwheel.WithTick(%s)", best.Shards, goDuration(best.Tick)), tu.Options)
+			// Every failing point is explained.
+			var failed int
+			for _, r := range tu.Reasoning {
+				if len(r) > 7 && r[:7] == "Failed:" {
+					failed++
+				}
+			}
+			var fails int
+			for _, pt := range tu.Points {
+				if pt.Fails != "" {
+					fails++
+				}
+			}
+			assert.Equal(t, fails, failed)
+		})
+	}
+}
+
+func TestRecommendTieOnCPU(t *testing.T) {
+	coarse := point(1, 5*time.Millisecond, time.Millisecond, 100, true)
+	coarse.Result.Lateness.P99 = 10 * time.Millisecond
+	fine := point(1, time.Millisecond, time.Millisecond, 103, true)
+	fine.Result.Lateness.P99 = 2 * time.Millisecond
+	costly := point(2, time.Millisecond, time.Millisecond, 150, true)
+	costly.Result.Lateness.P99 = time.Millisecond
+	tu := &Tuning{LagTarget: 2 * time.Millisecond, Points: []TunePoint{coarse, fine, costly}}
+	tu.recommend()
+	assert.Equal(t, 1, tu.Recommended, "3% more CPU is noise; the finer tick runs timers less late")
+	assert.Contains(t, tu.Reasoning[1], "2 points cost the same within 5%")
+	assert.Contains(t, tu.Reasoning[2], "Next cheapest: 2 shards, tick 1ms at +46% CPU per call.")
+}
+
+func TestRecommendLatenessTarget(t *testing.T) {
+	fine := point(2, time.Millisecond, time.Millisecond, 300, true)
+	fine.Result.Lateness.P99 = 2 * time.Millisecond
+	coarse := point(2, 50*time.Millisecond, time.Millisecond, 100, true)
+	coarse.Result.Lateness.P99 = 90 * time.Millisecond
+	tu := &Tuning{LagTarget: 2 * time.Millisecond, LatenessTarget: 10 * time.Millisecond, Points: []TunePoint{coarse, fine}}
+	for i := range tu.Points {
+		tu.Points[i].Fails = tu.fails(&tu.Points[i].Result)
+	}
+	tu.recommend()
+	assert.Equal(t, 1, tu.Recommended)
+	assert.Contains(t, tu.Points[0].Fails, "lateness p99 90.0ms > 10.0ms")
+}
+
+func TestRecommendNothingMeasured(t *testing.T) {
+	tu := &Tuning{Recommended: -1}
+	tu.recommend()
+	assert.Equal(t, -1, tu.Recommended)
+	var b bytes.Buffer
+	require.NoError(t, tu.writeText(&b))
+	assert.Contains(t, b.String(), "No point was measured.")
+}
+
+func TestGoDuration(t *testing.T) {
+	assert.Equal(t, "time.Millisecond", goDuration(time.Millisecond))
+	assert.Equal(t, "5 * time.Millisecond", goDuration(5*time.Millisecond))
+	assert.Equal(t, "1500 * time.Microsecond", goDuration(1500*time.Microsecond))
+	assert.Equal(t, "2 * time.Second", goDuration(2*time.Second))
+}
+
+func TestTuneCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	o, err := parseArgs(tinyArgs("tune"))
+	require.NoError(t, err)
+	tu, err := tune(ctx, o, newProgress(io.Discard))
+	require.NoError(t, err)
+	assert.True(t, tu.Interrupted)
+	assert.Empty(t, tu.Points)
+	assert.Equal(t, -1, tu.Recommended)
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeTimers is an implementation that never fires on its own: the test
+// fires timers by hand. Handles are ids; 0 is no timer.
+type fakeTimers struct {
+	next  int
+	tasks map[int]func() // pending timers
+}
+
+func (f *fakeTimers) Schedule(_ uint64, _ time.Duration, fn func()) (int, error) {
+	f.next++
+	f.tasks[f.next] = fn
+	return f.next, nil
+}
+
+func (f *fakeTimers) Cancel(h int) bool {
+	_, ok := f.tasks[h]
+	delete(f.tasks, h)
+	return ok
+}
+
+// Reset re-arms a timer that ran, as AfterFunc's Reset does.
+func (f *fakeTimers) Reset(h int, _ uint64, _ time.Duration, fn func()) (int, bool) {
+	_, ok := f.tasks[h]
+	f.tasks[h] = fn
+	return h, ok
+}
+
+func (f *fakeTimers) Close(live iter.Seq[int]) {
+	for h := range live {
+		delete(f.tasks, h)
+	}
+}
+
+// fire runs timer h's task, as the implementation would at its deadline.
+func (f *fakeTimers) fire(h int) {
+	fn := f.tasks[h]
+	delete(f.tasks, h)
+	fn()
+}
+
+func testLoad() Load {
+	return Load{
+		Rate: 1000, Resident: 1000, Cancel: 0.8,
+		DelayMin: time.Second, DelayMax: 2 * time.Second,
+		RespMin: time.Millisecond, RespMax: 50 * time.Millisecond,
+		Conns: 10, Idle: time.Second, ResetRate: 100,
+		Workers: 1, Seed: 1,
+	}
+}
+
+// drive runs w's batches, one per millisecond, from ms from to ms to.
+func driveWorker(w *worker[int], from, to int64) {
+	for ms := from; ms <= to; ms++ {
+		t := ms * int64(time.Millisecond)
+		w.batch(t, t)
+	}
+}
+
+func TestWorkerLoadShape(t *testing.T) {
+	f := &fakeTimers{tasks: map[int]func(){}}
+	l := testLoad()
+	w := newWorker[int](f, clock{base: time.Now()}, 0, l)
+	w.prefill(context.Background())
+	p := l.population()
+	assert.Equal(t, p.streaming+p.background+p.conns, len(f.tasks), "prefill is the steady state less the in-flight requests")
+	assert.Positive(t, p.background)
+
+	driveWorker(w, 1, 1100)
+	ops := w.n.read()
+	assert.EqualValues(t, 1100, ops.Requests, "open loop: exactly the offered rate")
+	assert.EqualValues(t, 110, ops.Resets)
+	assert.InDelta(t, 0.8*1100, float64(ops.Cancels), 0.8*1100*0.1, "cancelled share")
+	assert.Zero(t, ops.Missed)
+	assert.Zero(t, ops.Errors)
+	assert.EqualValues(t, len(f.tasks), ops.pending(), "the counts account for every pending timer")
+
+	// Every request due to time out does; background ones are re-issued.
+	slots := len(w.slots)
+	var background int
+	for s, h := range w.slots {
+		if _, ok := f.tasks[h]; ok {
+			if w.kinds[s] == kindBackground {
+				background++
+			}
+			f.fire(h)
+		}
+	}
+	f.fire(w.conns[3])
+	before := ops.Schedules
+	driveWorker(w, 1101, 1101)
+	ops = w.n.read()
+	assert.EqualValues(t, background, ops.Schedules-before-1, "re-issued: the background requests and one new request")
+	assert.Equal(t, slots, len(w.slots), "freed slots are reused")
+	assert.EqualValues(t, len(f.tasks), ops.pending())
+	assert.Equal(t, p.background, len(w.slots)-len(w.free)-countKind(w, kindStream))
+
+	// A read of the closed connection reopens it.
+	for w.c.Reopened == 0 && w.c.Resets < 10_000 {
+		w.read()
+	}
+	w.n.publish(w.c)
+	ops = w.n.read()
+	assert.EqualValues(t, 1, ops.Reopened)
+	assert.EqualValues(t, len(f.tasks), ops.pending())
+
+	f.Close(w.live())
+	assert.Empty(t, f.tasks, "Close reaches every timer the load holds")
+}
+
+func countKind(w *worker[int], kind uint8) int {
+	var n int
+	for s, h := range w.slots {
+		if h != 0 && w.kinds[s] == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func TestWorkerFallsBehind(t *testing.T) {
+	f := &fakeTimers{tasks: map[int]func(){}}
+	l := testLoad()
+	w := newWorker[int](f, clock{base: time.Now()}, 0, l)
+	// One batch two seconds in: it issues at most maxBatch's worth and
+	// records how far behind it is.
+	w.batch(int64(2*time.Second), int64(2*time.Second))
+	ops := w.n.read()
+	assert.EqualValues(t, int64(l.Rate*maxBatch.Seconds())+1, ops.Requests)
+	assert.InDelta(t, 2*time.Second, time.Duration(w.n.backlog.Load()), float64(time.Millisecond))
+}
+
+func TestWorkerLatenessRecording(t *testing.T) {
+	f := &fakeTimers{tasks: map[int]func(){}}
+	w := newWorker[int](f, clock{base: time.Now()}, 0, testLoad())
+	w.timedOut(-1, w.clock.now()-int64(5*time.Millisecond))
+	assert.EqualValues(t, 1, w.peekLateness().Count())
+	s := w.lateness()
+	require.EqualValues(t, 1, s.Count())
+	assert.InDelta(t, 5*time.Millisecond, time.Duration(s.Quantile(0.5)), float64(time.Millisecond))
+	assert.Zero(t, w.lateness().Count(), "lateness restarts the recording")
+}
