@@ -70,20 +70,7 @@ func BenchmarkScheduleCancelParallel(b *testing.B) {
 		b.Run("shardwheel/"+name, func(b *testing.B) {
 			s := newBenchScheduler(b)
 			prefillShardwheel(b, s, pending)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				key := rand.Uint64()
-				for pb.Next() {
-					key++
-					t, err := s.Schedule(key, time.Minute, noop)
-					if err != nil {
-						b.Fatal(err)
-					}
-					t.Cancel()
-				}
-			})
-			reportRate(b, "pairs/s")
+			scheduleCancelParallel(b, s)
 		})
 		b.Run("afterfunc/"+name, func(b *testing.B) {
 			prefillAfterFunc(b, pending)
@@ -148,22 +135,28 @@ func BenchmarkStatsOverhead(b *testing.B) {
 	for _, stats := range []bool{true, false} {
 		b.Run(fmt.Sprintf("schedule-cancel/stats=%v", stats), func(b *testing.B) {
 			s := newBenchScheduler(b, shardwheel.WithStats(stats))
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				key := rand.Uint64()
-				for pb.Next() {
-					key++
-					t, err := s.Schedule(key, time.Minute, noop)
-					if err != nil {
-						b.Fatal(err)
-					}
-					t.Cancel()
-				}
-			})
-			reportRate(b, "pairs/s")
+			scheduleCancelParallel(b, s)
 		})
 	}
+}
+
+// scheduleCancelParallel schedules and at once cancels timers with distinct
+// keys from RunParallel goroutines and reports pairs/s.
+func scheduleCancelParallel(b *testing.B, s *shardwheel.Scheduler) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := rand.Uint64()
+		for pb.Next() {
+			key++
+			t, err := s.Schedule(key, time.Minute, noop)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Cancel()
+		}
+	})
+	reportRate(b, "pairs/s")
 }
 
 func prefillShardwheel(b *testing.B, s *shardwheel.Scheduler, n int) {
