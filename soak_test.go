@@ -81,7 +81,10 @@ func (o *oracle) end(t *testing.T, r *record, fate int32, how string) {
 		t.Errorf("timer ended twice (%s after fate %d): %s", how, r.fate.Load(), r.history())
 		return
 	}
-	o.live.Delete(r.tm)
+	r.mu.Lock() // r.tm is set by the producer after Schedule returns
+	tm := r.tm
+	r.mu.Unlock()
+	o.live.Delete(tm)
 }
 
 func (o *oracle) task(t *testing.T, r *record) func() {
@@ -116,7 +119,9 @@ func (o *oracle) churn(t *testing.T, s *shardwheel.Scheduler, seed uint64, deadl
 			r.log("schedule %v at %v", d, time.Duration(o.now()))
 			tm, err := s.Schedule(rng.Uint64(), d, o.task(t, r))
 			require.NoError(t, err)
+			r.mu.Lock()
 			r.tm = tm
+			r.mu.Unlock()
 			if r.fate.Load() == fatePending {
 				o.live.Store(tm, r)
 			}

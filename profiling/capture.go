@@ -235,6 +235,10 @@ type recording struct {
 func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *recording {
 	r := &recording{cfg: cfg, shards: s.Shards(), tick: s.Tick(), start: time.Now(), samples: []sample{}}
 	r.first = s.Stats()
+	if ctx.Err() != nil { // cancelled before it began: nothing to sample
+		r.interrupted, r.last, r.elapsed = true, r.first, time.Since(r.start)
+		return r
+	}
 	prev, prevAt := r.first, time.Duration(0)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
