@@ -345,3 +345,24 @@ func ExampleScheduler_Stats() {
 	// Output:
 	// pending: 10 scheduled: 10 shards: 2
 }
+
+// TestTaskSchedulingIntoItsOwnFullRing has a task, running inline on its
+// shard, schedule more timers than the shard's rings hold: the shard cannot
+// wait for itself to drain them, so it must file them directly, not hang.
+func TestTaskSchedulingIntoItsOwnFullRing(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithRingSize(1), shardwheel.WithTick(time.Millisecond))
+	const n = 5000
+	var ran atomic.Int64
+	_, err := s.AfterFunc(0, func() {
+		for range n {
+			if _, err := s.AfterFunc(time.Millisecond, func() { ran.Add(1) }); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return ran.Load() == n }, waitFor, pollEvery)
+	assert.Positive(t, s.Stats().Total.RingFull)
+	assert.Zero(t, s.Pending())
+}

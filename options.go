@@ -95,8 +95,8 @@ func WithTick(d time.Duration) Option {
 
 // WithWheelSize sets the slots per wheel level, rounded up to a power of
 // two. The default is DefaultWheelSize; n must be in [2, MaxWheelSize].
-// Larger wheels cascade less often and cost more memory per shard (one
-// 40-byte sentinel per slot per level).
+// Larger wheels cascade less often, in larger batches, and cost more
+// memory per shard (one 44-byte sentinel per slot per level).
 func WithWheelSize(n int) Option {
 	return func(c *config) error {
 		if n < 2 || n > MaxWheelSize {
@@ -107,8 +107,9 @@ func WithWheelSize(n int) Option {
 	}
 }
 
-// WithRingSize sets the capacity of each shard's MPSC ring of new timers,
-// rounded up to a power of two. The default is DefaultRingSize; n must be in
+// WithRingSize sets the capacity of each shard's MPSC rings of new timers:
+// a shard splits it equally between its producer lanes (one per P), each
+// rounded up to a power of two and to at least 64 entries. The default is DefaultRingSize; n must be in
 // [1, MaxRingSize]. When a ring is full, Schedule wakes the shard and yields
 // until there is room: nothing is dropped.
 func WithRingSize(n int) Option {

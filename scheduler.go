@@ -87,7 +87,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		stopped: make(chan struct{}),
 	}
 	// Pending tokens are split between the shards and move between them
-	// (Shard.Steal) only when one runs out, so the limit needs no global
+	// (Shard.Refill) only when one runs out, so the limit needs no global
 	// counter. Without a limit each shard gets a share too large to use.
 	limit := int64(c.maxPending)
 	if limit == 0 {

@@ -14,12 +14,13 @@
 // Node. Get bumps the node's generation when it hands the node out, so a
 // handle that remembers (index, generation) can tell a recycled node from its
 // own. Every node is put back at most once per generation: that is the
-// caller's invariant, checked by the shard's state machine.
+// caller's invariant, which the shard's state machine upholds.
 //
-// The owner never writes a node's own memory when it frees it: links live
-// in a separate array and the generation is bumped by Get, in the taking
-// producer's cache. Freeing thus costs the owner a read of the node's cache
-// line, not a write that the next producer would have to fetch back.
+// The owner does not need to write a node's own memory to free it: links
+// live in a separate array and the generation is bumped by Get, in the
+// taking producer's cache. Freeing usually costs the owner a read of the
+// node's cache line, not a write that the next producer would have to fetch
+// back.
 //
 // Free nodes sit on one of several free lists (lanes), so that producers on
 // different CPUs do not contend for one list head: a producer takes from its
@@ -70,7 +71,8 @@ type chunk struct {
 	tasks *[ChunkSize]func() // the only pointers an arena holds per node
 	// links holds, per node, index+1 of the next node on the free list
 	// while the node is free, or on the shard's attention stack while it
-	// is queued there (a queued node is live, so the uses never overlap).
+	// is queued there (a queued node is never freed until the shard has
+	// taken it off the stack, so the uses never overlap).
 	// 0 ends a list.
 	links *[ChunkSize]atomic.Uint32
 }

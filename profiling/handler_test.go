@@ -101,6 +101,9 @@ func TestHandlerPageDiagnosis(t *testing.T) {
 				require.NoError(t, err)
 			}
 			wg.Wait()
+			// Shards publish their counters at the end of each pass,
+			// which may be just after the last task returned.
+			require.Eventually(t, func() bool { return s.Stats().Total.Fired == 32 }, 10*time.Second, time.Millisecond)
 			assert.Contains(t, get(t, profiling.Handler(s), "/").Body.String(), c.want)
 		})
 	}

@@ -86,9 +86,6 @@ func (r *Ring) Cap() int { return len(r.slots) }
 // number of successful and in-progress pushes. Any goroutine may call it.
 func (r *Ring) Claimed() uint64 { return r.tail.Load() }
 
-// Consumed returns how many values the consumer has popped. Consumer only.
-func (r *Ring) Consumed() uint64 { return r.head }
-
 // Len returns the number of positions claimed by producers and not yet
 // consumed, including claimed ones not yet published. Consumer only.
 func (r *Ring) Len() int { return int(r.tail.Load() - r.head) }

@@ -38,6 +38,14 @@ func (sh *Shard) pass() bool {
 	now := sh.clock.Now()
 	target := sh.floorTick(now)
 	sh.recordTick(now, target)
+	if sh.w.count == 0 && target > 0 {
+		// Nothing is filed, so nothing can be skipped: catch elapsed up
+		// with the clock before filing, so that deadlines unwrap against
+		// a current tick even after the shard was parked for long. One
+		// tick short of target, so that a timer already due is filed at
+		// target and runs in this pass, as it would have while ticking.
+		sh.w.elapsed = max(sh.w.elapsed, target-1)
+	}
 	sh.processAttention()
 	sh.transfer(target)
 	ok := sh.advance(target, now)
@@ -215,6 +223,23 @@ func (sh *Shard) accept(idx uint32, now time.Duration, lane int) {
 		}
 		return
 	}
+}
+
+// fileFromTask files a new timer scheduled by a task running on this
+// worker whose lane is full: the worker cannot wait for itself to drain
+// the ring. It resolves the deadline from a clock reading taken now, after
+// the Schedule call, so it cannot be early; the transfer cap does not apply
+// (the worker is doing the work itself). advance may be iterating a taken
+// slot: filing never lands in it (see wheel.take).
+func (sh *Shard) fileFromTask(idx uint32, s state) {
+	ns := s.withTicks(statusPending, sh.resolve(s, sh.clock.Now())).withQueued(false)
+	if sh.arena.Node(idx).State.CompareAndSwap(uint64(s), uint64(ns)) {
+		sh.file(idx, ns)
+		return
+	}
+	// Cancelled or reset by another goroutine since Schedule stored s:
+	// accept handles every such state.
+	sh.accept(idx, sh.clock.Now(), int(idx))
 }
 
 // file inserts a pending node at its deadline, or at the next tick if that

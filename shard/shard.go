@@ -41,8 +41,8 @@
 // and never wait for the worker. When the node already sits in the wheel,
 // Cancel (so that its memory is reclaimed now, not when its slot comes round)
 // and a Reset to an earlier deadline (so that it is re-filed) push it on the
-// attention stack: a Treiber stack threaded through the node's Delay field,
-// which the worker empties with one Swap per pass. A Reset to a later
+// attention stack: a Treiber stack threaded through the arena's link array
+// (pool.Arena.Link), which the worker empties with one Swap per pass. A Reset to a later
 // deadline only rewrites the state word: the worker finds the node in its old
 // slot, sees the later deadline and re-files it, as tokio does.
 //
@@ -79,6 +79,10 @@ var (
 	// ErrTooManyPending is returned by Schedule when the pending limit or
 	// the arena's capacity (pool.MaxNodes per shard) is reached.
 	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
+
+	// errArenaFull is ErrTooManyPending for a full arena: moving pending
+	// tokens from other shards (Refill) cannot help it.
+	errArenaFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, pool.MaxNodes)
 )
 
 const cacheLineSize = 64
@@ -324,7 +328,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, er
 	idx, gen, ok := sh.arena.Get(li)
 	if !ok {
 		l.quota.Add(1)
-		return 0, ErrTooManyPending
+		return 0, errArenaFull
 	}
 	n := sh.arena.Node(idx)
 	n.Key = key
@@ -334,7 +338,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, er
 	s := unresolvedState(gen, sh.clampDelay(delay), sh.tick)
 	n.State.Store(uint64(s))
 	if !l.ring.Push(uint64(idx)) {
-		sh.pushSlow(l, idx)
+		sh.pushSlow(l, idx, s)
 	}
 	if sh.parked.Load() != 0 {
 		sh.unpark()
@@ -350,11 +354,17 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, er
 	return makeRef(idx, gen), nil
 }
 
-// pushSlow waits for room in a full lane: the worker has not caught up.
-// It wakes the worker, which may transfer again within the tick (up to
-// TransferCap), and yields until the push succeeds or the shard closes.
-func (sh *Shard) pushSlow(l *lane, idx uint32) {
+// pushSlow handles a full lane: the worker has not caught up. It wakes the
+// worker, which may transfer again within the tick (up to TransferCap), and
+// yields until the push succeeds or the shard closes. A task running on the
+// worker itself cannot wait for it: it files the node into the wheel
+// directly (see fileFromTask). s is the node's unresolved state.
+func (sh *Shard) pushSlow(l *lane, idx uint32, s state) {
 	l.ringFull.Add(1)
+	if sh.OnWorker() {
+		sh.fileFromTask(idx, s)
+		return
+	}
 	for !sh.closed.Load() {
 		sh.signal()
 		runtime.Gosched()
@@ -468,8 +478,7 @@ func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 	if s.status() == statusUnresolved {
 		return sh.tickTime(sh.resolve(s, now)), true
 	}
-	t := unwrapTicks(s.ticks38(), uint64(sh.floorTick(now)))
-	return sh.origin + time.Duration(int64(t)*sh.tick), true
+	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(now))), true
 }
 
 // Time converts a clock reading to wall-clock time (with a monotonic
@@ -539,6 +548,9 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 				break
 			}
 			gen := n.Gen.Load()
+			if gen == 0 {
+				break // a fresh node a producer is still taking (Get bumps Gen first)
+			}
 			if !s.tagOK(gen) {
 				continue // recycled between the loads: look again
 			}

@@ -30,8 +30,9 @@ import "time"
 //	pending    -> cancelled   Cancel, Stop
 //	pending    -> fired       worker, when the deadline tick is reached
 //
-// fired and cancelled are terminal for a generation: nothing but the worker
-// touches the node again, and it returns it to the pool exactly once.
+// fired and cancelled are terminal for a generation: the status never
+// changes again (the worker may still clear the queued bit), and the worker
+// returns the node to the pool exactly once.
 const (
 	ticksBits  = 38
 	ticksMask  = 1<<ticksBits - 1

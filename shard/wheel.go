@@ -38,7 +38,6 @@ type wheel struct {
 	elapsed  uint64     // every deadline <= elapsed has been processed
 	occupied [][]uint64 // occupied[l] has one bit per slot of level l
 	count    int        // nodes linked in the wheel
-	inserts  uint64     // every insert, cascades included
 }
 
 // detached marks a node the worker has finished with structurally but must
@@ -48,7 +47,7 @@ const detached = ^uint32(0)
 // wheelLevels returns how many levels of size slots cover 2*maxDelayTicks.
 func wheelLevels(size int) int {
 	b := bits.Len(uint(size)) - 1
-	need := bits.Len64(2*maxDelayTicks - 1)
+	need := bits.Len64(2 * maxDelayTicks) // strictly more than twice: a margin for every size
 	return (need + b - 1) / b
 }
 
@@ -98,7 +97,6 @@ func (w *wheel) insert(idx uint32, t uint64) {
 	sn.Prev = idx
 	w.occupied[l][slot/64] |= 1 << (slot % 64)
 	w.count++
-	w.inserts++
 }
 
 // unlink removes node idx from its slot list. It must be linked.

@@ -11,7 +11,7 @@ import (
 
 func TestWheelLevels(t *testing.T) {
 	tests := []struct{ size, levels int }{
-		{2, 37}, {8, 13}, {64, 7}, {512, 5}, {1 << 16, 3},
+		{2, 38}, {4, 19}, {8, 13}, {64, 7}, {512, 5}, {1 << 16, 3},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.levels, wheelLevels(tt.size), "size %d", tt.size)
@@ -21,7 +21,7 @@ func TestWheelLevels(t *testing.T) {
 		for range tt.levels {
 			span *= float64(tt.size)
 		}
-		assert.GreaterOrEqual(t, span, 2.0*maxDelayTicks)
+		assert.Greater(t, span, 2.0*maxDelayTicks)
 	}
 }
 
@@ -92,7 +92,8 @@ func TestEachTimerIsFiledAtMostOncePerLevel(t *testing.T) {
 	}
 	h.step(8*8*8*8*8*testTick + 2*testTick)
 	require.Len(t, h.fired, n)
-	assert.LessOrEqual(t, h.sh.w.inserts, uint64(n*5), "inserts per timer above the level count")
+	// Filed once on arrival, then at most once per level below its first.
+	assert.LessOrEqual(t, h.sh.Stats().Refiled, uint64(n*4), "re-files per timer above the level count")
 }
 
 func TestNextFindsEarliestSlotAcrossLevels(t *testing.T) {
