@@ -41,14 +41,8 @@ func BenchmarkScheduleCancel(b *testing.B) {
 			prefillShardwheel(b, s, pending)
 			b.ReportAllocs()
 			b.ResetTimer()
-			key := uint64(0)
-			for range b.N {
-				key++
-				t, err := s.Schedule(key, time.Minute, noop)
-				if err != nil {
-					b.Fatal(err)
-				}
-				t.Cancel()
+			for key := range uint64(b.N) {
+				scheduleCancel(b, s, key)
 			}
 			reportRate(b, "pairs/s")
 		})
@@ -146,17 +140,20 @@ func scheduleCancelParallel(b *testing.B, s *shardwheel.Scheduler) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		key := rand.Uint64()
-		for pb.Next() {
-			key++
-			t, err := s.Schedule(key, time.Minute, noop)
-			if err != nil {
-				b.Fatal(err)
-			}
-			t.Cancel()
+		for key := rand.Uint64(); pb.Next(); key++ {
+			scheduleCancel(b, s, key)
 		}
 	})
 	reportRate(b, "pairs/s")
+}
+
+// scheduleCancel is one request timeout cancelled by its response.
+func scheduleCancel(b *testing.B, s *shardwheel.Scheduler, key uint64) {
+	t, err := s.Schedule(key, time.Minute, noop)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t.Cancel()
 }
 
 func prefillShardwheel(b *testing.B, s *shardwheel.Scheduler, n int) {
