@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 // runSpec is one run: the load against one implementation.

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 func TestSI(t *testing.T) {

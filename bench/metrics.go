@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 // metric is one row of a report: how to read it from a Result, show it,

@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 // Names of the implementations, as reports show them.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 // status builds the progress line of a run from its workers' counters.

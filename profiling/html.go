@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 //go:embed report.html.tmpl

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 // belowOne is the largest float64 under 1. Its quantile is the midpoint of

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 // Stats is a snapshot of one shard's counters and latency distributions.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardwheel/shardwheel/profiling/hist"
+	"github.com/shardwheel/shardwheel/hist"
 )
 
 func Example() {
