@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // Comparison is the outcome of compare: the same load, with the same
@@ -131,13 +133,13 @@ func (c *Comparison) notes(sw, af *Result) []string {
 		}
 		if !r.KeptUp {
 			notes = append(notes, fmt.Sprintf("WARNING: %s could not keep up: it issued %.0f%% of the offered %s requests/s (fell up to %v behind); its figures are for the load it managed.",
-				r.Impl, 100*r.AchievedRate/r.TargetRate, si(r.TargetRate), dur(r.MaxBacklog)))
+				r.Impl, 100*r.AchievedRate/r.TargetRate, units.SI(r.TargetRate), units.Duration(r.MaxBacklog)))
 		}
 		if n := busyNote(r, c.Host.NumCPU); n != "" {
 			notes = append(notes, n)
 		}
 		if r.Partial {
-			notes = append(notes, fmt.Sprintf("INTERRUPTED: %s was measured for %v only.", r.Impl, dur(r.Measured)))
+			notes = append(notes, fmt.Sprintf("INTERRUPTED: %s was measured for %v only.", r.Impl, units.Duration(r.Measured)))
 		}
 	}
 	if c.Interrupted {
@@ -164,5 +166,5 @@ func busyNote(r *Result, numCPU int) string {
 		return ""
 	}
 	return fmt.Sprintf("WARNING: other processes kept %s of %d CPUs busy during the %s run: expect inflated latencies.",
-		sig(busy), numCPU, r.Impl)
+		units.Sig(busy), numCPU, r.Impl)
 }

@@ -118,7 +118,7 @@ func TestCompareTextPartial(t *testing.T) {
 		Results: []Result{{Impl: nameWheel, Partial: true, Measured: time.Second, TargetRate: 1, AchievedRate: 1, KeptUp: true}}}
 	var b bytes.Buffer
 	require.NoError(t, c.writeText(&b))
-	assert.Contains(t, b.String(), "INTERRUPTED: shardwheel was measured for 1.00s only.")
+	assert.Contains(t, b.String(), "INTERRUPTED: shardwheel was measured for 1s only.")
 	assert.Contains(t, b.String(), "INTERRUPTED: time.AfterFunc was not measured.")
 	assert.Regexp(t, regexp.MustCompile(`(?m)^  CPU per call\s+\S+\s+-\s+lower$`), b.String())
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/units"
 	"github.com/shardwheel/shardwheel/profiling"
 )
 
@@ -70,7 +71,7 @@ func (l *LagRun) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "shardwheel under load on %s\n", l.Host)
 	l.Load.describe(&b)
 	if r := l.Result; r != nil {
-		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %d shards, tick %v\n\n", dur(r.Measured), l.Load.Warmup, r.Shards, r.Tick)
+		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %d shards, tick %v\n\n", units.Duration(r.Measured), l.Load.Warmup, r.Shards, r.Tick)
 		if err := resultTable(r).write(&b); err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // Load is the offered load, shaped like a proxy's timeouts:
@@ -102,14 +104,14 @@ func (p population) total() int { return p.inflight + p.streaming + p.background
 func (l Load) describe(b *strings.Builder) {
 	p := l.population()
 	fmt.Fprintf(b, "load: %s requests/s, each with a timeout of %v-%v; %.0f%% answered after %v-%v (timeout cancelled)\n",
-		si(l.Rate), l.DelayMin, l.DelayMax, l.Cancel*100, l.RespMin, l.RespMax)
-	fmt.Fprintf(b, "      %s timers resident", si(float64(p.total())))
+		units.SI(l.Rate), l.DelayMin, l.DelayMax, l.Cancel*100, l.RespMin, l.RespMax)
+	fmt.Fprintf(b, "      %s timers resident", units.SI(float64(p.total())))
 	if p.background > 0 {
-		fmt.Fprintf(b, " (%s of them background requests, re-issued when they time out)", si(float64(p.background)))
+		fmt.Fprintf(b, " (%s of them background requests, re-issued when they time out)", units.SI(float64(p.background)))
 	}
 	b.WriteString("\n")
 	if l.Conns > 0 {
-		fmt.Fprintf(b, "      %s connections, idle timeout %v, reset by %s reads/s\n", si(float64(l.Conns)), l.Idle, si(l.ResetRate))
+		fmt.Fprintf(b, "      %s connections, idle timeout %v, reset by %s reads/s\n", units.SI(float64(l.Conns)), l.Idle, units.SI(l.ResetRate))
 	}
 }
 

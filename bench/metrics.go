@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // metric is one row of a report: how to read it from a Result, show it,
@@ -56,7 +57,7 @@ func latencyRows(group, key, label string, get func(r *Result) *hist.Percentiles
 				if !ok {
 					return "n/a"
 				}
-				return dur(time.Duration(v))
+				return units.Duration(time.Duration(v))
 			},
 		})
 	}
@@ -73,7 +74,7 @@ func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metr
 			if p == nil {
 				return "n/a"
 			}
-			return fmt.Sprintf("%s/%s/%s/%s", dur(p.P50), dur(p.P99), dur(p.P999), dur(p.Max))
+			return fmt.Sprintf("%s/%s/%s/%s", units.Duration(p.P50), units.Duration(p.P99), units.Duration(p.P999), units.Duration(p.Max))
 		}}
 }
 
@@ -83,38 +84,38 @@ func reportRows() []metric {
 		{group: "throughput", key: "achieved_rate", label: "requests/s achieved", better: "higher",
 			value: always(func(r *Result) float64 { return r.AchievedRate }),
 			show: func(r *Result) string {
-				return fmt.Sprintf("%s (%.0f%%)", si(r.AchievedRate), 100*r.AchievedRate/r.TargetRate)
+				return fmt.Sprintf("%s (%.0f%%)", units.SI(r.AchievedRate), 100*r.AchievedRate/r.TargetRate)
 			}},
 		{group: "throughput", key: "ops_per_sec", label: "calls/s (schedule+cancel+reset)", better: "higher",
 			value: always(func(r *Result) float64 { return r.OpsPerSec }),
-			show:  func(r *Result) string { return si(r.OpsPerSec) }},
+			show:  func(r *Result) string { return units.SI(r.OpsPerSec) }},
 		{group: "throughput", label: "timers fired/s",
 			value: always(func(r *Result) float64 { return r.FiredPerSec }),
-			show:  func(r *Result) string { return si(r.FiredPerSec) }},
+			show:  func(r *Result) string { return units.SI(r.FiredPerSec) }},
 		{group: "cost", key: "cpu", label: "CPU time (cores busy)", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.CPU) }),
 			show: func(r *Result) string {
-				return fmt.Sprintf("%s (%s)", dur(r.CPU), sig(r.CPU.Seconds()/r.Measured.Seconds()))
+				return fmt.Sprintf("%s (%s)", units.Duration(r.CPU), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()))
 			}},
 		{group: "cost", key: "cpu_per_op", label: "CPU per call", better: "lower",
 			value: always(func(r *Result) float64 { return r.CPUPerOp }),
-			show:  func(r *Result) string { return dur(time.Duration(r.CPUPerOp)) }},
+			show:  func(r *Result) string { return units.Duration(time.Duration(r.CPUPerOp)) }},
 		{group: "cost", key: "bytes_per_timer", label: "heap per resident timer", better: "lower",
 			value: always(func(r *Result) float64 { return r.BytesPerTimer }),
 			show:  func(r *Result) string { return fmt.Sprintf("%.0f B", r.BytesPerTimer) }},
 		{group: "cost", label: "resident timers",
 			value: always(func(r *Result) float64 { return float64(r.Resident) }),
-			show:  func(r *Result) string { return si(float64(r.Resident)) }},
+			show:  func(r *Result) string { return units.SI(float64(r.Resident)) }},
 		{group: "cost", key: "gc_cpu", label: "GC CPU time", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.GC.CPU) }),
-			show:  func(r *Result) string { return dur(r.GC.CPU) }},
+			show:  func(r *Result) string { return units.Duration(r.GC.CPU) }},
 		{group: "cost", key: "gc_cycles", label: "GC cycles", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.GC.Cycles) }),
 			show:  func(r *Result) string { return fmt.Sprint(r.GC.Cycles) }},
 		{group: "cost", key: "gc_pause_total", label: "GC pauses, total (max)", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.GC.PauseSum) }),
 			show: func(r *Result) string {
-				return fmt.Sprintf("%s (%s)", dur(r.GC.PauseSum), dur(r.GC.PauseMax))
+				return fmt.Sprintf("%s (%s)", units.Duration(r.GC.PauseSum), units.Duration(r.GC.PauseMax))
 			}},
 	}
 	ms = append(ms, latencyRows("latency", "lateness", "lateness", func(r *Result) *hist.Percentiles { return &r.Lateness })...)

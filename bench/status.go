@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // status builds the progress line of a run from its workers' counters.
@@ -64,8 +65,8 @@ func (s *status) finish(r *Result) {
 	line := fmt.Sprintf("%-14s not measured", r.Impl)
 	if r.Measured > 0 {
 		line = fmt.Sprintf("%-14s measured %s: %s req/s (%.0f%%), %s calls/s, %s cores, lateness p99 %s",
-			r.Impl, dur(r.Measured), si(r.AchievedRate), 100*r.AchievedRate/r.TargetRate,
-			si(r.OpsPerSec), sig(r.CPU.Seconds()/r.Measured.Seconds()), dur(r.Lateness.P99))
+			r.Impl, units.Duration(r.Measured), units.SI(r.AchievedRate), 100*r.AchievedRate/r.TargetRate,
+			units.SI(r.OpsPerSec), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()), units.Duration(r.Lateness.P99))
 	}
 	if r.Partial {
 		line += " (interrupted)"
@@ -96,14 +97,14 @@ func (s *status) line() string {
 	rated := loading(phase) && loading(s.prevPhase) && secs > 0
 	d := ops.sub(s.prevOps)
 	if rated {
-		line += fmt.Sprintf("  %s req/s (%.0f%%)", si(float64(d.Requests)/secs), 100*float64(d.Requests)/secs/s.target)
+		line += fmt.Sprintf("  %s req/s (%.0f%%)", units.SI(float64(d.Requests)/secs), 100*float64(d.Requests)/secs/s.target)
 	}
-	line += fmt.Sprintf("  %s pending", si(float64(ops.pending())))
+	line += fmt.Sprintf("  %s pending", units.SI(float64(ops.pending())))
 	if l := s.late(); l.Count() > 0 {
-		line += fmt.Sprintf("  lateness p99 %s", dur(time.Duration(l.Quantile(0.99))))
+		line += fmt.Sprintf("  lateness p99 %s", units.Duration(time.Duration(l.Quantile(0.99))))
 	}
 	if rated {
-		line += fmt.Sprintf("  %s calls/s  %s fired/s", si(float64(d.calls())/secs), si(float64(d.Fired)/secs))
+		line += fmt.Sprintf("  %s calls/s  %s fired/s", units.SI(float64(d.calls())/secs), units.SI(float64(d.Fired)/secs))
 	}
 	s.prevAt, s.prevOps, s.prevPhase = now, ops, phase
 	return line

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // Tuning is the outcome of tune: the load against shardwheel at every
@@ -76,10 +78,10 @@ func (t *Tuning) fails(r *Result) string {
 		why = append(why, fmt.Sprintf("fell behind the load (%.0f%%)", 100*r.AchievedRate/r.TargetRate))
 	}
 	if r.TickLag == nil || r.TickLag.P99 > t.LagTarget {
-		why = append(why, fmt.Sprintf("tick lag p99 %s > %s", dur(lagP99(r)), dur(t.LagTarget)))
+		why = append(why, fmt.Sprintf("tick lag p99 %s > %s", units.Duration(lagP99(r)), units.Duration(t.LagTarget)))
 	}
 	if t.LatenessTarget > 0 && r.Lateness.P99 > t.LatenessTarget {
-		why = append(why, fmt.Sprintf("lateness p99 %s > %s", dur(r.Lateness.P99), dur(t.LatenessTarget)))
+		why = append(why, fmt.Sprintf("lateness p99 %s > %s", units.Duration(r.Lateness.P99), units.Duration(t.LatenessTarget)))
 	}
 	return strings.Join(why, ", ")
 }
@@ -147,17 +149,17 @@ func (t *Tuning) recommend() {
 func (t *Tuning) reasons(ok, tied []int) []string {
 	best := &t.Points[t.Recommended]
 	r := &best.Result
-	target := fmt.Sprintf("tick lag p99 <= %s", dur(t.LagTarget))
+	target := fmt.Sprintf("tick lag p99 <= %s", units.Duration(t.LagTarget))
 	if t.LatenessTarget > 0 {
-		target += fmt.Sprintf(" and lateness p99 <= %s", dur(t.LatenessTarget))
+		target += fmt.Sprintf(" and lateness p99 <= %s", units.Duration(t.LatenessTarget))
 	}
 	var out []string
 	if t.MetTarget {
 		out = append(out, fmt.Sprintf("%s meets %s (tick lag p99 %s) with the least CPU of the %d of %d points that do: %s per call, %s cores.",
-			best.label(), target, dur(lagP99(r)), len(ok), len(t.Points), dur(time.Duration(r.CPUPerOp)), sig(r.CPU.Seconds()/r.Measured.Seconds())))
+			best.label(), target, units.Duration(lagP99(r)), len(ok), len(t.Points), units.Duration(time.Duration(r.CPUPerOp)), units.Sig(r.CPU.Seconds()/r.Measured.Seconds())))
 		if len(tied) > 1 {
 			out = append(out, fmt.Sprintf("%d points cost the same within %.0f%% (run-to-run noise); of those it runs timers least late (lateness p99 %s).",
-				len(tied), cpuNoise*100, dur(r.Lateness.P99)))
+				len(tied), cpuNoise*100, units.Duration(r.Lateness.P99)))
 		}
 		for _, i := range ok {
 			if i != t.Recommended && !slices.Contains(tied, i) {
@@ -168,7 +170,7 @@ func (t *Tuning) reasons(ok, tied []int) []string {
 		}
 	} else {
 		out = append(out, fmt.Sprintf("No point meets %s; %s has the lowest tick lag (p99 %s). Loosen -lag-p99, lighten the load or use a quieter host.",
-			target, best.label(), dur(lagP99(r))))
+			target, best.label(), units.Duration(lagP99(r))))
 	}
 	busy := 0
 	for _, pt := range t.Points {
@@ -183,7 +185,7 @@ func (t *Tuning) reasons(ok, tied []int) []string {
 		out = append(out, fmt.Sprintf("WARNING: other processes kept the host busy during %d of the %d points: their lag is inflated; rerun on a quiet host.", busy, len(t.Points)))
 	}
 	out = append(out, fmt.Sprintf("Trade-off: a timer runs up to about 2 ticks after its deadline; with a %v tick the measured lateness p99 is %s. Use -lateness-p99 to bound it.",
-		best.Tick, dur(r.Lateness.P99)))
+		best.Tick, units.Duration(r.Lateness.P99)))
 	if t.Interrupted {
 		out = append(out, "INTERRUPTED: only the points above were measured.")
 	}
@@ -237,9 +239,9 @@ func (t *Tuning) writeText(w io.Writer) error {
 			lag50, lagMax = r.TickLag.P50, r.TickLag.Max
 		}
 		tb.add(fmt.Sprint(pt.Shards), pt.Tick.String(),
-			fmt.Sprintf("%s (%.0f%%)", si(r.AchievedRate), 100*r.AchievedRate/r.TargetRate),
-			dur(time.Duration(r.CPUPerOp)), sig(r.CPU.Seconds()/r.Measured.Seconds()),
-			dur(lag50), dur(lagP99(r)), dur(lagMax), dur(r.Lateness.P99),
+			fmt.Sprintf("%s (%.0f%%)", units.SI(r.AchievedRate), 100*r.AchievedRate/r.TargetRate),
+			units.Duration(time.Duration(r.CPUPerOp)), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()),
+			units.Duration(lag50), units.Duration(lagP99(r)), units.Duration(lagMax), units.Duration(r.Lateness.P99),
 			fmt.Sprintf("%.0f B", r.BytesPerTimer), verdict)
 	}
 	if err := tb.write(&b); err != nil {

@@ -131,7 +131,7 @@ func TestRecommendLatenessTarget(t *testing.T) {
 	}
 	tu.recommend()
 	assert.Equal(t, 1, tu.Recommended)
-	assert.Contains(t, tu.Points[0].Fails, "lateness p99 90.0ms > 10.0ms")
+	assert.Contains(t, tu.Points[0].Fails, "lateness p99 90ms > 10ms")
 }
 
 func TestRecommendNothingMeasured(t *testing.T) {

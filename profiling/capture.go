@@ -13,6 +13,7 @@ import (
 	"github.com/felixge/fgprof"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 const (
@@ -143,7 +144,7 @@ func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*
 		}
 	}
 	if rec.interrupted {
-		errs = append(errs, fmt.Errorf("profiling: capture interrupted after %s: %w", fmtDur(rec.elapsed), ctx.Err()))
+		errs = append(errs, fmt.Errorf("profiling: capture interrupted after %s: %w", units.Duration(rec.elapsed), ctx.Err()))
 	}
 
 	sm := rec.summary()
@@ -294,8 +295,8 @@ func (r *recording) summary() *summary {
 	sm := &summary{
 		header: []string{
 			fmt.Sprintf("shardwheel capture: %d shards, tick %s, %s from %s (%d samples every %s)",
-				r.shards, fmtDur(r.tick), fmtDur(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
-				len(r.samples), fmtDur(r.cfg.Interval)),
+				r.shards, units.Duration(r.tick), units.Duration(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
+				len(r.samples), units.Duration(r.cfg.Interval)),
 			"Counts and latencies over the capture.",
 		},
 		tick:    r.tick,
@@ -305,7 +306,7 @@ func (r *recording) summary() *summary {
 		shards:  shards,
 	}
 	if r.interrupted {
-		sm.header = append(sm.header, fmt.Sprintf("Interrupted after %s of %s.", fmtDur(r.elapsed), fmtDur(r.cfg.Duration)))
+		sm.header = append(sm.header, fmt.Sprintf("Interrupted after %s of %s.", units.Duration(r.elapsed), units.Duration(r.cfg.Duration)))
 	}
 	return sm
 }

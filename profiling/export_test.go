@@ -1,7 +1,6 @@
 package profiling
 
-// FmtDur exposes fmtDur to the black-box tests.
-var FmtDur = fmtDur
+import "github.com/shardwheel/shardwheel/internal/units"
 
 // DurationChartSVG renders a duration chart with one line per series
 // (points as {seconds, nanoseconds}) and a reference line at refY
@@ -9,7 +8,7 @@ var FmtDur = fmtDur
 func DurationChartSVG(xMax, refY float64, series ...[][2]float64) string {
 	c := chart{
 		title: "test", xMax: xMax, xTicks: secondsTicks(xMax), yKind: yDuration,
-		refs: []ref{{"ref", refY}}, fmtX: func(x float64) string { return fmtSig(x) },
+		refs: []ref{{"ref", refY}}, fmtX: units.Sig,
 	}
 	for _, s := range series {
 		l := line{name: "l", color: "#000"}

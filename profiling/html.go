@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 //go:embed report.html.tmpl
@@ -59,17 +60,17 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 	sec := r.elapsed.Seconds()
 	rate := "0/s"
 	if sec > 0 {
-		rate = fmtRate(float64(t.Fired) / sec)
+		rate = units.Rate(float64(t.Fired) / sec)
 	}
 	p := htmlPage{
 		Title: "shardwheel latency report",
 		Subtitle: fmt.Sprintf("%d shards · tick %s · %s captured from %s · %d samples every %s",
-			r.shards, fmtDur(r.tick), fmtDur(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
-			len(r.samples), fmtDur(r.cfg.Interval)),
+			r.shards, units.Duration(r.tick), units.Duration(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
+			len(r.samples), units.Duration(r.cfg.Interval)),
 		Cards: []card{
-			{"lateness p99", fmtDur(t.Lateness.P99), "max " + fmtDur(t.Lateness.Max), t.Lateness.P99 > limit},
-			{"tick lag p99", fmtDur(t.TickLag.P99), "max " + fmtDur(t.TickLag.Max), t.TickLag.P99 > limit},
-			{"task time p99", fmtDur(t.TaskTime.P99), "max " + fmtDur(t.TaskTime.Max), t.TaskTime.Max > r.tick},
+			{"lateness p99", units.Duration(t.Lateness.P99), "max " + units.Duration(t.Lateness.Max), t.Lateness.P99 > limit},
+			{"tick lag p99", units.Duration(t.TickLag.P99), "max " + units.Duration(t.TickLag.Max), t.TickLag.P99 > limit},
+			{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > r.tick},
 			{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
 			{"pending at end", strconv.Itoa(r.last.Pending), "ring depth " + strconv.Itoa(t.RingDepth), false},
 		},
@@ -81,9 +82,9 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		},
 		Config: [][2]string{
 			{"shards", strconv.Itoa(r.shards)},
-			{"tick", fmtDur(r.tick)},
-			{"duration", fmt.Sprintf("%s requested, %s captured", fmtDur(r.cfg.Duration), fmtDur(r.elapsed))},
-			{"interval", fmtDur(r.cfg.Interval)},
+			{"tick", units.Duration(r.tick)},
+			{"duration", fmt.Sprintf("%s requested, %s captured", units.Duration(r.cfg.Duration), units.Duration(r.elapsed))},
+			{"interval", units.Duration(r.cfg.Interval)},
 			{"samples", strconv.Itoa(len(r.samples))},
 			{"start", r.start.Format(time.RFC3339)},
 			{"runtime", fmt.Sprintf("%s, GOMAXPROCS %d, %d CPUs", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU())},
@@ -96,13 +97,13 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 	}
 
 	limitRef := []ref{{limitLabel(r.tick), float64(limit)}}
-	tickRef := []ref{{"1 tick (" + fmtDur(r.tick) + ")", float64(r.tick)}}
+	tickRef := []ref{{"1 tick (" + units.Duration(r.tick) + ")", float64(r.tick)}}
 	xMax := max(r.elapsed.Seconds(), r.cfg.Interval.Seconds())
 	overTime := func(title, ylabel string, k yKind, lines []line, refs []ref) chart {
 		return chart{
 			title: title, xLabel: "time since the capture started", xMax: xMax, xTicks: secondsTicks(xMax),
 			yLabel: ylabel, yKind: k, lines: lines, refs: refs,
-			fmtX: func(x float64) string { return fmtSig(x) + "s" },
+			fmtX: func(x float64) string { return units.Sig(x) + "s" },
 		}
 	}
 	pick := func(f func(sample) float64) []point {
@@ -164,7 +165,7 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 
 // limitLabel names the lateLimit reference line of the plots.
 func limitLabel(tick time.Duration) string {
-	return fmt.Sprintf("tick + %s slack (%s)", fmtDur(timerSlack), fmtDur(lateLimit(tick)))
+	return fmt.Sprintf("tick + %s slack (%s)", units.Duration(timerSlack), units.Duration(lateLimit(tick)))
 }
 
 // latencyOf returns the latency table's row for d, the total of one
@@ -172,8 +173,8 @@ func limitLabel(tick time.Duration) string {
 func latencyOf(name string, d dist, shards []view, of func(view) dist) latencyRow {
 	row := latencyRow{
 		Name: name, Count: d.Count,
-		P50: fmtDur(d.P50), P90: fmtDur(d.P90), P99: fmtDur(d.P99), P999: fmtDur(d.P999),
-		Max: fmtDur(d.Max), Mean: fmtDur(d.Mean), Worst: "-",
+		P50: units.Duration(d.P50), P90: units.Duration(d.P90), P99: units.Duration(d.P99), P999: units.Duration(d.P999),
+		Max: units.Duration(d.Max), Mean: units.Duration(d.Mean), Worst: "-",
 	}
 	worst := -1
 	for i, v := range shards {
@@ -182,7 +183,7 @@ func latencyOf(name string, d dist, shards []view, of func(view) dist) latencyRo
 		}
 	}
 	if worst >= 0 {
-		row.Worst = fmt.Sprintf("shard %d (p99 %s)", worst, fmtDur(of(shards[worst]).P99))
+		row.Worst = fmt.Sprintf("shard %d (p99 %s)", worst, units.Duration(of(shards[worst]).P99))
 	}
 	return row
 }

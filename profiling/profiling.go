@@ -54,6 +54,7 @@ import (
 	"github.com/felixge/fgprof"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // Handler returns an http.Handler serving s's statistics and the Go
@@ -95,7 +96,7 @@ func servePage(w http.ResponseWriter, s *shardwheel.Scheduler) {
 	total, shards := views(st, shardwheel.Stats{})
 	sm := summary{
 		header: []string{
-			fmt.Sprintf("shardwheel: %d shards, tick %s, %d pending", s.Shards(), fmtDur(s.Tick()), st.Pending),
+			fmt.Sprintf("shardwheel: %d shards, tick %s, %d pending", s.Shards(), units.Duration(s.Tick()), st.Pending),
 			"Counts and latencies since the scheduler started. Also: /stats (JSON), /debug/pprof/, /debug/fgprof?seconds=10",
 		},
 		tick:    s.Tick(),

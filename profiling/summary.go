@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // belowOne is the largest float64 under 1. Its quantile is the midpoint of
@@ -136,7 +135,7 @@ func (sm *summary) write(w io.Writer) error {
 	} {
 		p("%s\t%d", c.name, c.n)
 		if sm.elapsed > 0 {
-			p("\t%s", fmtRate(float64(c.n)/sm.elapsed.Seconds()))
+			p("\t%s", units.Rate(float64(c.n)/sm.elapsed.Seconds()))
 		}
 		p("\n")
 	}
@@ -153,8 +152,8 @@ func (sm *summary) write(w io.Writer) error {
 		d    dist
 	}{{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"task time", t.TaskTime}} {
 		p("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.name, d.d.Count,
-			fmtDur(d.d.P50), fmtDur(d.d.P90), fmtDur(d.d.P99), fmtDur(d.d.P999),
-			fmtDur(d.d.Max), fmtDur(d.d.Mean))
+			units.Duration(d.d.P50), units.Duration(d.d.P90), units.Duration(d.d.P99), units.Duration(d.d.P999),
+			units.Duration(d.d.Max), units.Duration(d.d.Mean))
 	}
 
 	p("\nshard\tresident\tscheduled\tfired\tcancelled\tring\tring full\tcap hits\tpanics" +
@@ -162,7 +161,7 @@ func (sm *summary) write(w io.Writer) error {
 	for i, v := range sm.shards {
 		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
 			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.RingDepth, v.RingFull, v.CapHits, v.Panics,
-			fmtDur(v.TickLag.P99), fmtDur(v.Lateness.P99), fmtDur(v.Lateness.Max), fmtDur(v.TaskTime.P99))
+			units.Duration(v.TickLag.P99), units.Duration(v.Lateness.P99), units.Duration(v.Lateness.Max), units.Duration(v.TaskTime.P99))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -201,7 +200,7 @@ type finding struct {
 func (sm *summary) findings() []finding {
 	t := &sm.total
 	limit := lateLimit(sm.tick)
-	within := fmt.Sprintf("one tick plus %s of timer slack (%s)", fmtDur(timerSlack), fmtDur(limit))
+	within := fmt.Sprintf("one tick plus %s of timer slack (%s)", units.Duration(timerSlack), units.Duration(limit))
 	var out []finding
 	warn := func(format string, args ...any) { out = append(out, finding{Text: fmt.Sprintf(format, args...)}) }
 	switch {
@@ -210,25 +209,25 @@ func (sm *summary) findings() []finding {
 	case t.Lateness.Count == 0:
 		warn("timers fired but no latencies were recorded: WithStats(false) turned the histograms off")
 	case t.Lateness.P99 > limit:
-		f := fmt.Sprintf("timers ran late: lateness p99 %s exceeds %s", fmtDur(t.Lateness.P99), within)
+		f := fmt.Sprintf("timers ran late: lateness p99 %s exceeds %s", units.Duration(t.Lateness.P99), within)
 		if worst := sm.worstShard(); worst >= 0 {
-			f += fmt.Sprintf("; worst shard %d (p99 %s)", worst, fmtDur(sm.shards[worst].Lateness.P99))
+			f += fmt.Sprintf("; worst shard %d (p99 %s)", worst, units.Duration(sm.shards[worst].Lateness.P99))
 		}
 		warn("%s", f)
 	default:
 		out = append(out, finding{
-			Text: fmt.Sprintf("ok: lateness p99 %s is within %s", fmtDur(t.Lateness.P99), within),
+			Text: fmt.Sprintf("ok: lateness p99 %s is within %s", units.Duration(t.Lateness.P99), within),
 			OK:   true,
 		})
 	}
 	if t.TickLag.P99 > limit {
 		warn("shards started ticks late (tick lag p99 %s): a shard was held up by its own long tasks (see task time) "+
 			"or its goroutine waited for a CPU: check GOMAXPROCS, CPU quotas, GC and busy goroutines in the fgprof profile",
-			fmtDur(t.TickLag.P99))
+			units.Duration(t.TickLag.P99))
 	}
 	if t.TaskTime.Max > sm.tick {
 		warn("tasks ran for up to %s (p99 %s): a task longer than a tick delays the rest of its shard; "+
-			"keep tasks short or hand them off with WithExecutor", fmtDur(t.TaskTime.Max), fmtDur(t.TaskTime.P99))
+			"keep tasks short or hand them off with WithExecutor", units.Duration(t.TaskTime.Max), units.Duration(t.TaskTime.P99))
 	}
 	if t.CapHits > 0 {
 		warn("ticks reached the transfer cap %d times: new timers waited in the rings for later ticks; "+
@@ -256,61 +255,4 @@ func (sm *summary) worstShard() int {
 		}
 	}
 	return worst
-}
-
-// durUnits are the units durations are printed in, smallest first.
-var durUnits = []struct {
-	name  string
-	scale float64
-}{{"ns", 1}, {"µs", 1e3}, {"ms", 1e6}, {"s", 1e9}}
-
-// fmtDur prints d with three significant digits in the largest unit that
-// keeps it at least 1 ("850ns", "12.3µs", "1.05ms"); time.Duration.String
-// would print all nine digits of a measured latency.
-func fmtDur(d time.Duration) string {
-	if d == 0 {
-		return "0"
-	}
-	v := float64(d)
-	u := 0
-	for u+1 < len(durUnits) && math.Abs(v) >= durUnits[u+1].scale {
-		u++
-	}
-	s := fmtSig(v / durUnits[u].scale)
-	if s == "1000" && u+1 < len(durUnits) { // 999.7µs rounds up to the next unit
-		u++
-		s = fmtSig(v / durUnits[u].scale)
-	}
-	return s + durUnits[u].name
-}
-
-// fmtRate prints a per-second rate with a k or M suffix.
-func fmtRate(r float64) string {
-	switch {
-	case r >= 1e6:
-		return fmtSig(r/1e6) + "M/s"
-	case r >= 1e3:
-		return fmtSig(r/1e3) + "k/s"
-	}
-	return fmtSig(r) + "/s"
-}
-
-// fmtSig prints v, expected in [0, 1000), with up to three significant
-// digits.
-func fmtSig(v float64) string {
-	if v == 0 {
-		return "0"
-	}
-	prec := 0
-	switch a := math.Abs(v); {
-	case a < 9.995:
-		prec = 2
-	case a < 99.95:
-		prec = 1
-	}
-	s := strconv.FormatFloat(v, 'f', prec, 64)
-	if prec > 0 { // "1.50ms" reads as "1.5ms"
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // Chart geometry, in SVG user units; the page scales the chart to its
@@ -109,34 +111,19 @@ func fmtStep(v, step float64) string {
 
 // secondsTicks returns ticks for an x axis of seconds from 0 to xMax.
 func secondsTicks(xMax float64) []tickMark {
-	return linearTicks(xMax, 10, func(v, _ float64) string { return fmtSig(v) + "s" })
+	return linearTicks(xMax, 10, func(v, _ float64) string { return units.Sig(v) + "s" })
 }
 
 // scale returns the unit and divisor of y values up to top.
 func (k yKind) scale(top float64) (unit string, div float64) {
 	switch k {
 	case yDuration:
-		u := 0
-		for u+1 < len(durUnits) && top >= durUnits[u+1].scale {
-			u++
-		}
-		return durUnits[u].name, durUnits[u].scale
+		return units.DurationUnit(top)
 	case yRate:
-		switch {
-		case top >= 1e6:
-			return "M/s", 1e6
-		case top >= 1e3:
-			return "k/s", 1e3
-		}
-		return "/s", 1
+		unit, div = units.SIUnit(top)
+		return unit + "/s", div
 	}
-	switch {
-	case top >= 1e6:
-		return "M", 1e6
-	case top >= 1e3:
-		return "k", 1e3
-	}
-	return "", 1
+	return units.SIUnit(top)
 }
 
 // floor is the y range drawn when all values are 0: 1µs, 1/s or 1.
@@ -151,12 +138,11 @@ func (k yKind) floor() float64 {
 func (k yKind) fmtY(v float64) string {
 	switch k {
 	case yDuration:
-		return fmtDur(time.Duration(v))
+		return units.Duration(time.Duration(v))
 	case yRate:
-		return fmtRate(v)
+		return units.Rate(v)
 	}
-	unit, div := k.scale(v)
-	return fmtSig(v/div) + unit
+	return units.SI(v)
 }
 
 // svg renders the chart. The result is well-formed XML whatever the data:

@@ -4,35 +4,11 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 
 	"github.com/shardwheel/shardwheel/profiling"
 )
-
-func TestFmtDur(t *testing.T) {
-	for _, c := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0"},
-		{1, "1ns"},
-		{850, "850ns"},
-		{999, "999ns"},
-		{1000, "1µs"},
-		{12345, "12.3µs"},
-		{150 * time.Microsecond, "150µs"},
-		{999_700, "1ms"}, // rounds up into the next unit, not "1000µs"
-		{time.Millisecond, "1ms"},
-		{1_050_000, "1.05ms"},
-		{1_500_000, "1.5ms"},
-		{2500 * time.Millisecond, "2.5s"},
-		{20 * time.Minute, "1200s"},
-	} {
-		assert.Equal(t, c.want, profiling.FmtDur(c.d), "%d", int64(c.d))
-	}
-}
 
 // Charts stay well-formed SVG without NaN or Inf for any data: none, a
 // single point, all zeros, non-finite values, a degenerate x range, and a
