@@ -122,9 +122,12 @@ func (c opCounts) sub(o opCounts) opCounts {
 }
 
 // pending is the number of timers the counts leave pending. A Reset that
-// found its timer run re-arms it, as much a start as a Schedule.
+// found its timer run re-arms it, as much a start as a Schedule. Counts
+// read while the load runs may hold more firings than starts, as tasks
+// count a firing at once but workers publish their calls only after each
+// batch: pending is then 0, not negative.
 func (c opCounts) pending() int64 {
-	return c.Schedules + c.Reopened - (c.Cancels - c.Missed) - c.Fired
+	return max(0, c.Schedules+c.Reopened-(c.Cancels-c.Missed)-c.Fired)
 }
 
 // intervalPercentiles is s.Percentiles with a Max that belongs to s:

@@ -18,6 +18,10 @@ const (
 	kindBackground              // re-issued as soon as it times out
 )
 
+// prefillChunk is how many timers prefill schedules between looks at its
+// context and publications of its counts.
+const prefillChunk = 4096
+
 // maxBatch bounds how much overdue work one batch takes on, so that a
 // worker that fell behind still notices the end of the run.
 const maxBatch = 50 * time.Millisecond
@@ -157,8 +161,11 @@ func (w *worker[H]) prefill(ctx context.Context) {
 	p := w.share.population()
 	rng := rand.New(rand.NewPCG(w.share.Seed+w.id<<32, 4))
 	for i := range p.streaming + p.background {
-		if i%4096 == 0 && ctx.Err() != nil {
-			return
+		if i%prefillChunk == 0 {
+			w.n.publish(w.c) // the progress line counts the prefill as it goes
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		kind := kindStream
 		if i >= p.streaming {

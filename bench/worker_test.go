@@ -13,11 +13,15 @@ import (
 // fakeTimers is an implementation that never fires on its own: the test
 // fires timers by hand. Handles are ids; 0 is no timer.
 type fakeTimers struct {
-	next  int
-	tasks map[int]func() // pending timers
+	next       int
+	tasks      map[int]func() // pending timers
+	onSchedule func()         // if set, called at the start of Schedule
 }
 
 func (f *fakeTimers) Schedule(_ uint64, _ time.Duration, fn func()) (int, error) {
+	if f.onSchedule != nil {
+		f.onSchedule()
+	}
 	f.next++
 	f.tasks[f.next] = fn
 	return f.next, nil
@@ -116,6 +120,23 @@ func TestWorkerLoadShape(t *testing.T) {
 
 	f.Close(w.live())
 	assert.Empty(t, f.tasks, "Close reaches every timer the load holds")
+}
+
+// The progress line reads the counts while prefill runs: they must grow
+// with it, not jump from 0 at its end.
+func TestWorkerPrefillPublishesAsItGoes(t *testing.T) {
+	f := &fakeTimers{tasks: map[int]func(){}}
+	l := testLoad()
+	l.Resident, l.Conns = 3*prefillChunk, 0
+	w := newWorker[int](f, clock{base: time.Now()}, 0, l)
+	var seen []int64 // the published Schedules before each call
+	f.onSchedule = func() { seen = append(seen, w.n.read().Schedules) }
+	w.prefill(context.Background())
+	require.Greater(t, len(seen), 2*prefillChunk)
+	assert.Zero(t, seen[prefillChunk-1])
+	assert.EqualValues(t, prefillChunk, seen[prefillChunk])
+	assert.EqualValues(t, 2*prefillChunk, seen[2*prefillChunk])
+	assert.EqualValues(t, len(f.tasks), w.n.read().Schedules, "all published at the end")
 }
 
 func countKind(w *worker[int], kind uint8) int {
