@@ -1,12 +1,15 @@
 package profiling_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"runtime/pprof"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -119,7 +122,7 @@ func TestServeCloseEndsLongProfile(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		done <- result{resp.StatusCode, b, err}
 	}()
-	time.Sleep(300 * time.Millisecond) // let the profile start
+	require.Eventually(t, cpuProfileServing, 10*time.Second, 5*time.Millisecond)
 
 	start := time.Now()
 	require.NoError(t, srv.Close())
@@ -128,6 +131,16 @@ func TestServeCloseEndsLongProfile(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusOK, r.code)
 	assert.NotEmpty(t, r.body)
+}
+
+// cpuProfileServing reports whether a goroutine of this process is in
+// net/http/pprof's CPU profile handler, which the server runs in process.
+func cpuProfileServing() bool {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		return false
+	}
+	return strings.Contains(b.String(), "net/http/pprof.Profile(")
 }
 
 func TestServeErrors(t *testing.T) {
