@@ -9,19 +9,17 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// Defaults and limits of the options. The default ring holds 64K new
-// timers per shard (1 MiB): enough for several ticks of a million schedules
-// a second, so that a shard goroutine that is briefly starved of CPU does
-// not make producers wait. Each limit is enforced by New, which
+// Defaults and limits of the options. Each limit is enforced by New, which
 // fails with an error wrapping ErrInvalidOption that names the option and
 // the value.
 const (
 	DefaultTick        = 10 * time.Millisecond
 	DefaultWheelSize   = 512
-	DefaultRingSize    = 1 << 16
+	DefaultRingSize    = 1024
 	DefaultTransferCap = 100000
 
 	MinTick      = time.Millisecond
@@ -107,11 +105,16 @@ func WithWheelSize(n int) Option {
 	}
 }
 
-// WithRingSize sets the capacity of each shard's MPSC rings of new timers:
-// a shard splits it equally between its producer lanes (one per P), each
-// rounded up to a power of two and to at least 64 entries. The default is DefaultRingSize; n must be in
-// [1, MaxRingSize]. When a ring is full, Schedule wakes the shard and yields
-// until there is room: nothing is dropped.
+// WithRingSize sets how many timers a shard's storage holds when it first
+// grows: the shard allocates nothing for timers until it gets its first
+// one, then a block of n nodes (rounded up to a power of two, at least 64;
+// 44 bytes each), and doubles its storage as it fills. The default is
+// DefaultRingSize; n must be in [1, MaxRingSize]. A larger first block
+// saves a few early allocations for a shard that will surely hold many
+// timers. (The option is named for the fixed rings that fed the shards
+// before the queues became unbounded: new timers now wait in queues
+// threaded through their own nodes, which never fill, so Schedule never
+// waits for a shard.)
 func WithRingSize(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxRingSize {
@@ -165,7 +168,10 @@ func WithExecutor(run func(task func())) Option {
 // WithPanicHandler sets the function called with the value of a task that
 // panics (or of an executor that does). The shard recovers and keeps
 // running. The default logs the value and stack with log/slog at error
-// level. h must not be nil.
+// level. h must not be nil. h runs on the shard goroutine and should not
+// panic; if it does, its panic is recovered and dropped. Panics of tasks
+// that an executor (WithExecutor) runs on other goroutines never reach the
+// shard: that executor must recover them.
 func WithPanicHandler(h func(v any)) Option {
 	return func(c *config) error {
 		if h == nil {
@@ -207,7 +213,7 @@ func (c *config) shardConfig(quota int64) shard.Config {
 	return shard.Config{
 		Tick:        c.tick,
 		WheelSize:   c.wheelSize,
-		RingSize:    c.ringSize,
+		FirstBlock:  c.ringSize,
 		TransferCap: c.transferCap,
 		Quota:       quota,
 		Lanes:       runtime.GOMAXPROCS(0),
@@ -215,4 +221,25 @@ func (c *config) shardConfig(quota int64) shard.Config {
 		OnPanic:     c.onPanic,
 		Stats:       c.stats,
 	}
+}
+
+// checkMemory fails, naming the options, when the shards' fixed cost plus
+// their first blocks of node storage cannot fit in the memory the process
+// may use: physical memory where it is known (Linux), and the Go memory
+// limit (GOMEMLIMIT, debug.SetMemoryLimit) when one is set.
+func (c *config) checkMemory() error {
+	lanes := runtime.GOMAXPROCS(0)
+	perShard := uint64(shard.Footprint(c.wheelSize, lanes)) + uint64(c.ringSize)*pool.NodeBytes
+	need := uint64(c.shards) * perShard
+	avail := uint64(debug.SetMemoryLimit(-1))
+	if ram := physicalMemory(); ram > 0 {
+		avail = min(avail, ram)
+	}
+	if need <= avail {
+		return nil
+	}
+	return fmt.Errorf("%w: WithShards(%d), WithWheelSize(%d) and WithRingSize(%d) need %d MiB "+
+		"(%d KiB per shard at GOMAXPROCS %d, its first block of timers included), more than the %d MiB "+
+		"this process may use", ErrInvalidOption, c.shards, c.wheelSize, c.ringSize, need>>20,
+		perShard>>10, lanes, avail>>20)
 }

@@ -38,34 +38,53 @@ package shardwheel
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
+	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
 var (
 	// ErrStopped is returned by Schedule and AfterFunc after Stop.
-	ErrStopped = shard.ErrStopped
+	ErrStopped = errors.New("shardwheel: scheduler stopped")
 	// ErrTooManyPending is returned by Schedule and AfterFunc when the
-	// limit set by WithMaxPending is reached (or a shard's capacity of
-	// 64M timers).
-	ErrTooManyPending = shard.ErrTooManyPending
+	// limit set by WithMaxPending is reached, or wrapped when a shard holds
+	// its capacity of ShardCapacity timers.
+	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
 	// ErrNilTask is returned by Schedule and AfterFunc for a nil task.
 	ErrNilTask = errors.New("shardwheel: nil task")
+
+	errShardFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, ShardCapacity)
 )
 
-// Scheduler runs timers on a set of shards. It must be created with New.
-// All its methods are safe for concurrent use, including from tasks.
+// ShardCapacity is the most timers one shard can hold at once, whatever
+// WithMaxPending says.
+const ShardCapacity = pool.Capacity
+
+// Scheduler runs timers on a set of shards. It must be created with New: a
+// zero Scheduler panics with "shardwheel: use New". All its methods are
+// safe for concurrent use, including from tasks, and none of them waits for
+// a shard to make progress, except Stop, which waits as it documents.
 type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
 	stopping   atomic.Bool
-	stopped    chan struct{} // closed when the first Stop is done
+	stopped    chan struct{} // closed when the first Stop has drained
+}
+
+// errZero is the panic of a method called on a Scheduler not made by New.
+const errZero = "shardwheel: use New to create a Scheduler"
+
+func (s *Scheduler) mustBeNew() {
+	if len(s.shards) == 0 {
+		panic(errZero)
+	}
 }
 
 // New starts a Scheduler with the given options. It fails, with an error
@@ -81,13 +100,16 @@ func New(opts ...Option) (*Scheduler, error) {
 			return nil, err
 		}
 	}
+	if err := c.checkMemory(); err != nil {
+		return nil, err
+	}
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
 		tick:    c.tick,
 		stopped: make(chan struct{}),
 	}
 	// Pending tokens are split between the shards and move between them
-	// (Shard.Refill) only when one runs out, so the limit needs no global
+	// (Shard.TakeTokens) only when one runs out, so the limit needs no global
 	// counter. Without a limit each shard gets a share too large to use.
 	limit := int64(c.maxPending)
 	if limit == 0 {
@@ -106,7 +128,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		}
 		sh, err := shard.New(cfg)
 		if err != nil {
-			return nil, err
+			return nil, err // unreachable: the options were validated
 		}
 		s.shards[i] = sh
 	}
@@ -124,7 +146,10 @@ func (s *Scheduler) Tick() time.Duration { return s.tick }
 
 // MaxDelay returns the longest delay honoured as given; Schedule and Reset
 // clamp longer delays to it.
-func (s *Scheduler) MaxDelay() time.Duration { return s.shards[0].MaxDelay() }
+func (s *Scheduler) MaxDelay() time.Duration {
+	s.mustBeNew()
+	return s.shards[0].MaxDelay()
+}
 
 // mix64 is the finaliser of MurmurHash3: every input bit affects every
 // output bit, so sequential keys spread evenly over the shards.
@@ -137,8 +162,10 @@ func mix64(k uint64) uint64 {
 	return k
 }
 
-// ShardOf returns the index of the shard that key routes to.
+// ShardOf returns the index of the shard that key routes to, in
+// [0, Shards()).
 func (s *Scheduler) ShardOf(key uint64) int {
+	s.mustBeNew()
 	// Lemire's multiply-shift maps the hash onto [0, n) without a division.
 	hi, _ := bits.Mul64(mix64(key), uint64(len(s.shards)))
 	return int(hi)
@@ -150,8 +177,11 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // delay beyond MaxDelay is clamped.
 //
 // It returns ErrNilTask for a nil task, ErrStopped after Stop, and
-// ErrTooManyPending at the WithMaxPending limit; a rejected call leaves no
-// trace. Schedule is lock-free and, in steady state, allocates nothing.
+// ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the
+// shard holds ShardCapacity timers); a rejected call leaves no trace, in
+// Stats too. Schedule never blocks: it does not wait for any shard, so it
+// is safe to call from a task however many timers the task schedules. It
+// is lock-free and, in steady state, allocates nothing.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask
@@ -160,21 +190,27 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
-	ref, err := sh.Schedule(key, delay, task)
-	for err == ErrTooManyPending && s.refill(sh) {
-		ref, err = sh.Schedule(key, delay, task)
+	ref, rej := sh.Schedule(key, delay, task)
+	for rej == shard.NoTokens && s.borrowTokens(sh) {
+		ref, rej = sh.Schedule(key, delay, task)
 	}
-	if err != nil {
-		return Timeout{}, err
+	switch rej {
+	case shard.Accepted:
+		return Timeout{sh: sh, ref: ref, key: key}, nil
+	case shard.NoTokens:
+		return Timeout{}, ErrTooManyPending
+	case shard.ArenaFull:
+		return Timeout{}, errShardFull
+	default:
+		return Timeout{}, ErrStopped
 	}
-	return Timeout{sh: sh, ref: ref, key: key}, nil
 }
 
-// refill moves pending tokens from other shards into sh. It runs only when
-// sh's own share is used up, i.e. near the WithMaxPending limit.
-func (s *Scheduler) refill(sh *shard.Shard) bool {
+// borrowTokens moves pending tokens from another shard into sh. It runs
+// only when sh's own share is used up, i.e. near the WithMaxPending limit.
+func (s *Scheduler) borrowTokens(sh *shard.Shard) bool {
 	for _, o := range s.shards {
-		if o != sh && o.Refill(sh) {
+		if o != sh && sh.TakeTokens(o) {
 			return true
 		}
 	}
@@ -201,23 +237,40 @@ func (s *Scheduler) Pending() int {
 
 // Stop stops every shard, waits for their goroutines to return, and returns
 // the timers that had not ended: they never run, and their handles report
-// not pending. After Stop, Schedule returns ErrStopped. A task running when
-// Stop is called finishes first (Stop waits for it).
+// not pending. After Stop, Schedule returns ErrStopped.
 //
-// Stop is idempotent: only the first call returns timers; later calls wait
-// until the first is done and return nil.
+// What Stop waits for: each shard goroutine to return. With the default
+// inline executor that includes any task running when Stop is called, so
+// every task has returned when Stop does. With WithExecutor it includes
+// the executor's run calls in progress, but not tasks the executor runs
+// asynchronously: wait for those with the executor's own means. A
+// panicking task or executor is recovered by its shard and reported to the
+// panic handler; an executor that runs tasks on other goroutines must
+// recover their panics itself.
+//
+// Stop is idempotent: only the first call returns timers; a later call
+// waits until the first is completely done (every shard goroutine has
+// returned, including one whose task called Stop and is still running) and
+// returns nil.
 //
 // Called from inside a task running on a shard goroutine (the default
 // executor), Stop does not wait for that shard, which would deadlock: it
-// claims the pending timers of every shard, including those due in the same
-// tick as the calling task, waits for the other shards, and returns; the
-// calling shard's goroutine exits as soon as the task returns. With
-// WithExecutor, Stop waits for every shard, so an executor that blocks a
-// shard until a task that calls Stop returns will deadlock.
+// claims the pending timers of every shard, including those due in the
+// same tick as the calling task, waits for the other shards, and returns;
+// the calling shard's goroutine exits as soon as the task returns. A later
+// Stop called from a task returns nil at once, without waiting: the first
+// Stop may be waiting for that very task. With WithExecutor, Stop waits
+// for every shard, so an executor that blocks a shard until a task that
+// calls Stop returns will deadlock.
 func (s *Scheduler) Stop() []Timeout {
+	s.mustBeNew()
+	gid := shard.GoroutineID()
 	if !s.stopping.CompareAndSwap(false, true) {
-		if !s.onWorker() {
+		if !s.onWorker(gid) {
 			<-s.stopped
+			for _, sh := range s.shards {
+				sh.Wait()
+			}
 		}
 		return nil
 	}
@@ -225,13 +278,13 @@ func (s *Scheduler) Stop() []Timeout {
 		sh.Close()
 	}
 	for _, sh := range s.shards {
-		if !sh.OnWorker() {
+		if !sh.IsWorker(gid) {
 			sh.Wait()
 		}
 	}
 	var out []Timeout
 	for _, sh := range s.shards {
-		sh.Drain(func(r shard.Ref, key uint64) {
+		sh.Drain(func(r shard.Ref, key uint64, _ func()) {
 			out = append(out, Timeout{sh: sh, ref: r, key: key})
 		})
 	}
@@ -239,9 +292,9 @@ func (s *Scheduler) Stop() []Timeout {
 	return out
 }
 
-func (s *Scheduler) onWorker() bool {
+func (s *Scheduler) onWorker(gid uint64) bool {
 	for _, sh := range s.shards {
-		if sh.OnWorker() {
+		if sh.IsWorker(gid) {
 			return true
 		}
 	}

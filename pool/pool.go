@@ -1,23 +1,29 @@
 // Package pool stores timeout nodes for one shard: an arena addressed by
-// 32-bit index, grown in fixed chunks and never shrunk, with a lock-free free
-// list so that steady-state scheduling allocates nothing.
+// 32-bit index that grows in blocks as timers arrive, with lock-free free
+// lists so that steady-state scheduling allocates nothing.
 //
-// Layout. Each chunk holds ChunkSize nodes in one pointer-free array and their
-// tasks in a separate []func() array. The garbage collector therefore never
-// scans node memory; it only scans the task pointers. Links between nodes are
+// Layout. Block 0 holds Config.First nodes (rounded up to a power of two);
+// each later block is as large as all the blocks before it (so the arena
+// doubles) until blocks reach maxBlock nodes, after which they stay that
+// size. An empty arena holds no block at all: a shard that never gets a
+// timer costs a few hundred bytes here. Each block keeps its nodes in one
+// pointer-free array and their tasks in a separate []func() array, so the
+// garbage collector never scans node memory; links between nodes are
 // indices, not pointers, for the same reason.
+//
+// Index 0 is never handed out, so that 0 can mean "no node" in every link.
+// An arena therefore holds at most Capacity = MaxNodes-1 timers.
 //
 // Ownership. Nodes are taken by Get, which any goroutine may call, and
 // returned by PutChain, which only the arena's owner (the shard worker)
-// calls.
-// Between Get and Put a node belongs to one timer; the fields' rules are on
-// Node. Get bumps the node's generation when it hands the node out, so a
-// handle that remembers (index, generation) can tell a recycled node from its
-// own. Every node is put back at most once per generation: that is the
-// caller's invariant, which the shard's state machine upholds.
+// calls. Between Get and Put a node belongs to one timer; the fields' rules
+// are on Node. Get bumps the node's generation when it hands the node out,
+// so a handle that remembers (index, generation) can tell a recycled node
+// from its own. Every node is put back at most once per generation: that is
+// the caller's invariant, which the shard's state machine upholds.
 //
-// The owner does not need to write a node's own memory to free it: links
-// live in a separate array and the generation is bumped by Get, in the
+// The owner does not need to write a node's own memory to free it: free-list
+// links live in a separate array and the generation is bumped by Get, in the
 // taking producer's cache. Freeing usually costs the owner a read of the
 // node's cache line, not a write that the next producer would have to fetch
 // back.
@@ -33,17 +39,27 @@
 package pool
 
 import (
+	"math/bits"
 	"sync/atomic"
+
+	"github.com/shardwheel/shardwheel/internal/pad"
 )
 
 const (
-	chunkBits = 14
-	// ChunkSize is the number of nodes allocated at a time.
-	ChunkSize = 1 << chunkBits
-	chunkMask = ChunkSize - 1
-	maxChunks = 1 << 12
-	// MaxNodes is the most nodes one arena can hold (64M): Get fails beyond it.
-	MaxNodes = maxChunks * ChunkSize
+	// MaxNodes bounds node indices: every index is below it.
+	MaxNodes = 1 << 26
+	// Capacity is the most timers one arena holds (index 0 is reserved):
+	// Get fails beyond it.
+	Capacity = MaxNodes - 1
+	// MaxFirst is the largest first block New accepts.
+	MaxFirst = 1 << 22
+	// NodeBytes is the memory one node costs: the node, its task slot and
+	// its free-list link.
+	NodeBytes = 32 + 8 + 4
+
+	minFirst     = 64
+	maxBlockBits = 18 // blocks stop doubling at 2^18 nodes (11.5 MB)
+	maxBlocks    = maxBlockBits + 1 + MaxNodes>>maxBlockBits
 )
 
 // Node is one timeout's storage: 32 bytes, no pointers.
@@ -52,41 +68,48 @@ const (
 //   - State: atomic; its encoding belongs to package shard. Stored by the
 //     producer that took the node, then changed only by CAS.
 //   - Key: written by the producer before it stores State; read only by
-//     goroutines ordered after that store (the worker after a ring pop,
-//     Drain after a successful CAS on State).
+//     goroutines ordered after that store (the worker after it takes the
+//     node from its incoming queue, Drain after a successful CAS on State).
 //   - Gen: atomic; bumped only by Get, before it returns the node, so a
 //     node's generation changes exactly when it starts a new life.
 //     Readers use it to validate handles.
-//   - Next, Prev: worker only (bucket list links).
+//   - Next, Prev: worker only (wheel slot links).
+//   - QNext: the link of the shard's incoming queue (package ring): stored
+//     by the producer that pushes this node or the next one, read by the
+//     worker that pops them.
 type Node struct {
 	State atomic.Uint64
 	Key   uint64
 	Gen   atomic.Uint32
 	Next  uint32
 	Prev  uint32
+	QNext atomic.Uint32
 }
 
-type chunk struct {
-	nodes *[ChunkSize]Node   // pointer-free: the GC never scans it
-	tasks *[ChunkSize]func() // the only pointers an arena holds per node
+type block struct {
+	nodes []Node   // pointer-free elements: the GC never scans them
+	tasks []func() // the only pointers an arena holds per node
 	// links holds, per node, index+1 of the next node on the free list
 	// while the node is free, or on the shard's attention stack while it
 	// is queued there (a queued node is never freed until the shard has
-	// taken it off the stack, so the uses never overlap).
-	// 0 ends a list.
-	links *[ChunkSize]atomic.Uint32
+	// taken it off the stack, so the uses never overlap). 0 ends a list.
+	links []atomic.Uint32
 }
 
-// Arena is a growable store of Nodes with a lock-free free list. It must be
+// Arena is a growable store of Nodes with lock-free free lists. It must be
 // created with New and must not be copied.
 type Arena struct {
-	// chunks[i] is installed once, by CAS, and never changes afterwards.
-	chunks [maxChunks]atomic.Pointer[chunk]
-	// fresh is the number of indices ever handed out or reserved: the
-	// high-water mark. Producers FAA it when the free list is empty.
-	fresh    atomic.Uint64
-	reserved uint32     // immutable after New
-	lanes    []freeList // immutable slice after New
+	// blocks[i] is installed once, by CAS, and never changes afterwards.
+	blocks [maxBlocks]atomic.Pointer[block]
+	// fresh is the number of indices ever handed out, plus the reserved
+	// index 0: the high-water mark. Producers FAA it when the free lists
+	// are empty.
+	fresh     atomic.Uint64
+	firstBits uint       // log2 of block 0's size; immutable after New
+	bigBits   uint       // log2 of the largest block size; immutable
+	bigFirst  uint32     // the first index held by a full-size block
+	bigBlock0 uint32     // the block number of that index
+	lanes     []freeList // immutable slice after New
 }
 
 // freeList is one lane's Treiber stack, on a cache line of its own.
@@ -94,65 +117,105 @@ type freeList struct {
 	// head is (index+1)<<32 | tag. Producers CAS it in Get; the owner
 	// CASes it in PutChain.
 	head atomic.Uint64
-	_    [cacheLineSize - 8]byte
+	_    [pad.CacheLineSize - 8]byte
 }
 
-const cacheLineSize = 64
-
-// New returns an arena with the given number of free-list lanes (at least
-// one) whose first reserved indices are taken at once and never handed out
-// by Get (the shard uses them as list sentinels).
-func New(reserved, lanes int) *Arena {
-	a := &Arena{reserved: uint32(reserved), lanes: make([]freeList, max(lanes, 1))}
-	a.fresh.Store(uint64(reserved))
-	for i := 0; i < reserved; i += ChunkSize {
-		a.chunkFor(uint32(i))
-	}
+// New returns an empty arena with the given number of free-list lanes (at
+// least one) whose first block, allocated by the first Get, holds first
+// nodes (rounded up to a power of two, at least 64 and at most MaxFirst).
+func New(first, lanes int) *Arena {
+	first = min(max(first, minFirst), MaxFirst)
+	fb := uint(bits.Len(uint(first - 1)))
+	a := &Arena{firstBits: fb, bigBits: max(fb, maxBlockBits), lanes: make([]freeList, max(lanes, 1))}
+	a.bigFirst = 1 << a.bigBits
+	a.bigBlock0 = uint32(a.bigBits-a.firstBits) + 1
+	a.fresh.Store(1) // index 0 is reserved
 	return a
 }
 
-// Reserved returns the number of reserved indices.
-func (a *Arena) Reserved() uint32 { return a.reserved }
+// locate returns the block holding idx and idx's offset in it. Blocks up to
+// bigFirst double: block k > 0 holds [2^(firstBits+k-1), 2^(firstBits+k)),
+// which bits.Len finds; beyond, blocks are all 2^bigBits long.
+func (a *Arena) locate(idx uint32) (blk, off uint32) {
+	if idx < a.bigFirst {
+		blk = uint32(bits.Len32(idx >> a.firstBits))
+		size := uint32(1) << (a.firstBits + uint(max(blk, 1)) - 1)
+		return blk, idx & (size - 1)
+	}
+	return a.bigBlock0 + (idx-a.bigFirst)>>a.bigBits, idx & (a.bigFirst - 1)
+}
+
+// blockSize returns the number of nodes block blk holds.
+func (a *Arena) blockSize(blk uint32) int {
+	if blk >= a.bigBlock0 {
+		return 1 << a.bigBits
+	}
+	return 1 << (a.firstBits + uint(max(blk, 1)) - 1)
+}
 
 // HighWater returns one past the largest index ever handed out: every node in
 // use has an index below it.
 func (a *Arena) HighWater() uint32 {
-	n := a.fresh.Load()
-	if n > MaxNodes {
-		return MaxNodes
-	}
-	return uint32(n)
+	return uint32(min(a.fresh.Load(), MaxNodes))
 }
 
-// Node returns the node at idx. idx must be below HighWater.
-func (a *Arena) Node(idx uint32) *Node {
-	return &a.chunks[idx>>chunkBits].Load().nodes[idx&chunkMask]
-}
-
-// Link returns the list link of the node at idx (see chunk.links).
-func (a *Arena) Link(idx uint32) *atomic.Uint32 {
-	return &a.chunks[idx>>chunkBits].Load().links[idx&chunkMask]
-}
-
-// Allocated reports whether the chunk holding idx exists. HighWater can run
-// ahead of chunk installation for a moment while a producer grows the arena.
+// Allocated reports whether the block holding idx exists. HighWater can run
+// ahead of block installation for a moment while a producer grows the arena.
 func (a *Arena) Allocated(idx uint32) bool {
-	return a.chunks[idx>>chunkBits].Load() != nil
+	blk, _ := a.locate(idx)
+	return a.blocks[blk].Load() != nil
+}
+
+// Node returns the node at idx. idx must be below HighWater and Allocated.
+func (a *Arena) Node(idx uint32) *Node {
+	blk, off := a.locate(idx)
+	return &a.blocks[blk].Load().nodes[off]
+}
+
+// Find returns the node at idx, or nil if no node was ever handed out there
+// (idx at or beyond HighWater, or its block not yet installed). Unlike Node
+// it accepts any index, such as one read from an untrusted handle.
+func (a *Arena) Find(idx uint32) *Node {
+	if idx >= a.HighWater() {
+		return nil
+	}
+	blk, off := a.locate(idx)
+	b := a.blocks[blk].Load()
+	if b == nil {
+		return nil
+	}
+	return &b.nodes[off]
+}
+
+// Link returns the list link of the node at idx (see block.links).
+func (a *Arena) Link(idx uint32) *atomic.Uint32 {
+	blk, off := a.locate(idx)
+	return &a.blocks[blk].Load().links[off]
 }
 
 // Task returns the task slot of the node at idx. Only the node's current
 // owner may read or write it: the producer before publishing the node, the
 // worker afterwards.
 func (a *Arena) Task(idx uint32) *func() {
-	return &a.chunks[idx>>chunkBits].Load().tasks[idx&chunkMask]
+	blk, off := a.locate(idx)
+	return &a.blocks[blk].Load().tasks[off]
 }
 
-// Lanes returns the number of free-list lanes.
-func (a *Arena) Lanes() int { return len(a.lanes) }
+// Bytes returns the memory the arena's blocks hold now.
+func (a *Arena) Bytes() int {
+	n := 0
+	for i := range a.blocks {
+		if a.blocks[i].Load() != nil {
+			n += a.blockSize(uint32(i)) * NodeBytes
+		}
+	}
+	return n
+}
 
-// Get takes a node, preferably from the free list of lane (taken modulo
-// Lanes), bumps its generation and returns its index and new generation, or
-// false if the arena already holds MaxNodes. Safe for concurrent use.
+// Get takes a node, preferably from the free list of lane (taken modulo the
+// lane count), bumps its generation and returns its index and new
+// generation, or false if the arena already holds Capacity nodes. Safe for
+// concurrent use.
 func (a *Arena) Get(lane int) (idx, gen uint32, ok bool) {
 	for i := range a.lanes {
 		if idx, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
@@ -192,21 +255,23 @@ func (a *Arena) grow() (uint32, bool) {
 		return 0, false
 	}
 	idx := uint32(n)
-	a.chunkFor(idx)
+	a.blockFor(idx)
 	return idx, true
 }
 
-// chunkFor makes sure the chunk holding idx exists. Producers that race to
-// create the same chunk both allocate; the CAS loser drops its copy.
-func (a *Arena) chunkFor(idx uint32) {
-	p := &a.chunks[idx>>chunkBits]
+// blockFor makes sure the block holding idx exists. Producers that race to
+// create the same block both allocate; the CAS loser drops its copy.
+func (a *Arena) blockFor(idx uint32) {
+	blk, _ := a.locate(idx)
+	p := &a.blocks[blk]
 	if p.Load() != nil {
 		return
 	}
-	p.CompareAndSwap(nil, &chunk{
-		nodes: new([ChunkSize]Node),
-		tasks: new([ChunkSize]func()),
-		links: new([ChunkSize]atomic.Uint32),
+	size := a.blockSize(blk)
+	p.CompareAndSwap(nil, &block{
+		nodes: make([]Node, size),
+		tasks: make([]func(), size),
+		links: make([]atomic.Uint32, size),
 	})
 }
 
@@ -214,11 +279,7 @@ func (a *Arena) chunkFor(idx uint32) {
 // zero value is an empty chain. A Chain belongs to the arena's owner.
 type Chain struct {
 	head, tail uint32 // index+1; 0 when empty
-	n          int
 }
-
-// Len returns the number of nodes in the chain.
-func (c *Chain) Len() int { return c.n }
 
 // Add clears the task of the node at idx and appends the node to c. The
 // node must have ended its life (handles to it no longer validate), and
@@ -230,13 +291,12 @@ func (a *Arena) Add(c *Chain, idx uint32) {
 	if c.tail == 0 {
 		c.tail = idx + 1
 	}
-	c.n++
 }
 
-// PutChain returns every node in c to the free list of lane (modulo Lanes)
-// and empties c. Owner only.
+// PutChain returns every node in c to the free list of lane (modulo the lane
+// count) and empties c. Owner only.
 func (a *Arena) PutChain(lane int, c *Chain) {
-	if c.n == 0 {
+	if c.head == 0 {
 		return
 	}
 	l := &a.lanes[uint(lane)%uint(len(a.lanes))]

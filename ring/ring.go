@@ -1,154 +1,134 @@
-// Package ring is a bounded, lock-free, multi-producer single-consumer queue
-// of uint64 values: the path by which new timeouts reach a shard's worker.
+// Package ring is the queue by which new timeouts reach a shard's worker: an
+// unbounded, lock-free, multi-producer single-consumer queue threaded
+// through the timeout nodes themselves (pool.Node.QNext), so that it never
+// fills, never drops, never makes a producer wait, and costs no memory of its
+// own beyond one small header: its capacity is the node pool's.
 //
-// The algorithm is Dmitry Vyukov's bounded queue with one sequence number per
-// slot (https://www.1024cores.net/home/lock-free-algorithms/queues/bounded-mpmc-queue),
-// specialised to a single consumer so that the head needs no atomic update.
+// The algorithm is Dmitry Vyukov's intrusive MPSC node-based queue
+// (https://www.1024cores.net/home/lock-free-algorithms/queues/intrusive-mpsc-node-based-queue),
+// with 32-bit node indices for pointers and a stub element that lives in the
+// Queue header (index Stub) rather than in the pool.
 //
-// Every slot carries a sequence number seq. For the slot at position pos
-// (pos counts pushes from 0, the slot is pos & mask):
+// Elements run from first (the consumer's end) to last (the producers' end),
+// each linked to the next by its QNext word; 0 ends the chain. A push is one
+// atomic exchange of last and one store into the previous element's link:
 //
-//	seq == pos         the slot is free for the producer that claims pos;
-//	seq == pos+1       the value for pos is published, the consumer may read it;
-//	seq == pos+size    the consumer released it for the producer of pos+size.
+//	push(x): x.next = 0; prev = swap(last, x); prev.next = x
 //
-// Ownership: tail is shared by producers (CAS); head is a plain field owned
-// by the single consumer; a slot's val is written only by the producer that
-// claimed its position and read only by the consumer after it saw the
-// publishing seq.
+// Between the exchange and the store the chain is broken at prev: the
+// consumer sees prev without a successor and stops there until the producer
+// finishes (it never waits for it: TryPop reports false and the worker looks
+// again on its next pass). The stub keeps the queue non-empty, so a producer
+// always has a prev to link from and the consumer never has to hand back an
+// element that a producer may still link from: TryPop returns an element
+// only once its link is set, after which nobody writes that link again
+// until the element is pushed anew.
 //
-// Push and TryPop never block and never allocate. A full ring makes Push
-// return false: the caller decides what the slow path is.
+// Ownership: last, stubNext and pushed are shared by producers (atomic);
+// first is the consumer's alone, on a cache line of its own so that pops do
+// not invalidate the line every push writes.
 package ring
 
 import (
-	"fmt"
-	"math/bits"
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/pool"
 )
 
-// cacheLineSize is the padding unit. 64 bytes is the line on amd64 and most
-// arm64 parts; the adjacent-line prefetcher on Intel pulls pairs, but padding
-// to 128 would double the ring header for a gain we have not measured.
-const cacheLineSize = 64
+// Stub is the index by which a Queue names its stub element. Node indices
+// are below pool.MaxNodes, so it never names a node.
+const Stub uint32 = 1 << 31
 
-// MaxSize is the largest capacity New accepts.
-const MaxSize = 1 << 30
-
-type slot struct {
-	seq atomic.Uint64
-	val uint64 // written by the claiming producer before seq publishes it
+// Queue is an unbounded MPSC queue of pool nodes. Any number of goroutines
+// may call Push concurrently; only one goroutine at a time may call the
+// consumer methods (TryPop, Empty). A node may be in at most one queue at a
+// time. A Queue must be initialised with Init and must not be copied after.
+type Queue struct {
+	// Producers' line.
+	last     atomic.Uint32 // the most recently pushed element
+	stubNext atomic.Uint32 // the stub's link
+	pushed   atomic.Uint64 // pushes since Init, for statistics
+	_        [pad.CacheLineSize - 16]byte
+	// Consumer's line.
+	first uint32 // the oldest element not yet popped (or Stub)
+	_     [pad.CacheLineSize - 4]byte
 }
 
-// Ring is a bounded MPSC queue of uint64 values. Any number of goroutines may
-// call Push concurrently; only one goroutine at a time may call the consumer
-// methods (TryPop, Published, Len). A Ring must be created with New and must
-// not be copied after first use.
-type Ring struct {
-	_ [cacheLineSize]byte
-	// tail is the next position producers will claim. Producers CAS it.
-	tail atomic.Uint64
-	_    [cacheLineSize - 8]byte
-	consumer
-	_ [cacheLineSize - unsafe.Sizeof(consumer{})%cacheLineSize]byte
+// Init makes q an empty queue. It must be called before any other method,
+// and never concurrently with them.
+func (q *Queue) Init() {
+	q.last.Store(Stub)
+	q.stubNext.Store(0)
+	q.first = Stub
 }
 
-// consumer holds the fields the consumer reads on every pop, on a line of
-// their own.
-type consumer struct {
-	// head is the next position the consumer will read. Consumer only.
-	head  uint64
-	mask  uint64 // immutable after New
-	slots []slot // immutable after New
-}
-
-// New returns a ring with room for size values, rounded up to a power of
-// two and to at least 2: with one slot, "published for position p" and
-// "free for position p+1" would be the same sequence number. It returns an
-// error if size is below 1 or above MaxSize.
-func New(size int) (*Ring, error) {
-	if size < 1 || size > MaxSize {
-		return nil, fmt.Errorf("ring: size %d out of range [1, %d]", size, MaxSize)
+func (q *Queue) link(a *pool.Arena, idx uint32) *atomic.Uint32 {
+	if idx == Stub {
+		return &q.stubNext
 	}
-	n := max(uint64(1)<<bits.Len64(uint64(size-1)), 2)
-	r := &Ring{consumer: consumer{mask: n - 1, slots: make([]slot, n)}}
-	for i := range r.slots {
-		r.slots[i].seq.Store(uint64(i))
-	}
-	return r, nil
+	return &a.Node(idx).QNext
 }
 
-// Cap returns the ring's capacity.
-func (r *Ring) Cap() int { return len(r.slots) }
+// Push appends node idx of arena a. It never blocks and never fails; it is
+// safe for concurrent use by many goroutines. The node must not be in any
+// queue.
+func (q *Queue) Push(a *pool.Arena, idx uint32) {
+	q.pushed.Add(1) // before the node can be popped: Len never goes negative
+	q.push(a, idx)
+}
 
-// Claimed returns how many positions producers have claimed since New: the
-// number of successful and in-progress pushes. Any goroutine may call it.
-func (r *Ring) Claimed() uint64 { return r.tail.Load() }
+func (q *Queue) push(a *pool.Arena, idx uint32) {
+	// Why this order: (1) the node's link is cleared before the exchange
+	// publishes it as last, so a producer that links after it, and the
+	// consumer that reads the link, never see a link from its previous
+	// life; (2) the store into prev's link is what makes idx reachable to
+	// the consumer, and it follows every write the caller made to the node
+	// before Push (Go atomics are sequentially consistent), so a consumer
+	// that loads the link sees the node's fields. TryPop mirrors this.
+	q.link(a, idx).Store(0)
+	prev := q.last.Swap(idx)
+	q.link(a, prev).Store(idx)
+}
 
-// Len returns the number of positions claimed by producers and not yet
-// consumed, including claimed ones not yet published. Consumer only.
-func (r *Ring) Len() int { return int(r.tail.Load() - r.head) }
+// Pushed returns the number of Push calls since Init that have begun. Any
+// goroutine may call it.
+func (q *Queue) Pushed() uint64 { return q.pushed.Load() }
 
-// Push appends v and reports whether there was room. It is safe for
-// concurrent use by many goroutines.
-func (r *Ring) Push(v uint64) bool {
-	pos := r.tail.Load()
-	for {
-		s := &r.slots[pos&r.mask]
-		seq := s.seq.Load()
-		switch dif := int64(seq - pos); {
-		case dif == 0:
-			// The slot is free for pos. Claim pos; a failed CAS means
-			// another producer took it, so retry at the newer tail.
-			if r.tail.CompareAndSwap(pos, pos+1) {
-				// Why this order: (1) the CAS made pos ours alone;
-				// (2) val is written before seq, and seq is stored with
-				// release semantics (all Go atomics are sequentially
-				// consistent), so a consumer that loads seq == pos+1 also
-				// sees val. The consumer mirrors this in TryPop.
-				s.val = v
-				s.seq.Store(pos + 1)
-				return true
-			}
-			pos = r.tail.Load()
-		case dif < 0:
-			// The slot still holds the value from one lap ago: full.
-			return false
-		default:
-			// Another producer claimed pos and moved on; catch up.
-			pos = r.tail.Load()
+// TryPop removes and returns the oldest element, or reports false if the
+// queue is empty or its oldest element's producer is between its two
+// steps. Elements from one producer come out in the order it pushed them.
+// Consumer only.
+func (q *Queue) TryPop(a *pool.Arena) (uint32, bool) {
+	first := q.first
+	next := q.link(a, first).Load()
+	if first == Stub {
+		if next == 0 {
+			return 0, false
 		}
+		first = next
+		q.first = next
+		next = q.link(a, next).Load()
 	}
+	if next != 0 {
+		q.first = next
+		return first, true
+	}
+	if q.last.Load() != first {
+		return 0, false // a producer swapped last and has not linked yet
+	}
+	// first is the only element: put the stub behind it so that it gets a
+	// successor and can leave without producers ever linking from it.
+	q.push(a, Stub)
+	if next = q.link(a, first).Load(); next != 0 {
+		q.first = next
+		return first, true
+	}
+	return 0, false // a producer got in between and has not linked yet
 }
 
-// Published returns how many values, up to limit, are ready to be popped in
-// order from the head. Every value it counts was pushed before Published
-// returned; the consumer uses this to read a clock that is later than every
-// push in a batch. Consumer only.
-func (r *Ring) Published(limit int) int {
-	h := r.head
-	n := 0
-	for n < limit && r.slots[(h+uint64(n))&r.mask].seq.Load() == h+uint64(n)+1 {
-		n++
-	}
-	return n
-}
-
-// TryPop removes and returns the value at the head, or reports false if the
-// head is empty or claimed by a producer that has not yet published it.
-// Values are popped in the order their positions were claimed. Consumer only.
-func (r *Ring) TryPop() (uint64, bool) {
-	h := r.head
-	s := &r.slots[h&r.mask]
-	// Mirror of Push: seq is loaded before val, so seeing pos+1 guarantees
-	// the producer's val store is visible.
-	if s.seq.Load() != h+1 {
-		return 0, false
-	}
-	v := s.val
-	// Release the slot for the producer one lap later, after reading val.
-	s.seq.Store(h + r.mask + 1)
-	r.head = h + 1
-	return v, true
+// Empty reports whether the queue holds no element and no push is in
+// progress. Consumer only.
+func (q *Queue) Empty() bool {
+	return q.first == Stub && q.last.Load() == Stub
 }

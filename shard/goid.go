@@ -2,11 +2,14 @@ package shard
 
 import "runtime"
 
-// goid returns the current goroutine's id, parsed from the header line that
-// runtime.Stack prints ("goroutine 42 [running]:"). It costs about a
-// microsecond, so it is used only on cold paths: when a worker starts and
-// when Stop must tell whether it runs inside a task.
-func goid() uint64 {
+// GoroutineID returns the current goroutine's id, parsed from the header
+// line that runtime.Stack prints ("goroutine 42 [running]:"). Go offers no
+// cheaper portable identity, and none is needed on a hot path: it costs
+// about a microsecond, paid once when a worker starts and once per Stop, to
+// tell whether Stop runs inside a task (see IsWorker). A flag that a worker
+// sets around its tasks could not do it: another goroutine calling Stop
+// while the task runs would see the same flag.
+func GoroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]
 	const prefix = len("goroutine ")

@@ -1,24 +1,85 @@
 package shard
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel/internal/pad"
 )
 
-// TestPaddedLayout checks the false-sharing padding: each lane fills one
-// cache line, and the shard's producer-written attention head, its
-// read-mostly parked/closed flags and the worker's fields sit on
-// different lines.
+// TestPaddedLayout checks the false-sharing padding: each lane fills whole
+// cache lines, and the shard's producer-written attention head, its
+// read-mostly parked/closed flags and the worker's fields sit on different
+// lines.
 func TestPaddedLayout(t *testing.T) {
-	assert.Equal(t, uintptr(cacheLineSize), unsafe.Sizeof(lane{}))
+	assert.Zero(t, unsafe.Sizeof(lane{})%pad.CacheLineSize, "lane is %d bytes", unsafe.Sizeof(lane{}))
+	var l lane
+	assert.Less(t, unsafe.Offsetof(l.queue)+unsafe.Sizeof(l.queue)-1, unsafe.Offsetof(l.quota)/pad.CacheLineSize*pad.CacheLineSize+pad.CacheLineSize,
+		"the lane's counters follow its queue")
+	assert.NotEqual(t, (unsafe.Offsetof(l.queue)+unsafe.Sizeof(l.queue)-1)/pad.CacheLineSize, unsafe.Offsetof(l.quota)/pad.CacheLineSize,
+		"the queue's consumer line is not shared with the producers' counters")
 	var sh Shard
-	line := func(off uintptr) uintptr { return off / cacheLineSize }
+	line := func(off uintptr) uintptr { return off / pad.CacheLineSize }
 	attention := line(unsafe.Offsetof(sh.attention))
 	parked := line(unsafe.Offsetof(sh.parked))
 	assert.Equal(t, parked, line(unsafe.Offsetof(sh.closed)), "the flags producers read share a line")
 	assert.NotEqual(t, attention, parked)
 	assert.NotEqual(t, attention, line(unsafe.Offsetof(sh.cfg)+unsafe.Sizeof(sh.cfg)-1), "immutable config")
+	assert.NotEqual(t, attention, line(unsafe.Offsetof(sh.exited)), "immutable fields")
 	assert.Less(t, parked, line(unsafe.Offsetof(sh.stopped)), "worker-side fields start after the flags' line")
+}
+
+// TestRangeTable regenerates the range table of the package comment from
+// the constants and checks that doc.go says the same.
+func TestRangeTable(t *testing.T) {
+	const size = 512
+	levels := wheelLevels(size)
+	require.Equal(t, 5, levels, "the table has one row per level")
+	var b strings.Builder
+	fmt.Fprintf(&b, "//\tlevel  slot width    range at 1ms tick    range at 10ms tick\n")
+	for l := range levels {
+		width := fmt.Sprintf("2^%d ticks", 9*l)
+		if l == 0 {
+			width = "1 tick"
+		}
+		r1, r10 := "(wrap guard only)", "(wrap guard only)"
+		if uint64(1)<<(9*(l+1)) <= 2*maxDelayTicks && l < levels-1 {
+			ticks := time.Duration(1) << (9 * (l + 1))
+			r1, r10 = humanSpan(ticks*time.Millisecond), humanSpan(ticks*10*time.Millisecond)
+		}
+		fmt.Fprintf(&b, "//\t%-6d %-13s %-20s %s\n", l, width, r1, r10)
+	}
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	want := strings.ReplaceAll(b.String(), " \n", "\n")
+	assert.Contains(t, string(doc), want, "doc.go's range table is out of date; want:\n%s", want)
+	// The horizon the package and README quote.
+	assert.Equal(t, "795 days", humanSpan(maxDelayTicks*time.Millisecond))
+	assert.Equal(t, "21.8 years", humanSpan(maxDelayTicks*10*time.Millisecond))
+}
+
+// humanSpan formats d the way the range table does.
+func humanSpan(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d >= 1000*day:
+		return fmt.Sprintf("%.1f years", d.Hours()/24/365.25)
+	case d >= 100*day:
+		return fmt.Sprintf("%d days", d/day)
+	case d >= 5*day:
+		return fmt.Sprintf("%.1f days", d.Hours()/24)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%dm", d/time.Hour, d%time.Hour/time.Minute)
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm%ds", d/time.Minute, d%time.Minute/time.Second)
+	default:
+		return d.String()
+	}
 }

@@ -29,7 +29,7 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	cfg := Config{
 		Tick:        testTick,
 		WheelSize:   8, // small, so that tests reach high levels quickly
-		RingSize:    1024,
+		FirstBlock:  64,
 		TransferCap: 1 << 20,
 		Clock:       h.clock,
 		Quota:       1 << 40,
@@ -50,17 +50,22 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 // deadline is resolved at exactly the current clock reading.
 func (h *harness) schedule(id int, delay time.Duration) Ref {
 	h.t.Helper()
-	r, err := h.sh.Schedule(uint64(id), delay, func() {
+	r, rej := h.sh.Schedule(uint64(id), delay, func() {
 		_, dup := h.fired[id]
 		require.False(h.t, dup, "timer %d ran twice", id)
 		h.fired[id] = h.clock.Now()
 	})
-	require.NoError(h.t, err)
+	require.Equal(h.t, Accepted, rej)
 	h.pass()
 	return r
 }
 
-func (h *harness) pass() { require.True(h.t, h.sh.pass()) }
+// pass runs one worker pass and checks the wheel's invariants after it.
+func (h *harness) pass() {
+	h.t.Helper()
+	require.True(h.t, h.sh.pass())
+	h.sh.verify()
+}
 
 // step advances the clock by d in tick-sized moves, with a pass after each.
 func (h *harness) step(d time.Duration) {
@@ -134,8 +139,8 @@ func TestLongDelayKeptInTicksIsNeverEarly(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Tick = 7 * time.Millisecond })
 	delay := time.Duration(1<<ticksBits) + 3
 	now := h.clock.Now()
-	r, err := h.sh.Schedule(1, delay, func() {})
-	require.NoError(t, err)
+	r, rej := h.sh.Schedule(1, delay, func() {})
+	require.Equal(t, Accepted, rej)
 	dl, ok := h.sh.Deadline(r) // unresolved: earliest possible run
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, dl, now+delay)
@@ -149,8 +154,8 @@ func TestLongDelayKeptInTicksIsNeverEarly(t *testing.T) {
 func TestCancel(t *testing.T) {
 	for _, transferred := range []bool{false, true} {
 		h := newHarness(t)
-		r, err := h.sh.Schedule(1, 10*testTick, func() { t.Error("cancelled timer ran") })
-		require.NoError(t, err)
+		r, rej := h.sh.Schedule(1, 10*testTick, func() { t.Error("cancelled timer ran") })
+		require.Equal(t, Accepted, rej)
 		if transferred {
 			h.pass()
 		}
@@ -215,8 +220,8 @@ func TestResetLaterIsLazyAndEarlierIsRefiled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			r, err := h.sh.Schedule(1, tt.first, func() { h.fired[1] = h.clock.Now() })
-			require.NoError(t, err)
+			r, rej := h.sh.Schedule(1, tt.first, func() { h.fired[1] = h.clock.Now() })
+			require.Equal(t, Accepted, rej)
 			if tt.at > 0 {
 				h.pass()
 				h.step(tt.at)
@@ -234,8 +239,8 @@ func TestResetLaterIsLazyAndEarlierIsRefiled(t *testing.T) {
 func TestTransferCapSpreadsBurstOverTicks(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.TransferCap = 10 })
 	for i := range 35 {
-		_, err := h.sh.Schedule(uint64(i), 0, func() { h.fired[i] = h.clock.Now() })
-		require.NoError(t, err)
+		_, rej := h.sh.Schedule(uint64(i), 0, func() { h.fired[i] = h.clock.Now() })
+		require.Equal(t, Accepted, rej)
 	}
 	h.pass() // moves the first 10 into the wheel, due at the next tick
 	// Each tick moves 10 more; delay 0 makes them due at once.
@@ -248,8 +253,8 @@ func TestTransferCapSpreadsBurstOverTicks(t *testing.T) {
 
 func TestPanickingTaskDoesNotStopTheShard(t *testing.T) {
 	h := newHarness(t)
-	_, err := h.sh.Schedule(1, testTick, func() { panic("boom") })
-	require.NoError(t, err)
+	_, rej := h.sh.Schedule(1, testTick, func() { panic("boom") })
+	require.Equal(t, Accepted, rej)
 	h.pass()
 	h.schedule(2, 2*testTick)
 	h.step(5 * testTick)
@@ -260,27 +265,27 @@ func TestPanickingTaskDoesNotStopTheShard(t *testing.T) {
 
 func TestDrainClaimsExactlyThePendingTimers(t *testing.T) {
 	h := newHarness(t)
-	inRing, err := h.sh.Schedule(1, time.Hour, func() {})
-	require.NoError(t, err)
+	inRing, rej := h.sh.Schedule(1, time.Hour, func() {})
+	require.Equal(t, Accepted, rej)
 	filed := h.schedule(2, time.Hour) // also transfers timer 1
 	cancelled := h.schedule(3, time.Hour)
 	require.True(t, h.sh.Cancel(cancelled))
 	h.schedule(4, testTick)
 	h.step(2 * testTick) // timer 4 runs
-	late, err := h.sh.Schedule(5, time.Hour, func() {})
-	require.NoError(t, err)
+	late, rej := h.sh.Schedule(5, time.Hour, func() {})
+	require.Equal(t, Accepted, rej)
 
 	h.sh.Close()
 	got := map[uint64]Ref{}
-	h.sh.Drain(func(r Ref, key uint64) { got[key] = r })
+	h.sh.Drain(func(r Ref, key uint64, _ func()) { got[key] = r })
 	assert.Equal(t, map[uint64]Ref{1: inRing, 2: filed, 5: late}, got)
 	for _, r := range got {
 		assert.False(t, h.sh.Pending(r))
 		assert.False(t, h.sh.Cancel(r))
 	}
 	assert.Zero(t, h.pending())
-	_, err = h.sh.Schedule(6, time.Hour, func() {})
-	assert.ErrorIs(t, err, ErrStopped)
+	_, rej = h.sh.Schedule(6, time.Hour, func() {})
+	assert.Equal(t, Closed, rej)
 	assert.Zero(t, h.pending(), "a rejected Schedule leaves no trace")
 }
 
@@ -288,15 +293,15 @@ func TestQuota(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Quota = 3 })
 	var refs []Ref
 	for i := range 3 {
-		r, err := h.sh.Schedule(uint64(i), time.Hour, func() {})
-		require.NoError(t, err)
+		r, rej := h.sh.Schedule(uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
 		refs = append(refs, r)
 	}
-	_, err := h.sh.Schedule(9, time.Hour, func() {})
-	require.ErrorIs(t, err, ErrTooManyPending)
+	_, rej := h.sh.Schedule(9, time.Hour, func() {})
+	require.Equal(t, NoTokens, rej)
 	require.True(t, h.sh.Cancel(refs[0]))
-	_, err = h.sh.Schedule(9, time.Hour, func() {})
-	require.NoError(t, err, "a cancelled timer frees its token")
+	_, rej = h.sh.Schedule(9, time.Hour, func() {})
+	require.Equal(t, Accepted, rej, "a cancelled timer frees its token")
 }
 
 // TestRandomOperationsAgainstModel drives random schedules, cancels, resets
@@ -369,8 +374,8 @@ func runModel(t *testing.T, ops []byte) {
 			// Leave it in the ring: the worker resolves it at the next
 			// pass, which may be later than now, but never earlier.
 			id := len(timers) - 1
-			r, err := h.sh.Schedule(uint64(id), delay, func() { h.fired[id] = h.clock.Now() })
-			require.NoError(t, err)
+			r, rej := h.sh.Schedule(uint64(id), delay, func() { h.fired[id] = h.clock.Now() })
+			require.Equal(t, Accepted, rej)
 			tm.ref = r
 			tm.due = now + max(delay, 0)
 			tm.latest = 1<<62 - 1 // lateness is bounded by the step, checked elsewhere
@@ -431,8 +436,8 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	// while on the attention stack, and the worker marks it detached.
 	var two Ref
 	cancelled := false
-	_, err := h.sh.Schedule(1, 5*testTick, func() { cancelled = h.sh.Cancel(two) })
-	require.NoError(t, err)
+	_, rej := h.sh.Schedule(1, 5*testTick, func() { cancelled = h.sh.Cancel(two) })
+	require.Equal(t, Accepted, rej)
 	h.pass()
 	two = h.schedule(2, 5*testTick)
 	h.step(6 * testTick)
@@ -442,8 +447,8 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	// Reuse the freed nodes while they sit in the ring: resolve by Reset,
 	// then cancel, so the attention stack sees them before the ring does.
 	for i := range 8 {
-		r, err := h.sh.Schedule(uint64(10+i), time.Hour, func() { t.Error("cancelled timer ran") })
-		require.NoError(t, err)
+		r, rej := h.sh.Schedule(uint64(10+i), time.Hour, func() { t.Error("cancelled timer ran") })
+		require.Equal(t, Accepted, rej)
 		require.True(t, h.sh.Reset(r, 2*time.Hour))
 		require.True(t, h.sh.Cancel(r))
 	}

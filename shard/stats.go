@@ -15,26 +15,27 @@ import (
 type Stats struct {
 	// Resident is the number of nodes the shard holds: timers in the wheel
 	// (including cancelled ones not yet freed, normally for under a pass)
-	// plus entries in the rings.
+	// plus new timers in the incoming queues.
 	Resident int `json:"resident"`
-	// Scheduled counts timers accepted by Schedule.
+	// Scheduled counts timers accepted by Schedule. At quiescence, and
+	// after Stop, Scheduled = Fired + Cancelled + Stopped + pending.
 	Scheduled uint64 `json:"scheduled"`
 	// Fired counts tasks started.
 	Fired uint64 `json:"fired"`
-	// Cancelled counts cancelled timers the worker has freed.
+	// Cancelled counts Cancel calls that returned true.
 	Cancelled uint64 `json:"cancelled"`
 	// Reset counts successful Reset calls.
 	Reset uint64 `json:"reset"`
 	// Stopped counts timers returned by Stop.
 	Stopped uint64 `json:"stopped"`
-	// RingDepth is the number of new timers waiting in the rings, and
-	// RingPeak the largest depth a pass has seen.
+	// RingDepth is the number of new timers waiting in the incoming
+	// queues, and RingPeak the largest depth a pass has seen.
 	RingDepth int `json:"ring_depth"`
 	RingPeak  int `json:"ring_peak"`
-	// RingFull counts Schedule calls that found their ring full and had to
-	// wake the worker and wait (the slow path).
+	// RingFull is always 0: the incoming queues never fill. It stays
+	// until package profiling stops reading it.
 	RingFull uint64 `json:"ring_full"`
-	// TransferLast is the number of timers moved from the rings to the
+	// TransferLast is the number of timers moved from the queues to the
 	// wheel during the last tick that moved any, TransferPeak the most in
 	// one tick, and CapHits the ticks that reached the transfer cap.
 	TransferLast int    `json:"transfer_last"`
@@ -92,9 +93,8 @@ const taskSampleEvery = 16
 // Worker counters, kept in a plain array by the worker and copied to an
 // atomic array once per pass, so that counting costs the hot path nothing.
 const (
-	cFired = iota
-	cCancelled
-	cConsumed // ring entries popped, over all lanes
+	cFired    = iota
+	cConsumed // queue entries taken, over all lanes
 	cResident // nodes linked in the wheel
 	cRingPeak
 	cTransferLast
@@ -132,19 +132,21 @@ func (ws *workerStats) publish() {
 // use; it never blocks the worker.
 func (sh *Shard) Stats() Stats {
 	p := &sh.stats.published
-	var claimed uint64
+	var pushed, undone uint64
 	var st Stats
 	for i := range sh.lanes {
 		l := &sh.lanes[i]
-		claimed += l.ring.Claimed()
+		// undone before pushed: an undone Schedule has pushed first,
+		// so Scheduled never counts an undo without its push.
+		undone += l.undone.Load()
+		pushed += l.queue.Pushed()
 		st.Reset += l.resets.Load()
-		st.RingFull += l.ringFull.Load()
+		st.Cancelled += l.cancels.Load()
 	}
-	st.Scheduled = claimed
-	st.RingDepth = int(claimed - min(p[cConsumed].Load(), claimed))
+	st.Scheduled = pushed - min(undone, pushed)
+	st.RingDepth = int(pushed - min(p[cConsumed].Load(), pushed))
 	st.Resident = int(p[cResident].Load()) + st.RingDepth
 	st.Fired = p[cFired].Load()
-	st.Cancelled = p[cCancelled].Load()
 	st.Stopped = sh.stopped.Load()
 	st.RingPeak = int(p[cRingPeak].Load())
 	st.TransferLast = int(p[cTransferLast].Load())

@@ -12,8 +12,8 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.TransferCap = 4 })
 	var refs []Ref
 	for i := range 10 {
-		r, err := h.sh.Schedule(uint64(i), 3*testTick, func() { h.fired[i] = h.clock.Now() })
-		require.NoError(t, err)
+		r, rej := h.sh.Schedule(uint64(i), 3*testTick, func() { h.fired[i] = h.clock.Now() })
+		require.Equal(t, Accepted, rej)
 		refs = append(refs, r)
 	}
 	st := h.sh.Stats()
@@ -31,8 +31,8 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	require.True(t, h.sh.Cancel(refs[0]))                 // in the wheel
 	require.True(t, h.sh.Cancel(refs[9]))                 // still in the ring
 	require.True(t, h.sh.Reset(refs[1], 600*testTick))    // later, across levels
-	_, err := h.sh.Schedule(99, 0, func() { panic("x") }) // panics when run
-	require.NoError(t, err)
+	_, rej := h.sh.Schedule(99, 0, func() { panic("x") }) // panics when run
+	require.Equal(t, Accepted, rej)
 	h.step(10 * testTick)
 
 	st = h.sh.Stats()
@@ -50,7 +50,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, st.Fired/taskSampleEvery, st.TaskTime.Count())
 
 	h.sh.Close()
-	h.sh.Drain(func(Ref, uint64) {})
+	h.sh.Drain(func(Ref, uint64, func()) {})
 	assert.Equal(t, uint64(1), h.sh.Stats().Stopped)
 }
 

@@ -25,9 +25,11 @@ import (
 // every deadline within maxDelayTicks < size^levels / 2 of elapsed makes that
 // unambiguous.
 //
-// Slots are circular doubly-linked lists threaded through pool.Node.Next and
-// Prev, each with a sentinel node reserved in the arena (index 1+l*size+s;
-// index 0 is never a valid link, so Prev == 0 means "not in the wheel").
+// Slots are doubly-linked lists threaded through pool.Node.Next and Prev,
+// whose ends live in slots, outside the arena, so that the wheel takes no
+// node the user could have. A list's first node has Prev = slotEnd|slot and
+// its last node Next = slotEnd|slot (slot = level*size + index), so either
+// end finds its slot without a search. Prev == 0 means "not in the wheel".
 // An occupancy bitmap per level finds the next occupied slot without walking
 // empty ones.
 type wheel struct {
@@ -37,12 +39,22 @@ type wheel struct {
 	levels   int
 	elapsed  uint64     // every deadline <= elapsed has been processed
 	occupied [][]uint64 // occupied[l] has one bit per slot of level l
+	slots    []slotList // level*size + slot
 	count    int        // nodes linked in the wheel
 }
 
-// detached marks a node the worker has finished with structurally but must
-// not free yet, because it is still queued on the attention stack.
-const detached = ^uint32(0)
+// slotList holds the ends of one slot's list: node indices, 0 when empty.
+type slotList struct{ head, tail uint32 }
+
+const (
+	// slotEnd marks a Next or Prev link that names a slot, not a node:
+	// node indices are below pool.MaxNodes < slotEnd.
+	slotEnd = 1 << 31
+	// detached marks a node the worker has finished with structurally but
+	// must not free yet, because it is still on the attention stack. It is
+	// never a slot link: slot numbers stay far below 2^31-1.
+	detached = ^uint32(0)
+)
 
 // wheelLevels returns how many levels of size slots cover 2*maxDelayTicks.
 func wheelLevels(size int) int {
@@ -50,10 +62,6 @@ func wheelLevels(size int) int {
 	need := bits.Len64(2 * maxDelayTicks) // strictly more than twice: a margin for every size
 	return (need + b - 1) / b
 }
-
-// reservedNodes is the number of arena indices a wheel needs for sentinels,
-// plus index 0.
-func reservedNodes(size int) int { return 1 + wheelLevels(size)*size }
 
 func newWheel(a *pool.Arena, size int) *wheel {
 	w := &wheel{
@@ -67,15 +75,17 @@ func newWheel(a *pool.Arena, size int) *wheel {
 	for l := range w.occupied {
 		w.occupied[l] = make([]uint64, words)
 	}
-	for i := uint32(1); i < uint32(reservedNodes(size)); i++ {
-		n := a.Node(i)
-		n.Next, n.Prev = i, i
-	}
+	w.slots = make([]slotList, w.levels*size)
 	return w
 }
 
-func (w *wheel) sentinel(level int, slot uint64) uint32 {
-	return 1 + uint32(uint64(level)*w.size+slot)
+// setElapsed records that every tick up to t has been processed. Time never
+// moves backwards.
+func (w *wheel) setElapsed(t uint64) {
+	if debug && t < w.elapsed {
+		panic("shardwheel: wheel elapsed moved backwards")
+	}
+	w.elapsed = t
 }
 
 // levelFor returns the level a deadline t > elapsed is filed at.
@@ -89,12 +99,18 @@ func (w *wheel) levelFor(t uint64) int {
 func (w *wheel) insert(idx uint32, t uint64) {
 	l := w.levelFor(t)
 	slot := t >> (uint(l) * w.bits) & (w.size - 1)
-	s := w.sentinel(l, slot)
-	sn := w.arena.Node(s)
+	si := uint32(uint64(l)*w.size + slot)
+	sl := &w.slots[si]
 	n := w.arena.Node(idx)
-	n.Next, n.Prev = s, sn.Prev
-	w.arena.Node(sn.Prev).Next = idx
-	sn.Prev = idx
+	n.Next = slotEnd | si
+	if sl.tail == 0 {
+		n.Prev = slotEnd | si
+		sl.head = idx
+	} else {
+		n.Prev = sl.tail
+		w.arena.Node(sl.tail).Next = idx
+	}
+	sl.tail = idx
 	w.occupied[l][slot/64] |= 1 << (slot % 64)
 	w.count++
 }
@@ -102,20 +118,33 @@ func (w *wheel) insert(idx uint32, t uint64) {
 // unlink removes node idx from its slot list. It must be linked.
 func (w *wheel) unlink(idx uint32) {
 	n := w.arena.Node(idx)
-	w.arena.Node(n.Prev).Next = n.Next
-	w.arena.Node(n.Next).Prev = n.Prev
-	if n.Prev == n.Next && n.Prev < w.arena.Reserved() {
-		// The list is down to its sentinel: clear the occupancy bit.
-		l, slot := w.slotOf(n.Prev)
+	p, nx := n.Prev, n.Next
+	var sl *slotList
+	if p&slotEnd != 0 {
+		sl = &w.slots[p&^slotEnd]
+		sl.head = nx
+		if nx&slotEnd != 0 {
+			sl.head = 0
+		}
+	} else {
+		w.arena.Node(p).Next = nx
+	}
+	if nx&slotEnd != 0 {
+		sl = &w.slots[nx&^slotEnd]
+		sl.tail = p
+		if p&slotEnd != 0 {
+			sl.tail = 0
+		}
+	} else {
+		w.arena.Node(nx).Prev = p
+	}
+	if sl != nil && sl.head == 0 {
+		si := uint64(nx &^ slotEnd) // the list is empty: idx was its only node
+		l, slot := si>>w.bits, si&(w.size-1)
 		w.occupied[l][slot/64] &^= 1 << (slot % 64)
 	}
 	n.Next, n.Prev = 0, 0
 	w.count--
-}
-
-func (w *wheel) slotOf(sentinel uint32) (int, uint64) {
-	i := uint64(sentinel - 1)
-	return int(i >> w.bits), i & (w.size - 1)
 }
 
 // expiration names the earliest occupied slot and the tick it comes due.
@@ -131,21 +160,24 @@ func (w *wheel) next() (expiration, bool) {
 		return expiration{}, false
 	}
 	for l := 0; l < w.levels; l++ {
-		shift := uint(l) * w.bits
-		cur := w.elapsed >> shift & (w.size - 1)
-		slot, ok := w.nextOccupied(l, cur)
-		if !ok {
-			continue
+		if slot, ok := w.nextOccupied(l, w.elapsed>>(uint(l)*w.bits)&(w.size-1)); ok {
+			return expiration{level: l, slot: slot, deadline: w.slotStart(l, slot)}, true
 		}
-		levelRange := w.size << shift
-		start := w.elapsed&^(levelRange-1) + slot<<shift
-		if start < w.elapsed&^(1<<shift-1) {
-			// The slot lies behind elapsed's own slot: it is the next lap.
-			start += levelRange
-		}
-		return expiration{level: l, slot: slot, deadline: start}, true
 	}
 	panic("shardwheel: wheel count is positive but no slot is occupied")
+}
+
+// slotStart returns the first tick that slot of level l stands for, given
+// elapsed: the slot at or after elapsed's own slot in the current lap, or in
+// the next lap if it lies behind.
+func (w *wheel) slotStart(l int, slot uint64) uint64 {
+	shift := uint(l) * w.bits
+	levelRange := w.size << shift
+	start := w.elapsed&^(levelRange-1) + slot<<shift
+	if start < w.elapsed&^(1<<shift-1) {
+		start += levelRange
+	}
+	return start
 }
 
 // nextOccupied finds the first occupied slot of level l at or after from,
@@ -168,22 +200,27 @@ func (w *wheel) nextOccupied(l int, from uint64) (uint64, bool) {
 	return 0, false
 }
 
-// take empties the slot of e and returns its former list as (first, end):
-// the caller walks Next from first until it reaches end (the slot's
-// sentinel), calling detach on each node before it re-files or frees it.
-// Nodes re-filed meanwhile never land in this slot: a level-0 slot holds one
-// tick, and a higher slot's nodes move to lower levels.
-func (w *wheel) take(e expiration) (first, end uint32) {
-	s := w.sentinel(e.level, e.slot)
-	sn := w.arena.Node(s)
-	first = sn.Next
-	sn.Next, sn.Prev = s, s
+// take empties the slot of e and returns the first node of its former list:
+// the caller walks it with detach, which returns each node's successor (0
+// at the end), before it re-files or frees the node. Nodes re-filed
+// meanwhile never land in this slot: a level-0 slot holds one tick, and a
+// higher slot's nodes move to lower levels.
+func (w *wheel) take(e expiration) uint32 {
+	sl := &w.slots[uint64(e.level)*w.size+e.slot]
+	first := sl.head
+	*sl = slotList{}
 	w.occupied[e.level][e.slot/64] &^= 1 << (e.slot % 64)
-	return first, s
+	return first
 }
 
-// detach accounts for a node that take removed from its slot.
-func (w *wheel) detach(n *pool.Node) {
+// detach accounts for a node that take removed from its slot and returns
+// the next node of the taken list, or 0 at its end.
+func (w *wheel) detach(n *pool.Node) uint32 {
+	next := n.Next
+	if next&slotEnd != 0 {
+		next = 0
+	}
 	n.Next, n.Prev = 0, 0
 	w.count--
+	return next
 }

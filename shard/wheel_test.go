@@ -68,13 +68,13 @@ func TestStateEncoding(t *testing.T) {
 	assert.Equal(t, uint64(statusFired), q.to(statusFired).status())
 
 	// An unresolved state's bit 40 is a delay unit, never a queue mark.
-	long := unresolvedState(3, time.Duration(1<<ticksBits)+1, int64(time.Millisecond))
+	long := newState(3, time.Duration(1<<ticksBits)+1, int64(time.Millisecond))
 	assert.False(t, long.queued())
 	v, inTicks := long.delay()
 	assert.True(t, inTicks)
 	assert.Equal(t, int64((1<<ticksBits+1+999_999)/1_000_000), v, "rounded up to whole ticks")
 	assert.False(t, long.to(statusCancelled).queued())
-	short := unresolvedState(3, 12345, int64(time.Millisecond))
+	short := newState(3, 12345, int64(time.Millisecond))
 	v, inTicks = short.delay()
 	assert.False(t, inTicks)
 	assert.Equal(t, int64(12345), v)

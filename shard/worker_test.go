@@ -17,7 +17,7 @@ func startShard(t *testing.T) (*Shard, *ManualClock) {
 	t.Helper()
 	clock := &ManualClock{}
 	sh, err := New(Config{
-		Tick: testTick, WheelSize: 64, RingSize: 64, TransferCap: 1000,
+		Tick: testTick, WheelSize: 64, FirstBlock: 64, TransferCap: 1000,
 		Clock: clock, Quota: 1 << 30, Lanes: 2,
 		OnPanic: func(v any) { t.Errorf("panic: %v", v) },
 	})
@@ -36,8 +36,8 @@ func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
 
 	var ranAt atomic.Int64
 	start := clock.Now()
-	_, err := sh.Schedule(1, 5*testTick, func() { ranAt.Store(int64(clock.Now())) })
-	require.NoError(t, err)
+	_, rej := sh.Schedule(1, 5*testTick, func() { ranAt.Store(int64(clock.Now())) })
+	require.Equal(t, Accepted, rej)
 	// The worker must wake (it was parked with no timer at all), take the
 	// timer, and sleep until its tick; the test then moves time along.
 	require.Eventually(t, func() bool {
@@ -52,20 +52,22 @@ func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
 
 func TestFarTimerLetsWorkerPark(t *testing.T) {
 	sh, _ := startShard(t)
-	_, err := sh.Schedule(1, time.Hour, func() {})
-	require.NoError(t, err)
+	_, rej := sh.Schedule(1, time.Hour, func() {})
+	require.Equal(t, Accepted, rej)
 	// With only a timer an hour away, the worker parks until it (or a
 	// cascade) is due rather than waking every tick.
 	require.Eventually(t, func() bool { return sh.parked.Load() == 1 && sh.Quota() == 1<<30-1 }, waitFor, pollEvery)
 }
 
-func TestFullRingWakesWorkerAndLosesNothing(t *testing.T) {
-	sh, clock := startShard(t) // 64-entry rings split over 2 lanes
+// TestBurstGrowsStorageAndLosesNothing schedules far more timers than the
+// first block of node storage holds: the arena grows, the queues never fill.
+func TestBurstGrowsStorageAndLosesNothing(t *testing.T) {
+	sh, clock := startShard(t) // a first block of 64 nodes
 	var ran atomic.Int64
-	const n = 1000
+	const n = 5000
 	for i := range n {
-		_, err := sh.Schedule(uint64(i), testTick, func() { ran.Add(1) })
-		require.NoError(t, err)
+		_, rej := sh.Schedule(uint64(i), testTick, func() { ran.Add(1) })
+		require.Equal(t, Accepted, rej)
 	}
 	require.Eventually(t, func() bool {
 		clock.Advance(testTick)
@@ -76,17 +78,17 @@ func TestFullRingWakesWorkerAndLosesNothing(t *testing.T) {
 func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 	sh, clock := startShard(t)
 	done := make(chan []Ref, 1)
-	_, err := sh.Schedule(1, testTick, func() {
-		assert.True(t, sh.OnWorker())
+	_, rej := sh.Schedule(1, testTick, func() {
+		assert.True(t, sh.IsWorker(GoroutineID()))
 		sh.Close()
 		var refs []Ref
-		sh.Drain(func(r Ref, _ uint64) { refs = append(refs, r) })
+		sh.Drain(func(r Ref, _ uint64, _ func()) { refs = append(refs, r) })
 		done <- refs
 	})
-	require.NoError(t, err)
-	other, err := sh.Schedule(2, time.Hour, func() {})
-	require.NoError(t, err)
-	require.False(t, sh.OnWorker())
+	require.Equal(t, Accepted, rej)
+	other, rej := sh.Schedule(2, time.Hour, func() {})
+	require.Equal(t, Accepted, rej)
+	require.False(t, sh.IsWorker(GoroutineID()))
 	require.Eventually(t, func() bool { clock.Advance(testTick); return len(done) == 1 }, waitFor, pollEvery)
 	assert.Equal(t, []Ref{other}, <-done)
 	sh.Wait() // the worker exits once the task returns

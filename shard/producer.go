@@ -1,0 +1,156 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// The producer API: any goroutine, including a task running on this shard's
+// worker or another's, may call these. None of them waits for a worker.
+
+// Reject says why Schedule refused a timer; package shardwheel turns it
+// into an error.
+type Reject uint8
+
+// Reject values.
+const (
+	Accepted  Reject = iota // not a rejection: the timer was accepted
+	NoTokens                // the shard's share of the pending limit is used up
+	ArenaFull               // the shard holds pool.Capacity timers
+	Closed                  // the shard was closed
+)
+
+// Schedule files task to run delay from now. delay <= 0 runs at the next
+// tick; delay beyond MaxDelay is clamped. It never blocks. When it rejects
+// the timer (see Reject), it leaves no trace.
+func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	li, l := sh.myLane()
+	if !sh.acquire(l) {
+		return 0, NoTokens
+	}
+	idx, gen, ok := sh.arena.Get(li)
+	if !ok {
+		l.quota.Add(1)
+		return 0, ArenaFull
+	}
+	n := sh.arena.Node(idx)
+	n.Key = key
+	*sh.arena.Task(idx) = task
+	// Storing the state before the push publishes the fields above to
+	// anyone who validates the state first (Drain, the worker after its
+	// pop, which the push orders after this store).
+	s := newState(gen, sh.clampDelay(delay), sh.tick)
+	n.State.Store(uint64(s))
+	l.queue.Push(sh.arena, idx)
+	if sh.parked.Load() != 0 {
+		sh.unpark()
+	}
+	// Close may have raced with us: Close stores closed before Drain scans,
+	// and we stored the state before loading closed, so either Drain sees
+	// our node or we see closed here (all Go atomics are sequentially
+	// consistent). Whoever CASes the node first owns its fate; the node
+	// stays in the queue, where a worker that is still running frees it.
+	if sh.closed.Load() {
+		if ok, _ := cancel(n, s); ok {
+			l.undone.Add(1)
+			sh.release()
+			return 0, Closed
+		}
+	}
+	return makeRef(idx, gen), Accepted
+}
+
+// node returns the node of r if r is a plausible reference into this arena.
+func (sh *Shard) node(r Ref) (*pool.Node, uint32, bool) {
+	idx, gen := r.split()
+	n := sh.arena.Find(idx)
+	return n, gen, n != nil && idx != 0
+}
+
+// load returns the state of the timer r names, and false if the node has
+// moved on to another generation. State is loaded before Gen: Gen only
+// grows, so if Gen still equals the handle's generation afterwards, the
+// state was read within that generation.
+func load(n *pool.Node, gen uint32) (state, bool) {
+	s := state(n.State.Load())
+	return s, n.Gen.Load() == gen && s.tagOK(gen)
+}
+
+// Cancel stops the timer r from running and reports whether this call did
+// so. It is lock-free and O(1).
+func (sh *Shard) Cancel(r Ref) bool {
+	n, gen, ok := sh.node(r)
+	if !ok {
+		return false
+	}
+	for {
+		s, mine := load(n, gen)
+		if !mine || !s.live() {
+			return false
+		}
+		if ok, queue := cancel(n, s); ok {
+			_, l := sh.myLane()
+			l.cancels.Add(1)
+			l.quota.Add(1)
+			if queue {
+				sh.pushAttention(r)
+			}
+			return true
+		}
+	}
+}
+
+// Reset moves the timer r's deadline to delay from now and reports whether
+// it was still pending. A later deadline costs one CAS; an earlier one also
+// queues the node for the worker to re-file.
+func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
+	n, gen, ok := sh.node(r)
+	if !ok {
+		return false
+	}
+	t := sh.ceilTick(sh.clock.Now() + sh.clampDelay(delay))
+	for {
+		s, mine := load(n, gen)
+		if !mine || !s.live() {
+			return false
+		}
+		if ok, queue := reset(n, s, t); ok {
+			_, l := sh.myLane()
+			l.resets.Add(1)
+			if queue {
+				sh.pushAttention(r)
+			}
+			return true
+		}
+	}
+}
+
+// Pending reports whether the timer r has neither run nor been cancelled.
+func (sh *Shard) Pending(r Ref) bool {
+	n, gen, ok := sh.node(r)
+	if !ok {
+		return false
+	}
+	s, mine := load(n, gen)
+	return mine && s.live()
+}
+
+// Deadline returns the clock reading at which the timer r is due, and false
+// if it is no longer pending. Before the worker has resolved a new timer
+// (normally within a tick) it reports the earliest time the timer may run.
+func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
+	n, gen, ok := sh.node(r)
+	if !ok {
+		return 0, false
+	}
+	s, mine := load(n, gen)
+	if !mine || !s.live() {
+		return 0, false
+	}
+	now := sh.clock.Now()
+	if s.status() == statusUnresolved {
+		return sh.tickTime(sh.deadlineTick(s, now)), true
+	}
+	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(now))), true
+}

@@ -1,0 +1,50 @@
+package shard
+
+import "time"
+
+// Clock arithmetic. Any goroutine may call these: they read only immutable
+// fields.
+
+// Ref identifies one timer: node index in the high half, generation in the
+// low half. The zero Ref never names a timer (index 0 is reserved).
+type Ref uint64
+
+func makeRef(idx, gen uint32) Ref     { return Ref(uint64(idx)<<32 | uint64(gen)) }
+func (r Ref) split() (uint32, uint32) { return uint32(r >> 32), uint32(r) }
+
+func (sh *Shard) clampDelay(d time.Duration) time.Duration {
+	return min(max(d, 0), sh.maxDelay)
+}
+
+// ceilTick returns the first tick that starts at or after clock reading at.
+func (sh *Shard) ceilTick(at time.Duration) uint64 {
+	d := int64(at - sh.origin)
+	if d <= 0 {
+		return 0
+	}
+	return uint64((d + sh.tick - 1) / sh.tick)
+}
+
+// floorTick returns the last tick that starts at or before clock reading at.
+func (sh *Shard) floorTick(at time.Duration) uint64 {
+	d := int64(at - sh.origin)
+	if d <= 0 {
+		return 0
+	}
+	return uint64(d / sh.tick)
+}
+
+// tickTime returns the clock reading at which tick t starts.
+func (sh *Shard) tickTime(t uint64) time.Duration {
+	return sh.origin + time.Duration(int64(t)*sh.tick)
+}
+
+// deadlineTick returns the deadline tick of an unresolved state given a
+// clock reading no earlier than the Schedule call.
+func (sh *Shard) deadlineTick(s state, now time.Duration) uint64 {
+	v, inTicks := s.delay()
+	if inTicks {
+		return sh.ceilTick(now) + uint64(v)
+	}
+	return sh.ceilTick(now + time.Duration(v))
+}
