@@ -32,8 +32,9 @@ type options struct {
 	lateP99   time.Duration
 }
 
-// usageError is a bad command line: the message names the flag and the
-// value. run prints it with the usage and exits 2.
+// usageError is a bad command line: the message names the command, or
+// the flag and the value. run prints it on one line with a hint and
+// exits 2.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -42,6 +43,7 @@ func badFlag(name string, value any, rule string) error {
 	return usageError{fmt.Sprintf("invalid value %v for -%s: %s", value, name, rule)}
 }
 
+// commands are the commands parseArgs knows, the default first.
 var commands = []string{"compare", "tune", "lag"}
 
 // parseArgs parses the command line (without the program name). It
@@ -51,12 +53,11 @@ func parseArgs(args []string) (options, error) {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		o.cmd, args = args[0], args[1:]
 	}
-	switch o.cmd {
-	case "help":
+	if o.cmd == "help" {
 		return o, flag.ErrHelp
-	case "compare", "tune", "lag":
-	default:
-		return o, usageError{fmt.Sprintf("unknown command %q (want %s)", o.cmd, strings.Join(commands, ", "))}
+	}
+	if !slices.Contains(commands, o.cmd) {
+		return o, usageError{fmt.Sprintf("unknown command %q", o.cmd)}
 	}
 	fs := newFlagSet(&o)
 	if err := fs.Parse(args); err != nil {
@@ -234,23 +235,3 @@ const maxRate = 1e8
 var tickRule = fmt.Sprintf("must be in [%v, %v]", shardwheel.MinTick, shardwheel.MaxTick)
 
 func validTick(d time.Duration) bool { return d >= shardwheel.MinTick && d <= shardwheel.MaxTick }
-
-// usage writes the help text for cmd ("" for the overview).
-func usage(w io.Writer, cmd string) {
-	fmt.Fprint(w, `usage: go run ./bench [command] [flags]
-
-Commands:
-  compare  shardwheel against time.AfterFunc under a proxy-shaped load (the default)
-  tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
-  lag      profile shardwheel under the load (fgprof + HTML report in -out)
-
-`)
-	if cmd == "" || cmd == "help" {
-		cmd = "compare"
-	}
-	o := options{cmd: cmd}
-	fs := newFlagSet(&o)
-	fs.SetOutput(w)
-	fmt.Fprintf(w, "Flags of %s:\n", cmd)
-	fs.PrintDefaults()
-}

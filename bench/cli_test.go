@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -115,16 +116,34 @@ func TestParseArgsBad(t *testing.T) {
 	}
 }
 
-func TestRunUsageErrorExits2(t *testing.T) {
-	for _, args := range [][]string{{"-rate", "0"}, {"nope"}, {"-cancel", "2"}, {"-unknown"}} {
-		var stdout, stderr bytes.Buffer
-		code := run(args, &stdout, &stderr)
-		assert.Equal(t, exitUsage, code, args)
-		assert.Empty(t, stdout.String())
-		first, rest, _ := strings.Cut(stderr.String(), "\n")
-		assert.True(t, strings.HasPrefix(first, "bench: "), first)
-		assert.Contains(t, rest, "usage: go run ./bench")
-		assert.Contains(t, rest, "-rate")
+// A bad command line gets one line naming the problem and where to read
+// more, and exit status 2; the full usage is for -h alone.
+func TestRunUsageErrorIsOneLine(t *testing.T) {
+	const (
+		list  = "; run 'go run ./bench -h' for the list"
+		usage = "; run 'go run ./bench %s -h' for usage"
+	)
+	tests := []struct {
+		args []string
+		want string // stderr, without the newline
+	}{
+		{[]string{"nosuch"}, `bench: unknown command "nosuch"` + list},
+		{[]string{"nosuch", "-rate", "0"}, `bench: unknown command "nosuch"` + list},
+		{[]string{"-rate", "0"}, "bench: invalid value 0 for -rate: must be > 0" + fmt.Sprintf(usage, "compare")},
+		{[]string{"-rate", "fast"}, `bench: invalid value "fast" for flag -rate: parse error` + fmt.Sprintf(usage, "compare")},
+		{[]string{"-unknown"}, "bench: flag provided but not defined: -unknown" + fmt.Sprintf(usage, "compare")},
+		{[]string{"compare", "extra"}, `bench: unexpected argument "extra"` + fmt.Sprintf(usage, "compare")},
+		{[]string{"tune", "-cancel", "2"}, "bench: invalid value 2 for -cancel: must be in [0,1]" + fmt.Sprintf(usage, "tune")},
+		{[]string{"tune", "-ticks", "1ms,x"}, `bench: invalid value "1ms,x" for flag -ticks: time: invalid duration "x"` + fmt.Sprintf(usage, "tune")},
+		{[]string{"lag", "-tick", "0s"}, "bench: invalid value 0s for -tick: " + tickRule + fmt.Sprintf(usage, "lag")},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			assert.Equal(t, exitUsage, run(tt.args, &stdout, &stderr))
+			assert.Empty(t, stdout.String())
+			assert.Equal(t, tt.want+"\n", stderr.String())
+		})
 	}
 }
 

@@ -50,8 +50,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n\n", err)
-		usage(stderr, o.cmd)
+		fmt.Fprintf(stderr, "bench: %v; %s\n", err, usageHint(o.cmd))
 		return exitUsage
 	}
 	if o.procs > 0 {

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+)
+
+// usage writes the help text: the commands, then cmd's flags (compare's
+// for "help").
+func usage(w io.Writer, cmd string) {
+	fmt.Fprint(w, `usage: go run ./bench [command] [flags]
+
+Commands:
+  compare  shardwheel against time.AfterFunc under a proxy-shaped load (the default)
+  tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
+  lag      profile shardwheel under the load (fgprof + HTML report in -out)
+
+`)
+	if cmd == "help" {
+		cmd = commands[0]
+	}
+	o := options{cmd: cmd}
+	fs := newFlagSet(&o)
+	fs.SetOutput(w)
+	fmt.Fprintf(w, "Flags of %s:\n", cmd)
+	fs.PrintDefaults()
+}
+
+// usageHint says where to read about a bad command line of cmd: its
+// usage, or the list of commands when cmd is not one.
+func usageHint(cmd string) string {
+	if !slices.Contains(commands, cmd) {
+		return "run 'go run ./bench -h' for the list"
+	}
+	return fmt.Sprintf("run 'go run ./bench %s -h' for usage", cmd)
+}
