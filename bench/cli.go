@@ -115,9 +115,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	}
 
 	fs.BoolVar(&o.json, "json", false, "print one JSON document on stdout; progress goes to stderr")
-	outHelp := "directory to write the results to, as text and JSON"
+	outHelp := fmt.Sprintf("directory to write the results to, as %[1]s.txt and %[1]s.json", o.cmd)
 	if o.cmd == "lag" {
-		outHelp = "directory for the profile, the report and the results (default bench/out/lag-<time>)"
+		outHelp = "directory to write lag.txt and lag.json to, with the capture's report.txt, report.html, " +
+			"report.json and fgprof.pprof (default bench/out/lag-<time>)"
 	}
 	fs.StringVar(&o.out, "out", "", outHelp)
 	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +145,36 @@ func TestRunUsageErrorIsOneLine(t *testing.T) {
 			assert.Equal(t, exitUsage, run(tt.args, &stdout, &stderr))
 			assert.Empty(t, stdout.String())
 			assert.Equal(t, tt.want+"\n", stderr.String())
+		})
+	}
+}
+
+// An -out that cannot be written fails at once, in one line, before any
+// load runs (no progress), rather than after the whole run.
+func TestRunUnwritableOut(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file") // a file where -out needs a directory
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	taken := filepath.Join(dir, "taken") // a directory where a result file goes
+	require.NoError(t, os.MkdirAll(filepath.Join(taken, "compare.txt"), 0o755))
+	tests := []struct {
+		cmd, out, want string
+	}{
+		{"compare", filepath.Join(file, "out"), file},
+		{"tune", filepath.Join(file, "out"), file},
+		{"lag", filepath.Join(file, "out"), file},
+		{"lag", file, file},
+		{"compare", taken, filepath.Join(taken, "compare.txt")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd+" "+tt.out, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			assert.Equal(t, exitError, run(tinyArgs(tt.cmd, "-out", tt.out), &stdout, &stderr))
+			assert.Empty(t, stdout.String(), "no report")
+			line, rest, _ := strings.Cut(stderr.String(), "\n")
+			assert.Empty(t, rest, "one line, no progress")
+			assert.True(t, strings.HasPrefix(line, "bench: cannot write results: "), line)
+			assert.Contains(t, line, tt.want)
 		})
 	}
 }

@@ -79,6 +79,7 @@ func TestCompareJSONAndOut(t *testing.T) {
 	js, err := os.ReadFile(filepath.Join(dir, "compare.json"))
 	require.NoError(t, err)
 	assert.JSONEq(t, stdout.String(), string(js))
+	assert.Contains(t, stderr.String(), "results written to "+filepath.Join(dir, "compare.txt")+" and "+filepath.Join(dir, "compare.json")+"\n")
 }
 
 func TestCompareInterruptedMidRun(t *testing.T) {

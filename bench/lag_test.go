@@ -24,6 +24,7 @@ func TestLagWritesFiles(t *testing.T) {
 	assert.Contains(t, out, filepath.Join(dir, "report.html"))
 	assert.Contains(t, out, filepath.Join(dir, "fgprof.pprof"))
 	assert.Contains(t, out, "tick lag p50/p99/p99.9/max")
+	assert.Contains(t, stderr.String(), "results written to "+filepath.Join(dir, "lag.txt")+" and "+filepath.Join(dir, "lag.json")+"\n")
 
 	stdout.Reset()
 	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-json", "-duration", "300ms"), &stdout, &stderr), stderr.String())

@@ -53,13 +53,17 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "bench: %v; %s\n", err, usageHint(o.cmd))
 		return exitUsage
 	}
+	if err := prepareOut(o); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return exitError
+	}
 	if o.procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.procs))
 	}
 	// A run that fails or is interrupted still has a document: what it
 	// measured before.
 	doc, err := dispatch(ctx, o, newProgress(stderr))
-	if werr := emit(o, doc, stdout); werr != nil && err == nil {
+	if werr := emit(o, doc, stdout, stderr); werr != nil && err == nil {
 		err = werr
 	}
 	switch {

@@ -15,9 +15,38 @@ type document interface {
 	writeText(w io.Writer) error
 }
 
+// resultPaths are the files o's command writes its document to: <cmd>.txt
+// and <cmd>.json in -out. Without -out there are none.
+func resultPaths(o options) (text, js string) {
+	if o.out == "" {
+		return "", ""
+	}
+	return filepath.Join(o.out, o.cmd+".txt"), filepath.Join(o.out, o.cmd+".json")
+}
+
+// prepareOut creates -out and, empty, the result files in it, so that a
+// path that cannot be written fails before the load runs rather than
+// after it. lag's capture writes into the same directory.
+func prepareOut(o options) error {
+	if o.out == "" {
+		return nil
+	}
+	text, js := resultPaths(o)
+	err := os.MkdirAll(o.out, 0o755)
+	for _, p := range []string{text, js} {
+		if err == nil {
+			err = os.WriteFile(p, nil, 0o644)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write results: %w", err)
+	}
+	return nil
+}
+
 // emit writes doc to stdout, as JSON with -json and as text otherwise,
-// and both forms into -out when it is set.
-func emit(o options, doc document, stdout io.Writer) error {
+// and both forms to resultPaths when -out is set, telling stderr where.
+func emit(o options, doc document, stdout, stderr io.Writer) error {
 	var text, js bytes.Buffer
 	if err := doc.writeText(&text); err != nil {
 		return err
@@ -37,13 +66,15 @@ func emit(o options, doc document, stdout io.Writer) error {
 	if o.out == "" {
 		return nil
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return err
-	}
-	for name, b := range map[string][]byte{o.cmd + ".txt": text.Bytes(), o.cmd + ".json": js.Bytes()} {
-		if err := os.WriteFile(filepath.Join(o.out, name), b, 0o644); err != nil {
+	textPath, jsPath := resultPaths(o)
+	for _, f := range []struct {
+		path string
+		b    []byte
+	}{{textPath, text.Bytes()}, {jsPath, js.Bytes()}} {
+		if err := os.WriteFile(f.path, f.b, 0o644); err != nil {
 			return fmt.Errorf("writing results: %w", err)
 		}
 	}
-	return nil
+	_, err := fmt.Fprintf(stderr, "results written to %s and %s\n", textPath, jsPath)
+	return err
 }
