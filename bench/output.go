@@ -15,12 +15,9 @@ type document interface {
 	writeText(w io.Writer) error
 }
 
-// resultPaths are the files o's command writes its document to: <cmd>.txt
-// and <cmd>.json in -out. Without -out there are none.
+// resultPaths are the files o's command writes its document to when -out
+// is set: <cmd>.txt and <cmd>.json in it.
 func resultPaths(o options) (text, js string) {
-	if o.out == "" {
-		return "", ""
-	}
 	return filepath.Join(o.out, o.cmd+".txt"), filepath.Join(o.out, o.cmd+".json")
 }
 
