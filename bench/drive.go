@@ -200,7 +200,6 @@ func fill(r *Result, l Load, a, b mark) {
 		at, bt := a.stats.Total, b.stats.Total
 		r.Wheel = &wheelCounts{
 			Pending:  b.stats.Pending,
-			RingFull: bt.RingFull - at.RingFull,
 			RingPeak: bt.RingPeak,
 			CapHits:  bt.CapHits - at.CapHits,
 			Refiled:  bt.Refiled - at.Refiled,

@@ -71,7 +71,6 @@ type Result struct {
 // wheelCounts are shardwheel Stats counters over a window.
 type wheelCounts struct {
 	Pending  int    `json:"pending"`
-	RingFull uint64 `json:"ring_full"`
 	RingPeak int    `json:"ring_peak"`
 	CapHits  uint64 `json:"cap_hits"`
 	Refiled  uint64 `json:"refiled"`

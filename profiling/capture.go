@@ -109,7 +109,7 @@ type Report struct {
 // report.json holds one object: "start", "elapsed_ns", "interval_ns",
 // "shard_count", "tick_ns", "interrupted", "samples" (one per interval:
 // "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "ring_depth",
-// the interval's "ring_full", "cap_hits" and "panics", and "tick_lag",
+// the interval's "cap_hits" and "panics", and "tick_lag",
 // "lateness" and "task_time" as percentiles with "mean_ns"), "total" and
 // "per_shard" (the Stats fields over the capture), and "final" (s.Stats()
 // at the end). Durations are integer nanoseconds.
@@ -210,7 +210,6 @@ type sample struct {
 	CancelledPerSec float64       `json:"cancelled_per_sec"`
 	Pending         int           `json:"pending"`
 	RingDepth       int           `json:"ring_depth"`
-	RingFull        uint64        `json:"ring_full"`
 	CapHits         uint64        `json:"cap_hits"`
 	Panics          uint64        `json:"panics"`
 	TickLag         dist          `json:"tick_lag"`
@@ -280,7 +279,6 @@ func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 		CancelledPerSec: float64(v.Cancelled) / sec,
 		Pending:         cur.Pending,
 		RingDepth:       v.RingDepth,
-		RingFull:        v.RingFull,
 		CapHits:         v.CapHits,
 		Panics:          v.Panics,
 		TickLag:         v.TickLag,

@@ -65,7 +65,6 @@ func newView(cur, prev shardwheel.ShardStats) view {
 		{&st.Cancelled, prev.Cancelled},
 		{&st.Reset, prev.Reset},
 		{&st.Stopped, prev.Stopped},
-		{&st.RingFull, prev.RingFull},
 		{&st.CapHits, prev.CapHits},
 		{&st.Ticks, prev.Ticks},
 		{&st.TicksSkipped, prev.TicksSkipped},
@@ -130,7 +129,7 @@ func (sm *summary) write(w io.Writer) error {
 	}{
 		{"scheduled", t.Scheduled}, {"fired", t.Fired}, {"cancelled", t.Cancelled},
 		{"reset", t.Reset}, {"stopped", t.Stopped}, {"panics", t.Panics},
-		{"ring full waits", t.RingFull}, {"transfer cap hits", t.CapHits},
+		{"transfer cap hits", t.CapHits},
 		{"ticks", t.Ticks}, {"ticks skipped (idle)", t.TicksSkipped}, {"refiled", t.Refiled},
 	} {
 		p("%s\t%d", c.name, c.n)
@@ -156,11 +155,11 @@ func (sm *summary) write(w io.Writer) error {
 			units.Duration(d.d.Max), units.Duration(d.d.Mean))
 	}
 
-	p("\nshard\tresident\tscheduled\tfired\tcancelled\tring\tring full\tcap hits\tpanics" +
+	p("\nshard\tresident\tscheduled\tfired\tcancelled\tqueued\tcap hits\tpanics" +
 		"\tlag p99\tlate p99\tlate max\ttask p99\n")
 	for i, v := range sm.shards {
-		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
-			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.RingDepth, v.RingFull, v.CapHits, v.Panics,
+		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
+			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.RingDepth, v.CapHits, v.Panics,
 			units.Duration(v.TickLag.P99), units.Duration(v.Lateness.P99), units.Duration(v.Lateness.Max), units.Duration(v.TaskTime.P99))
 	}
 	if err := tw.Flush(); err != nil {
@@ -230,11 +229,8 @@ func (sm *summary) findings() []finding {
 			"keep tasks short or hand them off with WithExecutor", units.Duration(t.TaskTime.Max), units.Duration(t.TaskTime.P99))
 	}
 	if t.CapHits > 0 {
-		warn("ticks reached the transfer cap %d times: new timers waited in the rings for later ticks; "+
+		warn("ticks reached the transfer cap %d times: new timers waited in the queues for later ticks; "+
 			"raise WithTransferCap or add shards", t.CapHits)
-	}
-	if t.RingFull > 0 {
-		warn("Schedule found a full ring %d times and waited for its shard; raise WithRingSize or add shards", t.RingFull)
 	}
 	if t.Panics > 0 {
 		warn("%d tasks panicked (see the panic handler's output)", t.Panics)

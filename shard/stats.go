@@ -32,9 +32,6 @@ type Stats struct {
 	// queues, and RingPeak the largest depth a pass has seen.
 	RingDepth int `json:"ring_depth"`
 	RingPeak  int `json:"ring_peak"`
-	// RingFull is always 0: the incoming queues never fill. It stays
-	// until package profiling stops reading it.
-	RingFull uint64 `json:"ring_full"`
 	// TransferLast is the number of timers moved from the queues to the
 	// wheel during the last tick that moved any, TransferPeak the most in
 	// one tick, and CapHits the ticks that reached the transfer cap.
@@ -73,7 +70,6 @@ func (s *Stats) Add(o Stats) {
 	s.Stopped += o.Stopped
 	s.RingDepth += o.RingDepth
 	s.RingPeak = max(s.RingPeak, o.RingPeak)
-	s.RingFull += o.RingFull
 	s.TransferLast += o.TransferLast
 	s.TransferPeak = max(s.TransferPeak, o.TransferPeak)
 	s.CapHits += o.CapHits
