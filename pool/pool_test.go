@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"fmt"
+	"math/bits"
 	"reflect"
 	"runtime"
 	"sync"
@@ -22,11 +23,64 @@ func get(tb testing.TB, a *pool.Arena, lane int) (idx, gen uint32) {
 	return idx, gen
 }
 
+// put frees one node on lane, as the owner does.
+func put(a *pool.Arena, lane int, idx uint32) {
+	var c pool.Chain
+	a.Add(&c, idx)
+	a.PutChain(lane, &c)
+}
+
+// layout is the block layout the package documents, computed independently
+// of the package: block 0 holds first rounded up to a power of two (clamped
+// to [64, MaxFirst]); each later block is as large as all before it, capped
+// at max(2^18, block 0). It returns the first index of every block that
+// starts below limit, and their sizes.
+func layout(first int, limit uint64) (starts, sizes []uint64) {
+	first = min(max(first, 64), pool.MaxFirst)
+	b0 := uint64(1) << bits.Len(uint(first-1))
+	maxSize := max(b0, 1<<18)
+	total := uint64(0)
+	for total < limit {
+		size := b0
+		if total > 0 {
+			size = min(total, maxSize)
+		}
+		starts = append(starts, total)
+		sizes = append(sizes, size)
+		total += size
+	}
+	return starts, sizes
+}
+
+// bytesFor is what Bytes must report once the block holding idx (and so every
+// block before it) exists.
+func bytesFor(first int, idx uint32) int {
+	_, sizes := layout(first, uint64(idx)+1)
+	n := uint64(0)
+	for _, s := range sizes {
+		n += s
+	}
+	return int(n) * pool.NodeBytes
+}
+
+func TestConstants(t *testing.T) {
+	assert.Equal(t, pool.MaxNodes-1, pool.Capacity, "index 0 is reserved")
+	assert.Equal(t, 32+8+4, pool.NodeBytes, "node, task slot, free-list link")
+	assert.Equal(t, 1<<22, pool.MaxFirst)
+	// The layout tiles [0, MaxNodes) exactly, for every first block size.
+	for _, first := range []int{64, 1 << 18, pool.MaxFirst} {
+		starts, sizes := layout(first, pool.MaxNodes)
+		last := len(starts) - 1
+		assert.Equal(t, uint64(pool.MaxNodes), starts[last]+sizes[last], "first=%d", first)
+	}
+}
+
 func TestNodeSize(t *testing.T) {
 	assert.Equal(t, uintptr(32), unsafe.Sizeof(pool.Node{}))
-	// ChunkSize nodes fill whole cache lines, two nodes per line.
-	assert.Zero(t, unsafe.Sizeof(pool.Node{})*pool.ChunkSize%64)
-	assert.Equal(t, pool.MaxNodes, pool.ChunkSize<<12)
+	assert.Equal(t, uintptr(8), unsafe.Alignof(pool.Node{}))
+	// Two nodes per 64-byte line, never straddling one (block arrays are
+	// at least 8-aligned and nodes are 32 bytes, so this needs 32 | 64).
+	assert.Zero(t, 64%unsafe.Sizeof(pool.Node{}))
 }
 
 // pointerFree reports the path of the first field of t that holds a pointer
@@ -56,8 +110,7 @@ func pointerFree(t reflect.Type, path string) string {
 func TestNodeIsPointerFree(t *testing.T) {
 	typ := reflect.TypeFor[pool.Node]()
 	assert.Empty(t, pointerFree(typ, typ.Name()))
-	arr := reflect.ArrayOf(pool.ChunkSize, typ)
-	assert.Empty(t, pointerFree(arr, "chunk"))
+	assert.Empty(t, pointerFree(reflect.ArrayOf(1<<18, typ), "block"))
 
 	// The checker itself must catch pointers, including nested ones.
 	type inner struct {
@@ -71,42 +124,238 @@ func TestNodeIsPointerFree(t *testing.T) {
 	assert.NotEmpty(t, pointerFree(reflect.TypeFor[atomic.Pointer[int]](), "x"))
 	assert.NotEmpty(t, pointerFree(reflect.TypeFor[string](), "x"))
 	assert.NotEmpty(t, pointerFree(reflect.TypeFor[func()](), "x"))
+	assert.NotEmpty(t, pointerFree(reflect.TypeFor[[]uint64](), "x"))
+	assert.NotEmpty(t, pointerFree(reflect.TypeFor[unsafe.Pointer](), "x"))
+	assert.Empty(t, pointerFree(reflect.TypeFor[[4]atomic.Uint32](), "x"))
 }
 
-func TestNewReserved(t *testing.T) {
-	const reserved = 2049
-	a := pool.New(reserved, 2)
-	assert.Equal(t, uint32(reserved), a.Reserved())
-	assert.Equal(t, uint32(reserved), a.HighWater())
-	assert.Equal(t, 2, a.Lanes())
-	// Reserved indices are usable at once (the shard's sentinels).
-	for _, idx := range []uint32{0, 1, reserved - 1, reserved, pool.ChunkSize - 1} {
-		assert.True(t, a.Allocated(idx), "index %d", idx)
+func TestNewIsEmpty(t *testing.T) {
+	tests := []struct {
+		first, wantBlock0 int
+	}{
+		{first: -5, wantBlock0: 64},
+		{first: 0, wantBlock0: 64},
+		{first: 1, wantBlock0: 64},
+		{first: 64, wantBlock0: 64},
+		{first: 65, wantBlock0: 128},
+		{first: 100, wantBlock0: 128},
+		{first: 1024, wantBlock0: 1024},
+		{first: 1025, wantBlock0: 2048},
+		{first: 1 << 18, wantBlock0: 1 << 18},
+		{first: pool.MaxFirst, wantBlock0: pool.MaxFirst},
+		{first: pool.MaxFirst + 1, wantBlock0: pool.MaxFirst},
+		{first: 1 << 30, wantBlock0: pool.MaxFirst},
 	}
-	assert.False(t, a.Allocated(pool.ChunkSize), "second chunk allocated early")
-	n := a.Node(reserved - 1)
-	n.Key = 7
-	assert.Equal(t, uint64(7), a.Node(reserved-1).Key)
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.first), func(t *testing.T) {
+			a := pool.New(tt.first, 2)
+			assert.Zero(t, a.Bytes(), "New must not allocate a block")
+			assert.Equal(t, uint32(1), a.HighWater(), "only the reserved index 0")
+			assert.False(t, a.Allocated(0))
+			assert.Nil(t, a.Find(0), "no block yet")
+			assert.Nil(t, a.Find(1))
 
-	for i := range uint32(10) {
-		idx, gen := get(t, a, int(i))
-		assert.Equal(t, reserved+i, idx, "fresh indices are handed out in order after the reserved ones")
-		assert.Equal(t, uint32(1), gen, "first life of a node")
-		assert.Equal(t, reserved+i+1, a.HighWater(), "HighWater grows by one per fresh Get")
-		assert.True(t, a.Allocated(idx))
+			idx, gen := get(t, a, 0)
+			assert.Equal(t, uint32(1), idx, "index 0 is reserved: the first Get hands out 1")
+			assert.Equal(t, uint32(1), gen, "first life of a node")
+			assert.Equal(t, uint32(2), a.HighWater())
+			assert.Equal(t, tt.wantBlock0*pool.NodeBytes, a.Bytes(), "the first Get allocates exactly block 0")
+			assert.True(t, a.Allocated(idx))
+			assert.True(t, a.Allocated(uint32(tt.wantBlock0-1)), "block 0 holds %d nodes", tt.wantBlock0)
+			assert.False(t, a.Allocated(uint32(tt.wantBlock0)), "block 1 must not exist yet")
+			assert.Same(t, a.Node(idx), a.Find(idx))
+
+			// Fresh Gets within block 0 hand out consecutive indices
+			// and allocate nothing more.
+			for i := range uint32(10) {
+				idx, gen := get(t, a, int(i))
+				assert.Equal(t, 2+i, idx)
+				assert.Equal(t, uint32(1), gen)
+				assert.Equal(t, 3+i, a.HighWater(), "HighWater grows by one per fresh Get")
+			}
+			assert.Equal(t, tt.wantBlock0*pool.NodeBytes, a.Bytes())
+		})
 	}
 }
 
-func TestNewLanes(t *testing.T) {
-	assert.Equal(t, 1, pool.New(0, 0).Lanes(), "at least one lane")
-	assert.Equal(t, 1, pool.New(0, -3).Lanes(), "at least one lane")
-	assert.Equal(t, 4, pool.New(0, 4).Lanes())
+func TestLanesAtLeastOne(t *testing.T) {
+	for _, lanes := range []int{-3, 0, 1} {
+		a := pool.New(0, lanes)
+		idx, _ := get(t, a, 7) // any lane number works modulo the count
+		put(a, 3, idx)
+		got, _ := get(t, a, 0)
+		assert.Equal(t, idx, got, "lanes=%d: one lane, so the node comes back", lanes)
+		assert.Equal(t, uint32(2), a.HighWater())
+	}
+}
 
-	a := pool.New(0, 1)
-	assert.False(t, a.Allocated(0), "no reserved indices, no chunk yet")
-	idx, _ := get(t, a, 0)
-	assert.Equal(t, uint32(0), idx, "no reserved indices: index 0 is handed out")
-	assert.True(t, a.Allocated(0))
+func TestIndexZeroNeverHandedOut(t *testing.T) {
+	a := pool.New(64, 3)
+	var held []uint32
+	// Cross several blocks and free everything, several times over.
+	for round := range 4 {
+		for range 300 {
+			idx, _ := get(t, a, round)
+			require.NotZero(t, idx)
+			held = append(held, idx)
+		}
+		var c pool.Chain
+		for _, idx := range held {
+			a.Add(&c, idx)
+		}
+		a.PutChain(round, &c)
+		held = held[:0]
+	}
+	assert.Equal(t, uint32(301), a.HighWater(), "freed nodes are reused")
+	// Node 0 exists once block 0 does, but nobody gets it.
+	assert.Zero(t, a.Node(0).Gen.Load(), "index 0 never started a life")
+}
+
+// TestBlockLayout grows arenas with several first-block sizes and checks that
+// every index maps to distinct storage, that Node, Find, Link and Task agree on
+// where the block boundaries are, and that Bytes follows the documented
+// geometric-then-linear growth.
+func TestBlockLayout(t *testing.T) {
+	tests := []struct {
+		first int
+		n     int // Gets to do
+	}{
+		// Up to the first index of the second full-size (2^18) block: the
+		// doubling blocks, then one doubling 2^18 block, then linear growth.
+		{first: 64, n: 1<<19 + 5},
+		{first: 100, n: 5000},   // rounded to 128
+		{first: 1024, n: 70000}, // 1024, 1024, 2048, ... 65536
+		// Block 0 is already 2^18: every later block has the same size.
+		{first: 1 << 18, n: 1<<19 + 5},
+		// Block 0 alone is 184 MB; later blocks are covered by the
+		// internal test's arithmetic.
+		{first: pool.MaxFirst, n: 5000},
+	}
+	if testing.Short() {
+		tests[0].n, tests[3].n = 1<<18+5, 1<<18+5
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.first), func(t *testing.T) {
+			testBlockLayout(t, tt.first, tt.n)
+		})
+	}
+}
+
+func testBlockLayout(t *testing.T, first, n int) {
+	a := pool.New(first, 1)
+	starts, sizes := layout(first, uint64(n)+1)
+	blockOf := func(idx uint32) int { // the model's block for idx
+		k := len(starts) - 1
+		for uint64(idx) < starts[k] {
+			k--
+		}
+		return k
+	}
+
+	// Bytes is O(blocks), so look at it only around block starts and at
+	// a few points between: it changes exactly when a Get hands out the
+	// first index of a block.
+	checkBytes := func(when string, idx uint32, want int) {
+		if b := a.Bytes(); b != want {
+			t.Fatalf("%s index %d: Bytes = %d, want %d", when, idx, b, want)
+		}
+	}
+	var growth []int // Bytes once each block exists
+	for i := 1; i <= n; i++ {
+		k := blockOf(uint32(i))
+		boundary := uint64(i) == starts[k] || i == 1
+		if boundary && i > 1 {
+			checkBytes("before", uint32(i), growth[len(growth)-1])
+		}
+		idx, gen, ok := a.Get(0)
+		if !ok || idx != uint32(i) || gen != 1 {
+			t.Fatalf("Get %d = (%d, %d, %v), want (%d, 1, true)", i, idx, gen, ok, i)
+		}
+		switch {
+		case boundary:
+			want := bytesFor(first, idx)
+			checkBytes("after", idx, want)
+			growth = append(growth, want)
+		case uint64(idx) == starts[k]+sizes[k]-1 || idx%1000 == 0:
+			checkBytes("after", idx, growth[len(growth)-1])
+		}
+		a.Node(idx).Key = uint64(idx)*0x9E3779B97F4A7C15 + 1
+		a.Link(idx).Store(^idx)
+	}
+	hw := a.HighWater()
+	require.Equal(t, uint32(n+1), hw)
+
+	// Every write survived: no two indices share storage.
+	for idx := uint32(1); idx < hw; idx++ {
+		if got := a.Node(idx).Key; got != uint64(idx)*0x9E3779B97F4A7C15+1 {
+			t.Fatalf("Node(%d).Key = %#x: overwritten through another index", idx, got)
+		}
+		if got := a.Link(idx).Load(); got != ^idx {
+			t.Fatalf("Link(%d) = %#x: overwritten through another index", idx, got)
+		}
+	}
+
+	// Node, Find, Link and Task agree: the model's block of each index is
+	// one array in all three, indexed by the offset in the block; and no
+	// two blocks overlap in any of them.
+	type span struct{ lo, hi uintptr }
+	var nodeSpans, linkSpans, taskSpans []span
+	for k, start := range starts {
+		start := uint32(max(start, 1)) // index 0 is never handed out
+		end := uint32(min(starts[k]+sizes[k], uint64(hw)))
+		n0 := uintptr(unsafe.Pointer(a.Node(start)))
+		l0 := uintptr(unsafe.Pointer(a.Link(start)))
+		t0 := uintptr(unsafe.Pointer(a.Task(start)))
+		for idx := start; idx < end; idx++ {
+			d := uintptr(idx - start)
+			node := a.Node(idx)
+			if f := a.Find(idx); f != node {
+				t.Fatalf("Find(%d) = %p, Node = %p", idx, f, node)
+			}
+			if uintptr(unsafe.Pointer(node)) != n0+32*d ||
+				uintptr(unsafe.Pointer(a.Link(idx))) != l0+4*d ||
+				uintptr(unsafe.Pointer(a.Task(idx))) != t0+8*d {
+				t.Fatalf("index %d is not element %d of block %d in all of Node, Link and Task", idx, d, k)
+			}
+		}
+		d := uintptr(end - start)
+		nodeSpans = append(nodeSpans, span{n0, n0 + 32*d})
+		linkSpans = append(linkSpans, span{l0, l0 + 4*d})
+		taskSpans = append(taskSpans, span{t0, t0 + 8*d})
+	}
+	for name, spans := range map[string][]span{"nodes": nodeSpans, "links": linkSpans, "tasks": taskSpans} {
+		for i := range spans {
+			for j := range i {
+				if spans[i].lo < spans[j].hi && spans[j].lo < spans[i].hi {
+					t.Fatalf("%s of blocks %d and %d overlap", name, j, i)
+				}
+			}
+		}
+	}
+
+	// Bytes: block 0, then one step per block. Blocks double the arena
+	// until they reach max(2^18, block 0), then add that much each.
+	require.Len(t, growth, len(starts))
+	big := int(max(sizes[0], 1<<18)) * pool.NodeBytes
+	for k := 1; k < len(growth); k++ {
+		step := growth[k] - growth[k-1]
+		if growth[k-1] < big {
+			assert.Equal(t, growth[k-1], step, "block %d must double the arena (%v)", k, growth)
+		} else {
+			assert.Equal(t, big, step, "block %d must add a full-size block (%v)", k, growth)
+		}
+	}
+	assert.Equal(t, bytesFor(first, hw-1), a.Bytes())
+	t.Logf("first=%d: %d blocks, %d bytes for %d nodes", first, len(growth), a.Bytes(), n)
+
+	// Nothing is found beyond the high-water mark.
+	assert.Nil(t, a.Find(hw))
+	assert.Nil(t, a.Find(hw+1))
+	assert.Nil(t, a.Find(pool.MaxNodes-1))
+	assert.Nil(t, a.Find(pool.MaxNodes))
+	assert.Nil(t, a.Find(1<<31))
+	assert.Nil(t, a.Find(^uint32(0)))
+	assert.NotNil(t, a.Find(hw-1))
 }
 
 func TestGenerationAndReuse(t *testing.T) {
@@ -122,9 +371,9 @@ func TestGenerationAndReuse(t *testing.T) {
 		var c pool.Chain
 		a.Add(&c, idx)
 		assert.Nil(t, *a.Task(idx), "Add must clear the task")
-		assert.Equal(t, 1, c.Len())
+		assert.Equal(t, gen, a.Node(idx).Gen.Load(), "freeing does not touch the generation")
 		a.PutChain(0, &c)
-		assert.Zero(t, c.Len(), "PutChain empties the chain")
+		assert.Equal(t, pool.Chain{}, c, "PutChain empties the chain")
 
 		idx2, gen2 := get(t, a, 0)
 		require.Equal(t, idx, idx2, "freed node is reused (LIFO)")
@@ -142,33 +391,34 @@ func TestGenerationAndReuse(t *testing.T) {
 	assert.Equal(t, hw+1, a.HighWater())
 }
 
-func TestLIFO(t *testing.T) {
-	a := pool.New(0, 1)
+func TestLIFOPerLane(t *testing.T) {
+	a := pool.New(0, 2)
 	var idxs []uint32
-	for range 3 {
+	for range 6 {
 		idx, _ := get(t, a, 0)
 		idxs = append(idxs, idx)
 	}
-	// Free them one chain at a time: the last freed is the first reused.
-	for _, idx := range idxs {
-		var c pool.Chain
-		a.Add(&c, idx)
-		a.PutChain(0, &c)
+	// Free the first three on lane 0 and the rest on lane 1, one chain
+	// at a time: on each lane the last freed is the first reused.
+	for i, idx := range idxs {
+		put(a, i/3, idx)
 	}
-	for i := len(idxs) - 1; i >= 0; i-- {
+	for _, want := range []uint32{idxs[2], idxs[1], idxs[0]} {
 		idx, _ := get(t, a, 0)
-		assert.Equal(t, idxs[i], idx)
+		assert.Equal(t, want, idx, "lane 0")
 	}
+	for _, want := range []uint32{idxs[5], idxs[4], idxs[3]} {
+		idx, _ := get(t, a, 1)
+		assert.Equal(t, want, idx, "lane 1")
+	}
+	assert.Equal(t, uint32(7), a.HighWater())
 }
 
 func TestStealFromOtherLane(t *testing.T) {
 	a := pool.New(0, 4)
 	idx, gen := get(t, a, 1)
 	hw := a.HighWater()
-
-	var c pool.Chain
-	a.Add(&c, idx)
-	a.PutChain(1, &c)
+	put(a, 1, idx)
 
 	for _, lane := range []int{0, 2, 3} {
 		got, g := get(t, a, lane)
@@ -176,31 +426,42 @@ func TestStealFromOtherLane(t *testing.T) {
 		assert.Equal(t, gen+1, g)
 		assert.Equal(t, hw, a.HighWater(), "stealing does not grow the arena")
 		gen = g
-		a.Add(&c, idx)
-		a.PutChain(1, &c)
+		put(a, 1, idx)
 	}
 
-	// Lanes are taken modulo Lanes, for Get and PutChain.
+	// Lanes are taken modulo the lane count, for Get and PutChain.
 	got, _ := get(t, a, 5) // lane 1
 	assert.Equal(t, idx, got)
-	a.Add(&c, idx)
-	a.PutChain(6, &c) // lane 2
+	put(a, 6, idx) // lane 2
 	got, _ = get(t, a, 2)
-	assert.Equal(t, idx, got)
-	assert.Equal(t, hw, a.HighWater())
+	assert.Equal(t, idx, got, "PutChain(6) must use lane 2")
 
-	// With every list empty, Get grows.
-	fresh, _ := get(t, a, 0)
-	assert.Equal(t, hw, fresh)
+	// A lane prefers its own list, then scans the others in order.
+	other, _ := get(t, a, 0)
+	assert.Equal(t, hw, other, "every list empty: Get grows")
+	put(a, 0, other)
+	put(a, 2, idx)
+	got, _ = get(t, a, 1) // scans 1, 2, 3, 0
+	assert.Equal(t, idx, got, "lane 1 steals from lane 2 first")
+	put(a, 2, idx)
+	got, _ = get(t, a, 2)
+	assert.Equal(t, idx, got, "lane 2 takes its own node")
+	got, _ = get(t, a, 2)
+	assert.Equal(t, other, got, "then steals from lane 0")
 	assert.Equal(t, hw+1, a.HighWater())
+
+	// With every list empty again, Get grows.
+	fresh, _ := get(t, a, 3)
+	assert.Equal(t, hw+1, fresh)
+	assert.Equal(t, hw+2, a.HighWater())
 }
 
 func TestChains(t *testing.T) {
 	a := pool.New(8, 2)
 	var c pool.Chain
-	assert.Zero(t, c.Len())
 	a.PutChain(0, &c) // an empty chain is a no-op
-	assert.Zero(t, c.Len())
+	assert.Equal(t, pool.Chain{}, c)
+	assert.Equal(t, uint32(1), a.HighWater())
 
 	const n = 50
 	want := map[uint32]bool{}
@@ -214,14 +475,12 @@ func TestChains(t *testing.T) {
 		*a.Task(all[i]) = func() {}
 		a.Add(&c, all[i])
 		want[all[i]] = true
-		assert.Equal(t, len(want), c.Len())
+		assert.NotEqual(t, pool.Chain{}, c)
 		assert.Nil(t, *a.Task(all[i]))
 	}
 	hw := a.HighWater()
 	a.PutChain(1, &c)
-	assert.Zero(t, c.Len())
-	var empty pool.Chain
-	assert.Equal(t, empty, c, "PutChain resets the chain")
+	assert.Equal(t, pool.Chain{}, c, "PutChain resets the chain")
 
 	got := map[uint32]bool{}
 	for range n {
@@ -230,12 +489,13 @@ func TestChains(t *testing.T) {
 		got[idx] = true
 	}
 	assert.Equal(t, want, got, "Gets return exactly the freed nodes")
-	assert.Equal(t, hw, a.HighWater(), "no fresh index before the free list is empty")
+	assert.Equal(t, hw, a.HighWater(), "no fresh index before the free lists are empty")
 
 	idx, _ := get(t, a, 0)
 	assert.Equal(t, hw, idx, "then the arena grows")
 
-	// Two chains pushed onto the same lane are both kept.
+	// Two chains pushed onto the same lane are both kept, the later one
+	// on top; a chain keeps its order (the last added comes out first).
 	var c1, c2 pool.Chain
 	for i := range 4 {
 		a.Add(&c1, all[2*i])
@@ -243,41 +503,79 @@ func TestChains(t *testing.T) {
 	}
 	a.PutChain(0, &c1)
 	a.PutChain(0, &c2)
-	got = map[uint32]bool{}
+	var order []uint32
 	for range 8 {
 		idx, _ := get(t, a, 1)
-		got[idx] = true
+		order = append(order, idx)
 	}
-	assert.Len(t, got, 8)
-	for i := range 8 {
-		assert.True(t, got[all[i]], "index %d lost", all[i])
-	}
+	assert.Equal(t, []uint32{all[7], all[5], all[3], all[1], all[6], all[4], all[2], all[0]}, order)
 	assert.Equal(t, hw+1, a.HighWater())
 }
 
-func TestGrowAcrossChunks(t *testing.T) {
-	a := pool.New(3, 1)
-	n := pool.ChunkSize + 10
-	seen := make(map[uint32]bool, n)
-	for i := range n {
-		idx, gen := get(t, a, 0)
-		require.False(t, seen[idx], "index %d handed out twice", idx)
-		seen[idx] = true
-		require.Equal(t, uint32(1), gen)
-		require.GreaterOrEqual(t, idx, a.Reserved())
-		require.Less(t, idx, a.HighWater())
-		require.True(t, a.Allocated(idx))
-		// Every index is backed by real, distinct memory.
-		a.Node(idx).Key = uint64(idx)
-		require.NotNil(t, a.Task(idx))
-		require.Equal(t, uint32(3+i+1), a.HighWater())
+// TestConcurrentGrow has many goroutines grow a fresh arena at once, so that
+// they race to install the same blocks, while a reader looks nodes up with
+// Find. Every index must be handed out once, backed by one node.
+func TestConcurrentGrow(t *testing.T) {
+	prev := runtime.GOMAXPROCS(4)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	const workers = 8
+	perWorker := 4000
+	if testing.Short() {
+		perWorker = 1000
 	}
-	assert.Len(t, seen, n)
-	for idx := range seen {
-		require.Equal(t, uint64(idx), a.Node(idx).Key)
+	a := pool.New(64, workers)
+	got := make([][]uint32, workers)
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	var readerErr atomic.Value
+	readerDone := make(chan struct{})
+	go func() { // Find must be safe against concurrent growth
+		defer close(readerDone)
+		for !stop.Load() {
+			hw := a.HighWater()
+			for idx := uint32(1); idx < hw; idx += 7 {
+				if n := a.Find(idx); n != nil && n.Gen.Load() > 1 {
+					readerErr.Store(fmt.Sprintf("node %d has generation %d", idx, n.Gen.Load()))
+				}
+			}
+			if a.Find(hw+1) != nil && hw+1 >= a.HighWater() {
+				readerErr.Store("Find beyond HighWater")
+			}
+			runtime.Gosched()
+		}
+	}()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				idx, gen, ok := a.Get(w)
+				if !ok || gen != 1 {
+					return // caught below: too few indices
+				}
+				a.Node(idx).Key = uint64(w)<<32 | uint64(i)
+				got[w] = append(got[w], idx)
+			}
+		}()
 	}
-	assert.True(t, a.Allocated(pool.ChunkSize+9))
-	assert.False(t, a.Allocated(2*pool.ChunkSize))
+	wg.Wait()
+	stop.Store(true)
+	<-readerDone
+	require.Nil(t, readerErr.Load())
+
+	total := workers * perWorker
+	require.Equal(t, uint32(total+1), a.HighWater())
+	seen := make([]bool, total+1)
+	for w := range workers {
+		require.Len(t, got[w], perWorker)
+		for i, idx := range got[w] {
+			require.NotZero(t, idx)
+			require.False(t, seen[idx], "index %d handed out twice", idx)
+			seen[idx] = true
+			require.Equal(t, uint64(w)<<32|uint64(i), a.Find(idx).Key, "index %d", idx)
+		}
+	}
+	assert.Equal(t, bytesFor(64, uint32(total)), a.Bytes(), "losers of an install race must not leave blocks behind")
 }
 
 // TestConcurrentGetPut runs producers that Get nodes and hand them to a single
@@ -296,17 +594,16 @@ func TestConcurrentGetPut(t *testing.T) {
 
 func testConcurrentGetPut(t *testing.T) {
 	const (
-		reserved = 5
-		lanes    = 4
-		batch    = 16 // owner frees in chains of this many
-		chanCap  = 32
-		maxIdx   = 1 << 16
+		lanes   = 4
+		batch   = 16 // owner frees in chains of this many
+		chanCap = 32
+		maxIdx  = 1 << 16
 	)
 	producers, perProducer := 8, 5000
 	if testing.Short() {
 		producers, perProducer = 4, 1000
 	}
-	a := pool.New(reserved, lanes)
+	a := pool.New(64, lanes)
 
 	var (
 		holder  [maxIdx]atomic.Int32  // 0 = free, p+1 = producer p, -1 = owner
@@ -337,7 +634,7 @@ func testConcurrentGetPut(t *testing.T) {
 					fail("Get failed")
 					return
 				}
-				if idx < reserved || idx >= maxIdx {
+				if idx == 0 || idx >= maxIdx {
 					fail("index out of range")
 					return
 				}
@@ -367,7 +664,7 @@ func testConcurrentGetPut(t *testing.T) {
 
 	// The owner runs in the test goroutine.
 	var c pool.Chain
-	lane, puts := 0, 0
+	lane, puts, inChain := 0, 0, 0
 	for h := range ch {
 		if holder[h.idx].Load() != -1 {
 			fail("owner received a node it does not hold")
@@ -383,13 +680,15 @@ func testConcurrentGetPut(t *testing.T) {
 			fail("owner lost the node")
 		}
 		a.Add(&c, h.idx)
+		inChain++
 		if *a.Task(h.idx) != nil {
 			fail("Add did not clear the task")
 		}
-		if c.Len() == batch {
+		if inChain == batch {
 			a.PutChain(lane, &c)
 			lane = (lane + 1) % lanes
 			puts++
+			inChain = 0
 		}
 	}
 	a.PutChain(lane, &c)
@@ -400,14 +699,15 @@ func testConcurrentGetPut(t *testing.T) {
 	// chanCap in the channel, one in the owner's hand, batch-1 in the chain.
 	// Allow slack for Gets that miss a lane refilled while they scan.
 	inFlight := producers + chanCap + 1 + batch
-	hw := a.HighWater()
-	t.Logf("high water %d after %d Gets (in flight bound %d)", hw-reserved, producers*perProducer, inFlight)
-	assert.LessOrEqual(t, int(hw-reserved), 2*inFlight+lanes*batch, "nodes leaked: arena grew instead of reusing")
+	used := int(a.HighWater() - 1)
+	t.Logf("high water %d after %d Gets (in flight bound %d)", used, producers*perProducer, inFlight)
+	assert.LessOrEqual(t, used, 2*inFlight+lanes*batch, "nodes leaked: arena grew instead of reusing")
 
 	// Every node is back on some free list: Getting them all does not grow
-	// the arena and returns each index in [reserved, hw) exactly once.
+	// the arena and returns each index in [1, hw) exactly once.
+	hw := a.HighWater()
 	seen := map[uint32]bool{}
-	for range hw - reserved {
+	for range used {
 		idx, gen := get(t, a, 0)
 		require.False(t, seen[idx], "index %d twice", idx)
 		seen[idx] = true
@@ -443,7 +743,7 @@ func TestPopRaceABA(t *testing.T) {
 		a.Add(&c, idx)
 	}
 	a.PutChain(0, &c)
-	require.Equal(t, uint32(nodes), a.HighWater())
+	require.Equal(t, uint32(nodes+1), a.HighWater())
 
 	// holder[idx] is 1 from Get until the owner takes the node back.
 	var holder [maxIdx]atomic.Int32
@@ -463,7 +763,7 @@ func TestPopRaceABA(t *testing.T) {
 				var got [2]uint32
 				for k := range got {
 					idx, _, ok := a.Get(0)
-					if !ok || idx >= maxIdx {
+					if !ok || idx == 0 || idx >= maxIdx {
 						other.Add(1)
 						return
 					}
@@ -493,7 +793,7 @@ func TestPopRaceABA(t *testing.T) {
 	// Every node ever handed out is back: draining returns distinct indices.
 	hw := a.HighWater()
 	seen := map[uint32]bool{}
-	for range hw {
+	for range hw - 1 {
 		idx, _ := get(t, a, 0)
 		require.False(t, seen[idx], "index %d twice on the free list", idx)
 		seen[idx] = true
@@ -511,35 +811,38 @@ func TestSteadyStateAllocs(t *testing.T) {
 		}
 		a.PutChain(1, &c)
 	}
-	cycle() // allocates the first chunk
-	hw := a.HighWater()
+	cycle() // allocates the first two blocks (64 nodes need indices 1..64)
+	hw, bytes := a.HighWater(), a.Bytes()
 	allocs := testing.AllocsPerRun(100, cycle)
 	assert.Zero(t, allocs, "steady-state Get/Add/PutChain must not allocate")
 	assert.Equal(t, hw, a.HighWater(), "steady state must reuse nodes")
+	assert.Equal(t, bytes, a.Bytes())
 }
 
 func BenchmarkGetPut(b *testing.B) {
 	a := pool.New(0, 1)
 	var c pool.Chain
-	for range 64 { // warm up: allocate the first chunk and fill the list
+	for range 64 { // warm up: allocate the blocks and fill the list
 		idx, _, _ := a.Get(0)
 		a.Add(&c, idx)
 	}
 	a.PutChain(0, &c)
 	b.ReportAllocs()
 	b.ResetTimer()
+	n := 0
 	for range b.N {
 		idx, _, ok := a.Get(0)
 		if !ok {
 			b.Fatal("Get failed")
 		}
 		a.Add(&c, idx)
-		if c.Len() == 64 {
+		if n++; n == 64 {
 			a.PutChain(0, &c)
+			n = 0
 		}
 	}
 	b.StopTimer()
-	if hw := a.HighWater(); hw > 128 {
+	if hw := a.HighWater(); hw > 129 {
 		b.Fatalf("high water %d: nodes are not reused", hw)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
@@ -558,16 +861,18 @@ func BenchmarkGetParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		lane := int(next.Add(1))
 		var c pool.Chain
+		n := 0
 		for pb.Next() {
 			idx, _, ok := a.Get(lane)
 			if !ok {
 				panic("Get failed")
 			}
 			a.Add(&c, idx)
-			if c.Len() == 64 {
+			if n++; n == 64 {
 				mu.Lock()
 				a.PutChain(lane, &c)
 				mu.Unlock()
+				n = 0
 			}
 		}
 		mu.Lock()

@@ -4,50 +4,64 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/ring"
 )
 
 func Example() {
-	r, err := ring.New(5) // rounded up to 8
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println("cap:", r.Cap())
+	// The queue links pool nodes; it holds no memory of its own.
+	arena := pool.New(64, 1)
+	var q ring.Queue
+	q.Init()
 
-	// Producers may push from any goroutine.
+	// Producers may push from any goroutine; a push never fails or waits.
 	var wg sync.WaitGroup
 	for p := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 3 {
-				if !r.Push(uint64(10*p + i)) {
-					panic("ring full") // 6 values fit in 8 slots
+				idx, _, ok := arena.Get(p)
+				if !ok {
+					panic("arena full")
 				}
+				arena.Node(idx).Key = uint64(10*p + i) // written before Push
+				q.Push(arena, idx)
 			}
 		}()
 	}
 	wg.Wait()
+	fmt.Println("pushed:", q.Pushed(), "empty:", q.Empty())
 
 	// One consumer pops. Each producer's values come out in its order.
-	fmt.Println("published:", r.Published(100))
 	var sum uint64
+	last := map[uint64]uint64{} // producer -> last value seen
+	inOrder := true
 	for {
-		v, ok := r.TryPop()
+		idx, ok := q.TryPop(arena)
 		if !ok {
 			break
 		}
-		sum += v
+		key := arena.Node(idx).Key
+		p := key / 10
+		if prev, seen := last[p]; seen && prev > key {
+			inOrder = false
+		}
+		last[p] = key
+		sum += key
 	}
-	fmt.Println("sum:", sum, "len:", r.Len())
+	fmt.Println("sum:", sum, "in order:", inOrder, "empty:", q.Empty())
 
-	// A full ring refuses pushes instead of blocking.
-	for r.Push(1) {
+	// A popped node may be pushed again.
+	idx, _, _ := arena.Get(0)
+	for range 3 {
+		q.Push(arena, idx)
+		got, _ := q.TryPop(arena)
+		fmt.Print(got == idx, " ")
 	}
-	fmt.Println("full at:", r.Len())
+	fmt.Println()
 	// Output:
-	// cap: 8
-	// published: 6
-	// sum: 36 len: 0
-	// full at: 8
+	// pushed: 6 empty: false
+	// sum: 36 in order: true empty: true
+	// true true true
 }

@@ -3,23 +3,35 @@ package ring_test
 import (
 	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/ring"
 )
 
-func mustNew(tb testing.TB, size int) *ring.Ring {
+// nodes returns an arena and n nodes taken from it.
+func nodes(tb testing.TB, n int) (*pool.Arena, []uint32) {
 	tb.Helper()
-	r, err := ring.New(size)
-	require.NoError(tb, err)
-	require.NotNil(tb, r)
-	return r
+	a := pool.New(n, 1)
+	idxs := make([]uint32, n)
+	for i := range idxs {
+		idx, _, ok := a.Get(0)
+		require.True(tb, ok)
+		idxs[i] = idx
+	}
+	return a, idxs
+}
+
+func newQueue() *ring.Queue {
+	q := new(ring.Queue)
+	q.Init()
+	return q
 }
 
 // withGOMAXPROCS sets GOMAXPROCS to n for the rest of the test and restores
@@ -30,343 +42,338 @@ func withGOMAXPROCS(t *testing.T, n int) {
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 }
 
-func TestNew(t *testing.T) {
-	tests := []struct {
-		size    int
-		wantCap int
-		wantErr bool
-	}{
-		{size: 1, wantCap: 2}, // one slot cannot work: see New
-		{size: 2, wantCap: 2},
-		{size: 3, wantCap: 4},
-		{size: 5, wantCap: 8},
-		{size: 1000, wantCap: 1024},
-		{size: 1024, wantCap: 1024},
-		{size: 1025, wantCap: 2048},
-		{size: 0, wantErr: true},
-		{size: -1, wantErr: true},
-		{size: ring.MaxSize + 1, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(strconv.Itoa(tt.size), func(t *testing.T) {
-			r, err := ring.New(tt.size)
-			if tt.wantErr {
-				require.Error(t, err)
-				assert.Nil(t, r)
-				assert.Contains(t, err.Error(), strconv.Itoa(tt.size),
-					"error should mention the rejected size")
-				return
+func TestFIFOSingleGoroutine(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 10, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			a, idxs := nodes(t, n)
+			q := newQueue()
+			for i, idx := range idxs {
+				a.Node(idx).Key = uint64(i)
+				q.Push(a, idx)
 			}
-			require.NoError(t, err)
-			require.NotNil(t, r)
-			assert.Equal(t, tt.wantCap, r.Cap())
-			assert.Zero(t, r.Len())
-			_, ok := r.TryPop()
-			assert.False(t, ok, "new ring must be empty")
+			for i, want := range idxs {
+				idx, ok := q.TryPop(a)
+				require.True(t, ok, "pop %d of %d", i, n)
+				require.Equal(t, want, idx)
+				require.Equal(t, uint64(i), a.Node(idx).Key)
+			}
+			_, ok := q.TryPop(a)
+			assert.False(t, ok)
+			assert.True(t, q.Empty())
 		})
 	}
 }
 
-func TestFIFOSingleGoroutine(t *testing.T) {
-	r := mustNew(t, 16)
-	for i := range uint64(10) {
-		require.True(t, r.Push(100+i))
+func TestTryPopEmpty(t *testing.T) {
+	a, idxs := nodes(t, 1)
+	q := newQueue()
+	for range 3 {
+		idx, ok := q.TryPop(a)
+		assert.False(t, ok, "a new queue is empty")
+		assert.Zero(t, idx)
 	}
-	assert.Equal(t, 10, r.Len())
-	for i := range uint64(10) {
-		v, ok := r.TryPop()
-		require.True(t, ok)
-		require.Equal(t, 100+i, v)
+	assert.True(t, q.Empty(), "failed pops do not change the queue")
+
+	q.Push(a, idxs[0])
+	idx, ok := q.TryPop(a)
+	require.True(t, ok)
+	require.Equal(t, idxs[0], idx)
+	for range 3 {
+		idx, ok := q.TryPop(a)
+		assert.False(t, ok, "a drained queue is empty")
+		assert.Zero(t, idx)
 	}
-	assert.Zero(t, r.Len())
-	_, ok := r.TryPop()
+	// TryPop on an empty queue touches no node: a nil arena would panic.
+	_, ok = q.TryPop(nil)
 	assert.False(t, ok)
 }
 
-// TestFullRing covers every capacity; New(1) yields capacity 2.
-func TestFullRing(t *testing.T) {
-	for _, size := range []int{1, 2, 3, 8, 64} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			r := mustNew(t, size)
-			c := r.Cap()
-			for i := range c {
-				require.True(t, r.Push(uint64(i)), "push %d of %d", i, c)
-			}
-			assert.Equal(t, c, r.Len())
-			assert.False(t, r.Push(999), "push into a full ring must fail")
-			assert.False(t, r.Push(999), "and keep failing")
-			assert.Equal(t, c, r.Len(), "failed pushes must not claim positions")
-
-			// Pop one; exactly one push fits again.
-			v, ok := r.TryPop()
-			require.True(t, ok)
-			require.Equal(t, uint64(0), v)
-			assert.True(t, r.Push(uint64(c)))
-			assert.False(t, r.Push(999))
-
-			// Nothing was lost or overwritten.
-			for i := 1; i <= c; i++ {
-				v, ok := r.TryPop()
-				require.True(t, ok, "pop %d", i)
-				require.Equal(t, uint64(i), v)
-			}
-			_, ok = r.TryPop()
-			assert.False(t, ok)
-			assert.Zero(t, r.Len())
-		})
+func TestEmptyTransitions(t *testing.T) {
+	a, n := nodes(t, 3)
+	q := newQueue()
+	steps := []struct {
+		push      []uint32
+		pops      int
+		wantEmpty bool
+	}{
+		{wantEmpty: true},
+		{push: n[:1], wantEmpty: false},
+		{pops: 1, wantEmpty: true}, // the only element leaves via the stub push
+		{push: n[:2], wantEmpty: false},
+		{pops: 1, wantEmpty: false},
+		{push: n[:1], wantEmpty: false}, // n[0] again, behind n[1]
+		{pops: 1, wantEmpty: false},
+		{pops: 1, wantEmpty: true},
+		{push: n, wantEmpty: false},
+		{pops: 3, wantEmpty: true},
 	}
+	for i, s := range steps {
+		for _, idx := range s.push {
+			q.Push(a, idx)
+		}
+		for k := range s.pops {
+			_, ok := q.TryPop(a)
+			require.True(t, ok, "step %d pop %d", i, k)
+		}
+		assert.Equal(t, s.wantEmpty, q.Empty(), "step %d", i)
+	}
+	_, ok := q.TryPop(a)
+	assert.False(t, ok)
 }
 
-// TestSizeOneRoundsUp guards the one-slot case Vyukov's algorithm cannot
-// handle: a second Push into a full ring must fail, not overwrite.
-func TestSizeOneRoundsUp(t *testing.T) {
-	r := mustNew(t, 1)
-	require.True(t, r.Push(1))
-	require.True(t, r.Push(2))
-	assert.False(t, r.Push(3), "full ring accepted a push")
-	for _, want := range []uint64{1, 2} {
-		v, ok := r.TryPop()
+// TestReuse pushes nodes again after they were popped, over and over, in
+// different patterns, as the shard does with recycled pool nodes.
+func TestReuse(t *testing.T) {
+	const rounds = 10000
+	t.Run("one node", func(t *testing.T) {
+		a, n := nodes(t, 1)
+		q := newQueue()
+		for i := range rounds {
+			a.Node(n[0]).Key = uint64(i)
+			q.Push(a, n[0])
+			idx, ok := q.TryPop(a)
+			require.True(t, ok, "round %d", i)
+			require.Equal(t, n[0], idx)
+			require.Equal(t, uint64(i), a.Node(idx).Key)
+			require.True(t, q.Empty())
+		}
+		assert.Equal(t, uint64(rounds), q.Pushed())
+	})
+	t.Run("rotation", func(t *testing.T) {
+		// Keep k nodes queued; pop the oldest and push it straight back:
+		// every node is reused while others are still queued.
+		for _, k := range []int{2, 3, 17} {
+			a, n := nodes(t, k)
+			q := newQueue()
+			for _, idx := range n {
+				q.Push(a, idx)
+			}
+			for i := range rounds {
+				idx, ok := q.TryPop(a)
+				require.True(t, ok, "k=%d round %d", k, i)
+				require.Equal(t, n[i%k], idx, "k=%d round %d", k, i)
+				q.Push(a, idx)
+			}
+			for i := range k {
+				idx, ok := q.TryPop(a)
+				require.True(t, ok)
+				require.Equal(t, n[(rounds+i)%k], idx)
+			}
+			assert.True(t, q.Empty())
+		}
+	})
+	t.Run("drain and refill", func(t *testing.T) {
+		a, n := nodes(t, 8)
+		q := newQueue()
+		for i := range rounds / 8 {
+			m := 1 + i%8
+			// Push in a changing order so that links from earlier lives
+			// would point somewhere wrong if not cleared.
+			order := make([]uint32, m)
+			for j := range m {
+				order[j] = n[(i+3*j)%8]
+			}
+			seen := map[uint32]bool{}
+			var pushed []uint32
+			for _, idx := range order {
+				if !seen[idx] {
+					seen[idx] = true
+					q.Push(a, idx)
+					pushed = append(pushed, idx)
+				}
+			}
+			for _, want := range pushed {
+				idx, ok := q.TryPop(a)
+				require.True(t, ok)
+				require.Equal(t, want, idx, "round %d", i)
+			}
+			_, ok := q.TryPop(a)
+			require.False(t, ok)
+			require.True(t, q.Empty())
+		}
+	})
+}
+
+func TestPushed(t *testing.T) {
+	a, n := nodes(t, 5)
+	q := newQueue()
+	assert.Zero(t, q.Pushed())
+	for i, idx := range n {
+		q.Push(a, idx)
+		assert.Equal(t, uint64(i+1), q.Pushed())
+	}
+	for range 2 {
+		_, ok := q.TryPop(a)
 		require.True(t, ok)
-		assert.Equal(t, want, v)
 	}
-}
-
-func TestWraparound(t *testing.T) {
-	for _, size := range []int{2, 4, 16} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			r := mustNew(t, size)
-			c := r.Cap()
-			total := uint64(10 * c)
-			var next, want uint64
-			// Interleave: push up to 3 values, pop up to 2, so the fill level
-			// drifts up to full and then the tail is drained, many laps.
-			for want < total {
-				for range 3 {
-					if next < total && r.Push(next) {
-						next++
-					}
-				}
-				require.LessOrEqual(t, r.Len(), c)
-				for range 2 {
-					if v, ok := r.TryPop(); ok {
-						require.Equal(t, want, v)
-						want++
-					}
-				}
-				if next == total {
-					for {
-						v, ok := r.TryPop()
-						if !ok {
-							break
-						}
-						require.Equal(t, want, v)
-						want++
-					}
-				}
-			}
-			assert.Equal(t, total, want)
-			assert.Zero(t, r.Len())
-		})
-	}
-}
-
-func TestPublished(t *testing.T) {
-	r := mustNew(t, 8)
-	assert.Zero(t, r.Published(0))
-	assert.Zero(t, r.Published(100), "empty ring")
-
-	for i := range uint64(5) {
-		require.True(t, r.Push(i))
-	}
-	assert.Equal(t, 5, r.Published(100))
-	assert.Equal(t, 5, r.Published(5))
-	assert.Equal(t, 3, r.Published(3))
-	assert.Equal(t, 0, r.Published(0))
-	assert.Equal(t, 0, r.Published(-1))
-
-	for k := 1; k <= 5; k++ {
-		_, ok := r.TryPop()
+	assert.Equal(t, uint64(5), q.Pushed(), "pops do not change Pushed")
+	for range 3 {
+		_, ok := q.TryPop(a)
 		require.True(t, ok)
-		assert.Equal(t, 5-k, r.Published(100), "after %d pops", k)
 	}
+	_, ok := q.TryPop(a)
+	require.False(t, ok)
+	assert.Equal(t, uint64(5), q.Pushed(), "the consumer's stub pushes are not counted")
 
-	// A full ring whose head has wrapped: Published is bounded by the
-	// number of values, never counts the same slot twice.
-	for i := range uint64(r.Cap()) {
-		require.True(t, r.Push(i))
-	}
-	assert.Equal(t, r.Cap(), r.Published(1000))
-	assert.Equal(t, r.Cap(), r.Len())
-	// Published does not consume.
-	v, ok := r.TryPop()
-	require.True(t, ok)
-	assert.Equal(t, uint64(0), v)
-	assert.Equal(t, r.Cap()-1, r.Published(1000))
+	var fresh ring.Queue
+	fresh.Init()
+	assert.Zero(t, fresh.Pushed())
 }
 
-// runMPSC pushes perProducer values from each of producers goroutines into r
-// while the calling goroutine pops, and checks that every value arrives
-// exactly once and per-producer FIFO.
-func runMPSC(t *testing.T, r *ring.Ring, producers, perProducer int) {
+// runMPSC has producers push perProducer values each through a small set of
+// nodes of their own, which they reuse once the consumer (the test
+// goroutine) has popped them. Each node's Key carries (producer, sequence).
+// It checks that every value arrives exactly once, in its producer's order.
+func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 	t.Helper()
+	a := pool.New(64, producers)
+	own := make([][]uint32, producers)
+	for p := range own {
+		for range nodesEach {
+			idx, _, ok := a.Get(p)
+			require.True(t, ok)
+			own[p] = append(own[p], idx)
+		}
+	}
+	q := newQueue()
+
+	// Node.State is the handoff flag: 1 while queued, 0 once the consumer
+	// has read the node and the producer may use it again.
 	var wg sync.WaitGroup
-	var start sync.WaitGroup
-	start.Add(1)
+	var abort atomic.Bool // set when the consumer gives up
+	t.Cleanup(func() { abort.Store(true); wg.Wait() })
+	start := make(chan struct{})
 	for p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start.Wait()
+			<-start
 			for i := range perProducer {
-				v := uint64(p)<<32 | uint64(i)
-				for !r.Push(v) {
-					runtime.Gosched()
+				idx := own[p][i%nodesEach]
+				n := a.Node(idx)
+				for n.State.Load() != 0 {
+					if abort.Load() {
+						return
+					}
+					runtime.Gosched() // the consumer still holds it
 				}
+				n.Key = uint64(p)<<32 | uint64(i)
+				n.State.Store(1)
+				q.Push(a, idx)
 			}
 		}()
 	}
-	start.Done()
+	close(start)
 
-	// Consume in the test goroutine. Never stop early: producers would spin
-	// on a full ring forever. Collect the first problems instead.
+	// Collect problems instead of stopping early: producers wait for
+	// their nodes to come back.
 	next := make([]int, producers) // next expected sequence per producer
-	seen := make([][]bool, producers)
-	for p := range seen {
-		seen[p] = make([]bool, perProducer)
-	}
 	var problems []string
 	report := func(format string, args ...any) {
 		if len(problems) < 10 {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
+	// A queue that loses a node stalls the producer that owns it; fail
+	// once nothing has arrived for a long while.
+	const stall = 10 * time.Second
 	total := producers * perProducer
+	lastPop, misses := time.Now(), 0
 	for got := 0; got < total; {
-		v, ok := r.TryPop()
+		idx, ok := q.TryPop(a)
 		if !ok {
+			if misses++; misses%1024 == 0 && time.Since(lastPop) > stall {
+				t.Fatalf("no value for %v after %d of %d (next per producer %v; %v)", stall, got, total, next, problems)
+			}
 			runtime.Gosched()
 			continue
 		}
 		got++
-		p, i := int(v>>32), int(uint32(v))
-		if p >= producers || i >= perProducer {
-			report("value %#x was never pushed", v)
-			continue
+		lastPop, misses = time.Now(), 0
+		n := a.Node(idx)
+		if n.State.Load() != 1 {
+			report("node %d popped while not queued", idx)
 		}
-		if seen[p][i] {
-			report("producer %d value %d popped twice", p, i)
-		}
-		seen[p][i] = true
-		if i != next[p] {
-			report("producer %d: got %d, want %d (per-producer FIFO broken)", p, i, next[p])
+		p, i := int(n.Key>>32), int(uint32(n.Key))
+		n.State.Store(0)
+		switch {
+		case p >= producers || i >= perProducer:
+			report("value %#x was never pushed", n.Key)
+		case own[p][i%nodesEach] != idx:
+			report("value %d/%d arrived in node %d, not its own", p, i, idx)
+		case i < next[p]:
+			report("producer %d value %d popped twice or late (next %d)", p, i, next[p])
+		case i > next[p]:
+			report("producer %d: got %d, want %d (lost or reordered)", p, i, next[p])
 		}
 		next[p] = i + 1
 	}
 	wg.Wait()
 	require.Empty(t, problems)
-	_, ok := r.TryPop()
-	assert.False(t, ok, "ring must be empty after all values were popped")
-	assert.Zero(t, r.Len())
+	_, ok := q.TryPop(a)
+	assert.False(t, ok, "queue must be empty after every value was popped")
+	assert.True(t, q.Empty())
+	assert.Equal(t, uint64(total), q.Pushed())
 	for p := range producers {
 		assert.Equal(t, perProducer, next[p], "producer %d", p)
-		for i, s := range seen[p] {
-			if !s {
-				t.Fatalf("producer %d value %d never popped", p, i)
-			}
-		}
 	}
 }
 
 func TestConcurrentMPSC(t *testing.T) {
-	producers, perProducer := 8, 20000
+	producers, perProducer := 6, 10000
 	if testing.Short() {
 		producers, perProducer = 4, 2000
 	}
-	for _, procs := range []int{1, 2, 4} {
-		for _, size := range []int{2, 64} {
-			t.Run(fmt.Sprintf("procs=%d/size=%d", procs, size), func(t *testing.T) {
+	for _, procs := range []int{1, 2, 4, 8} {
+		for _, nodesEach := range []int{1, 64} {
+			t.Run(fmt.Sprintf("procs=%d/nodes=%d", procs, nodesEach), func(t *testing.T) {
 				withGOMAXPROCS(t, procs)
-				runMPSC(t, mustNew(t, size), producers, perProducer)
+				runMPSC(t, producers, perProducer, nodesEach)
 			})
 		}
 	}
 }
 
-// TestPublishedConcurrent checks that every value Published counts can be
-// popped at once, while producers keep pushing.
-func TestPublishedConcurrent(t *testing.T) {
-	withGOMAXPROCS(t, 4)
-	r := mustNew(t, 64)
-	const producers = 4
-	perProducer := 5000
-	if testing.Short() {
-		perProducer = 500
-	}
-	var done atomic.Int32
-	for range producers {
-		go func() {
-			defer done.Add(1)
-			for i := range perProducer {
-				for !r.Push(uint64(i)) {
-					runtime.Gosched()
-				}
-			}
-		}()
-	}
-	total := producers * perProducer
-	got := 0
-	for got < total {
-		n := r.Published(r.Cap())
-		require.LessOrEqual(t, n, r.Len(), "published values are claimed values")
-		for k := range n {
-			_, ok := r.TryPop()
-			require.True(t, ok, "value %d of %d counted by Published was not poppable", k, n)
-		}
-		got += n
-		if n == 0 {
-			runtime.Gosched()
-		}
-	}
-	assert.Equal(t, total, got)
-	for done.Load() != producers {
-		runtime.Gosched()
-	}
-	assert.Zero(t, r.Len())
-	assert.Zero(t, r.Published(r.Cap()))
-}
-
+// TestPushPopAllocs checks that the queue itself never allocates.
 func TestPushPopAllocs(t *testing.T) {
-	r := mustNew(t, 64)
+	a, n := nodes(t, 32)
+	q := newQueue()
 	allocs := testing.AllocsPerRun(1000, func() {
-		for i := range uint64(32) {
-			r.Push(i)
+		for _, idx := range n {
+			q.Push(a, idx)
 		}
-		for range 32 {
-			r.TryPop()
+		for range n {
+			if _, ok := q.TryPop(a); !ok {
+				panic("lost a node")
+			}
 		}
 	})
 	assert.Zero(t, allocs)
+	assert.True(t, q.Empty())
 }
 
 func BenchmarkPushPop(b *testing.B) {
-	r := mustNew(b, 1024)
+	a, n := nodes(b, 1)
+	q := newQueue()
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := range b.N {
-		if !r.Push(uint64(i)) {
-			b.Fatal("push failed on a drained ring")
-		}
-		if v, ok := r.TryPop(); !ok || v != uint64(i) {
-			b.Fatalf("pop = %d, %v; want %d", v, ok, i)
+	for range b.N {
+		q.Push(a, n[0])
+		if idx, ok := q.TryPop(a); !ok || idx != n[0] {
+			b.Fatalf("pop = %d, %v; want %d", idx, ok, n[0])
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
 // BenchmarkPushParallel measures contended pushes: GOMAXPROCS producers (via
-// RunParallel) and one consumer goroutine draining the ring.
+// RunParallel) and one consumer goroutine draining the queue. Each producer
+// cycles through nodes of its own, waiting for the consumer to release one
+// (Node.State) before pushing it again.
 func BenchmarkPushParallel(b *testing.B) {
-	r := mustNew(b, 1024)
+	const perProducer = 256
+	a := pool.New(64, 1)
+	q := newQueue()
 	var stop atomic.Bool
 	var popped atomic.Int64
 	consumerDone := make(chan struct{})
@@ -374,16 +381,19 @@ func BenchmarkPushParallel(b *testing.B) {
 		defer close(consumerDone)
 		var n int64
 		for {
-			if _, ok := r.TryPop(); ok {
+			if idx, ok := q.TryPop(a); ok {
+				a.Node(idx).State.Store(0)
 				n++
 				continue
 			}
 			if stop.Load() {
 				// Producers are done: drain what is left.
 				for {
-					if _, ok := r.TryPop(); !ok {
+					idx, ok := q.TryPop(a)
+					if !ok {
 						break
 					}
+					a.Node(idx).State.Store(0)
 					n++
 				}
 				popped.Store(n)
@@ -395,12 +405,23 @@ func BenchmarkPushParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		var v uint64
+		var own [perProducer]uint32
+		for i := range own {
+			idx, _, ok := a.Get(0)
+			if !ok {
+				panic("Get failed")
+			}
+			own[i] = idx
+		}
+		i := 0
 		for pb.Next() {
-			for !r.Push(v) {
+			n := a.Node(own[i])
+			for n.State.Load() != 0 {
 				runtime.Gosched()
 			}
-			v++
+			n.State.Store(1)
+			q.Push(a, own[i])
+			i = (i + 1) % perProducer
 		}
 	})
 	b.StopTimer()
