@@ -2,10 +2,10 @@
 // 32-bit index that grows in blocks as timers arrive, with lock-free free
 // lists so that steady-state scheduling allocates nothing.
 //
-// Layout. Block 0 holds Config.First nodes (rounded up to a power of two);
-// each later block is as large as all the blocks before it (so the arena
-// doubles) until blocks reach maxBlock nodes, after which they stay that
-// size. An empty arena holds no block at all: a shard that never gets a
+// Layout. Block 0 holds the first nodes New was given (rounded up to a
+// power of two); each later block is as large as all the blocks before it
+// (so the arena doubles) until blocks reach 2^18 nodes, or block 0's size if
+// that is larger, after which they stay that size. An empty arena holds no block at all: a shard that never gets a
 // timer costs a few hundred bytes here. Each block keeps its nodes in one
 // pointer-free array and their tasks in a separate []func() array, so the
 // garbage collector never scans node memory; links between nodes are
@@ -173,10 +173,10 @@ func (a *Arena) Node(idx uint32) *Node {
 }
 
 // Find returns the node at idx, or nil if no node was ever handed out there
-// (idx at or beyond HighWater, or its block not yet installed). Unlike Node
-// it accepts any index, such as one read from an untrusted handle.
+// (idx 0, idx at or beyond HighWater, or its block not yet installed).
+// Unlike Node it accepts any index, such as one read from a handle.
 func (a *Arena) Find(idx uint32) *Node {
-	if idx >= a.HighWater() {
+	if idx == 0 || idx >= a.HighWater() {
 		return nil
 	}
 	blk, off := a.locate(idx)

@@ -60,6 +60,7 @@ type Queue struct {
 func (q *Queue) Init() {
 	q.last.Store(Stub)
 	q.stubNext.Store(0)
+	q.pushed.Store(0)
 	q.first = Stub
 }
 
@@ -74,7 +75,7 @@ func (q *Queue) link(a *pool.Arena, idx uint32) *atomic.Uint32 {
 // safe for concurrent use by many goroutines. The node must not be in any
 // queue.
 func (q *Queue) Push(a *pool.Arena, idx uint32) {
-	q.pushed.Add(1) // before the node can be popped: Len never goes negative
+	q.pushed.Add(1) // before the node can be popped: depth = pushed - popped stays >= 0
 	q.push(a, idx)
 }
 

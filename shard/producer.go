@@ -65,7 +65,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 func (sh *Shard) node(r Ref) (*pool.Node, uint32, bool) {
 	idx, gen := r.split()
 	n := sh.arena.Find(idx)
-	return n, gen, n != nil && idx != 0
+	return n, gen, n != nil
 }
 
 // load returns the state of the timer r names, and false if the node has
