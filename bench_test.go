@@ -13,8 +13,6 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-func noop() {}
-
 // newBenchScheduler returns a scheduler with the defaults a proxy would use,
 // stopped when the benchmark ends.
 func newBenchScheduler(b *testing.B, opts ...shardwheel.Option) *shardwheel.Scheduler {
@@ -272,14 +270,6 @@ func scheduleResident(b *testing.B, n int, schedule func(i int, d time.Duration,
 		d := 10*time.Second + time.Duration(i%50_000)*time.Millisecond
 		schedule(i, d, residentTask(&sink))
 	}
-}
-
-// heapInUse returns the live heap after a full collection.
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // BenchmarkResident measures what 1M pending timers cost while nothing is

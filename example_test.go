@@ -86,3 +86,20 @@ func ExampleScheduler_Stop() {
 	// unprocessed: 3 pending: false
 	// shardwheel: scheduler stopped
 }
+
+func ExampleScheduler_Stats() {
+	s, err := shardwheel.New(shardwheel.WithShards(2))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+	for i := range uint64(10) {
+		if _, err := s.Schedule(i, time.Hour, func() {}); err != nil {
+			panic(err)
+		}
+	}
+	st := s.Stats()
+	fmt.Println("pending:", st.Pending, "scheduled:", st.Total.Scheduled, "shards:", len(st.Shards))
+	// Output:
+	// pending: 10 scheduled: 10 shards: 2
+}

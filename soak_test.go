@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,29 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 )
+
+// TestChurnSoak runs random Schedule, Cancel, Reset and natural expiry from
+// many goroutines for a bounded time (SHARDWHEEL_SOAK, default 2s, or 60s
+// in CI) with an oracle that knows each timer's fate; a lost, duplicated or
+// early timer fails with that timer's history.
+func TestChurnSoak(t *testing.T) {
+	d := soakDuration(t)
+	s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond), shardwheel.WithRingSize(256))
+	require.NoError(t, err)
+	o := newOracle()
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range 2 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() { o.churn(t, s, uint64(w), deadline) })
+	}
+	wg.Wait()
+	// Let the short timers run out, then stop and account for the rest.
+	time.Sleep(60 * time.Millisecond)
+	o.finish(t, s.Stop())
+	require.Zero(t, s.Pending())
+	t.Logf("soak %v: %d timers, %d ran, %d cancelled, %d stopped, %d resets",
+		d, o.created.Load(), o.ran.Load(), o.cancelled.Load(), o.stopped.Load(), o.resets.Load())
+}
 
 // soakDuration reads SHARDWHEEL_SOAK (a Go duration) for long local runs.
 func soakDuration(t *testing.T) time.Duration {

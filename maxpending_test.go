@@ -1,0 +1,71 @@
+package shardwheel_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+func TestMaxPendingSharedAcrossShards(t *testing.T) {
+	// The limit is global even though tokens live in shards: one key (so
+	// one shard) may use the whole limit.
+	s := newScheduler(t, shardwheel.WithShards(4), shardwheel.WithMaxPending(100))
+	for range 100 {
+		_, err := s.Schedule(7, time.Hour, func() {})
+		require.NoError(t, err)
+	}
+	_, err := s.Schedule(7, time.Hour, func() {})
+	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	_, err = s.Schedule(8, time.Hour, func() {})
+	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	assert.Equal(t, 100, s.Pending())
+}
+
+// TestPendingLimitUnderConcurrency races many producers against a limit:
+// the limit is never exceeded, tokens are never lost, and a rejected call
+// leaves no trace.
+func TestPendingLimitUnderConcurrency(t *testing.T) {
+	const limit = 1000
+	s := newScheduler(t, shardwheel.WithShards(4), shardwheel.WithMaxPending(limit))
+	var accepted atomic.Int64
+	var handles sync.Map
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 400 {
+				tm, err := s.Schedule(uint64(w*1000+i), time.Hour, func() {})
+				if err != nil {
+					require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+					continue
+				}
+				accepted.Add(1)
+				if i%4 == 0 { // some churn: give tokens back while others take
+					require.True(t, tm.Cancel())
+					accepted.Add(-1)
+				} else {
+					handles.Store(tm, true)
+				}
+				require.LessOrEqual(t, s.Pending(), limit+8, "Pending may overshoot only by in-flight rejected calls")
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, accepted.Load(), int64(limit))
+	require.EqualValues(t, accepted.Load(), s.Pending())
+	// No token was lost: the remaining room can be filled exactly.
+	scheduledBefore := s.Stats().Total.Scheduled
+	for s.Pending() < limit {
+		_, err := s.Schedule(uint64(s.Pending()), time.Hour, func() {})
+		require.NoError(t, err)
+	}
+	_, err := s.Schedule(1, time.Hour, func() {})
+	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	assert.Equal(t, scheduledBefore+uint64(limit)-uint64(accepted.Load()), s.Stats().Total.Scheduled,
+		"rejected calls did not reach a shard")
+}

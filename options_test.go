@@ -1,0 +1,85 @@
+package shardwheel_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+func TestInvalidOptionsNameOptionAndValue(t *testing.T) {
+	tests := []struct {
+		opt  shardwheel.Option
+		want string
+	}{
+		{shardwheel.WithShards(0), "WithShards(0)"},
+		{shardwheel.WithShards(-3), "WithShards(-3)"},
+		{shardwheel.WithShards(shardwheel.MaxShards + 1), "WithShards(4097)"},
+		{shardwheel.WithTick(999 * time.Microsecond), "WithTick(999µs)"},
+		{shardwheel.WithTick(0), "WithTick(0s)"},
+		{shardwheel.WithTick(2 * time.Hour), "WithTick(2h0m0s)"},
+		{shardwheel.WithWheelSize(1), "WithWheelSize(1)"},
+		{shardwheel.WithWheelSize(1<<16 + 1), "WithWheelSize(65537)"},
+		{shardwheel.WithRingSize(0), "WithRingSize(0)"},
+		{shardwheel.WithRingSize(shardwheel.MaxRingSize + 1), "WithRingSize(4194305)"},
+		{shardwheel.WithTransferCap(0), "WithTransferCap(0)"},
+		{shardwheel.WithMaxPending(-1), "WithMaxPending(-1)"},
+		{shardwheel.WithExecutor(nil), "WithExecutor(nil)"},
+		{shardwheel.WithPanicHandler(nil), "WithPanicHandler(nil)"},
+		{nil, "Option(nil)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			s, err := shardwheel.New(shardwheel.WithShards(1), tt.opt)
+			require.Error(t, err)
+			assert.Nil(t, s)
+			assert.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestValidOptions(t *testing.T) {
+	s := newScheduler(t)
+	assert.Equal(t, runtime.GOMAXPROCS(0), s.Shards())
+	assert.Equal(t, shardwheel.DefaultTick, s.Tick())
+
+	s = newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond),
+		shardwheel.WithWheelSize(100), shardwheel.WithRingSize(10), shardwheel.WithTransferCap(1),
+		shardwheel.WithMaxPending(5), shardwheel.WithAffinity(false))
+	assert.Equal(t, 3, s.Shards())
+	assert.Equal(t, time.Millisecond, s.Tick())
+	assert.Greater(t, s.MaxDelay(), 365*24*time.Hour)
+}
+
+func FuzzOptions(f *testing.F) {
+	f.Add(1, int64(time.Millisecond), 512, 8192, 100000, 0)
+	f.Add(0, int64(0), 0, 0, 0, -1)
+	f.Add(-1, int64(-1), 1<<20, 1<<30, -5, 1<<30)
+	f.Fuzz(func(t *testing.T, shards int, tick int64, wheel, ring, cap, maxPending int) {
+		shards %= 64 // keep each run cheap: a valid config starts goroutines
+		s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Duration(tick)),
+			shardwheel.WithWheelSize(wheel), shardwheel.WithRingSize(ring%(1<<16)),
+			shardwheel.WithTransferCap(cap), shardwheel.WithMaxPending(maxPending))
+		if err != nil {
+			require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+			require.Nil(t, s)
+			return
+		}
+		tm, err := s.Schedule(1, time.Hour, func() {})
+		if maxPending != 0 && maxPending < 1 {
+			require.Error(t, err)
+		} else {
+			require.NoError(t, err)
+		}
+		stopped := s.Stop()
+		if err == nil {
+			require.Len(t, stopped, 1)
+			require.Equal(t, tm.Key(), stopped[0].Key())
+		}
+	})
+}

@@ -1,0 +1,168 @@
+package shardwheel_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+func TestStopReturnsExactlyTheUnfinishedTimers(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(4))
+	require.NoError(t, err)
+	want := map[uint64]bool{}
+	for i := range uint64(1000) {
+		tm, err := s.Schedule(i, time.Hour, func() { t.Error("ran") })
+		require.NoError(t, err)
+		if i%3 == 0 {
+			require.True(t, tm.Cancel())
+		} else {
+			want[i] = true
+		}
+	}
+	assert.Equal(t, len(want), s.Pending())
+	got := s.Stop()
+	require.Len(t, got, len(want))
+	for _, tm := range got {
+		assert.True(t, want[tm.Key()], "key %d returned but not pending", tm.Key())
+		delete(want, tm.Key())
+		assert.False(t, tm.Pending())
+		assert.False(t, tm.Cancel(), "Stop already accounted for it")
+		assert.False(t, tm.Reset(time.Second))
+	}
+	assert.Empty(t, want)
+	assert.Zero(t, s.Pending())
+	assert.Nil(t, s.Stop(), "second Stop returns nothing")
+}
+
+func TestStopFromTask(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Millisecond))
+		require.NoError(t, err)
+		for i := range uint64(10) {
+			_, err := s.Schedule(i, time.Hour, func() {})
+			require.NoError(t, err)
+		}
+		returned := make(chan []shardwheel.Timeout, 1)
+		_, err = s.Schedule(100, 0, func() { returned <- s.Stop() })
+		require.NoError(t, err)
+		select {
+		case got := <-returned:
+			assert.Len(t, got, 10)
+		case <-time.After(waitFor):
+			t.Fatal("Stop from a task deadlocked")
+		}
+		assert.Nil(t, s.Stop())
+		assert.Zero(t, s.Pending())
+	}
+}
+
+func TestConcurrentStopCallsWaitForTheFirst(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(2))
+	require.NoError(t, err)
+	for i := range uint64(100) {
+		_, err := s.Schedule(i, time.Hour, func() {})
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	var total atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			total.Add(int64(len(s.Stop())))
+			_, err := s.Schedule(1, time.Hour, func() {})
+			assert.ErrorIs(t, err, shardwheel.ErrStopped, "every Stop returns after the stop is complete")
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 100, total.Load(), "exactly one Stop returns the timers")
+}
+
+func TestNoGoroutineLeftAfterStop(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, affinity := range []bool{false, true} {
+		s, err := shardwheel.New(shardwheel.WithShards(4), shardwheel.WithAffinity(affinity), shardwheel.WithTick(time.Millisecond))
+		require.NoError(t, err)
+		var ran atomic.Int64
+		for i := range uint64(1000) {
+			_, err := s.Schedule(i, time.Duration(i%3)*time.Millisecond, func() { ran.Add(1) })
+			require.NoError(t, err)
+		}
+		s.Stop()
+	}
+}
+
+// TestScheduleRacingStop has producers schedule as fast as they can while
+// Stop runs: each call either fails with ErrStopped or returns a timer that
+// then ran or was returned by Stop. Nothing is lost.
+func TestScheduleRacingStop(t *testing.T) {
+	for round := range 20 {
+		s, err := shardwheel.New(shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithRingSize(16))
+		require.NoError(t, err)
+		var mu sync.Mutex
+		accepted := map[shardwheel.Timeout]*atomic.Int32{}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := range 4 {
+			wg.Go(func() {
+				<-start
+				for i := 0; ; i++ {
+					runs := new(atomic.Int32)
+					tm, err := s.Schedule(uint64(w<<20|i), time.Duration(i%3)*time.Millisecond, func() { runs.Add(1) })
+					if err != nil {
+						require.ErrorIs(t, err, shardwheel.ErrStopped)
+						return
+					}
+					mu.Lock()
+					accepted[tm] = runs
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		stopped := s.Stop()
+		wg.Wait()
+		inStop := map[shardwheel.Timeout]bool{}
+		for _, tm := range stopped {
+			inStop[tm] = true
+		}
+		for tm, runs := range accepted {
+			got := runs.Load()
+			if inStop[tm] {
+				got++
+			}
+			require.EqualValues(t, 1, got, "round %d: a timer ran %d times and was returned by Stop: %v", round, runs.Load(), inStop[tm])
+		}
+		require.Zero(t, s.Pending())
+	}
+}
+
+// TestStopUnderFullLoad stops a scheduler whose rings are full and whose
+// transfer cap is hit every tick: every accepted timer is accounted for.
+func TestStopUnderFullLoad(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
+		shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
+	require.NoError(t, err)
+	var ran, accepted atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				if _, err := s.Schedule(uint64(w<<20|i), 0, func() { ran.Add(1) }); err != nil {
+					return
+				}
+				accepted.Add(1)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return s.Stats().Total.CapHits > 3 }, waitFor, pollEvery)
+	stopped := s.Stop()
+	wg.Wait()
+	assert.Equal(t, accepted.Load(), ran.Load()+int64(len(stopped)))
+}
