@@ -34,8 +34,4 @@ func TestTimeoutAccessors(t *testing.T) {
 	require.True(t, tm.Cancel())
 	assert.True(t, tm.Deadline().IsZero())
 	assert.Equal(t, uint64(42), tm.Key(), "the key outlives the timer")
-
-	af, err := s.AfterFunc(time.Minute, func() {})
-	require.NoError(t, err)
-	assert.Equal(t, s.ShardOf(af.Key()), s.ShardOf(af.Key()))
 }
