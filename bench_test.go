@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -275,7 +274,8 @@ func scheduleResident(b *testing.B, n int, schedule func(i int, d time.Duration,
 // BenchmarkResident measures what 1M pending timers cost while nothing is
 // due: heap bytes per timer (closure included), GC mark CPU of one forced
 // collection, and the CPU the process burns doing nothing for a second at
-// a 1ms tick. Run it with -benchtime 1x: each iteration is one full run.
+// a 1ms tick (on Unix, from getrusage; elsewhere that metric is omitted).
+// Run it with -benchtime 1x: each iteration is one full run.
 func BenchmarkResident(b *testing.B) {
 	b.Run("shardwheel", func(b *testing.B) {
 		for range b.N {
@@ -315,7 +315,9 @@ func measureResident(b *testing.B, before uint64) {
 	after := heapInUse()
 	b.ReportMetric(float64(after-before)/residentTimers, "B/timer")
 	b.ReportMetric(gcMarkCPU().Seconds()*1e3, "gc-mark-ms")
-	b.ReportMetric(idleCPU(time.Second)*100, "idle-%core")
+	if idle, ok := idleCPU(time.Second); ok {
+		b.ReportMetric(idle*100, "idle-%core")
+	}
 }
 
 // gcMarkCPU returns the mark CPU time of one forced collection.
@@ -338,16 +340,19 @@ func gcMarkCPU() time.Duration {
 	return time.Duration((read() - start) * float64(time.Second))
 }
 
-// idleCPU returns the process's CPU use over d, as a fraction of one core.
-func idleCPU(d time.Duration) float64 {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			return 0
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// idleCPU returns the process's CPU use over d, as a fraction of one core,
+// and false where processCPU cannot measure it (then the benchmark omits
+// the idle-%core metric).
+func idleCPU(d time.Duration) (float64, bool) {
+	start, ok := processCPU()
+	if !ok {
+		return 0, false
 	}
-	start, t0 := cpu(), time.Now()
+	t0 := time.Now()
 	time.Sleep(d)
-	return float64(cpu()-start) / float64(time.Since(t0))
+	end, ok := processCPU()
+	if !ok {
+		return 0, false
+	}
+	return float64(end-start) / float64(time.Since(t0)), true
 }
