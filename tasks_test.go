@@ -50,8 +50,16 @@ func TestPanickingTasksAreCountedAndHandled(t *testing.T) {
 		_, err := s.Schedule(i, time.Millisecond, task)
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return ran.Load() == 100 && handled.Load() == 100 }, waitFor, pollEvery)
+	// Counters are published at the end of a pass, after the handler ran:
+	// wait for them too, then check that nothing was counted twice.
+	require.Eventually(t, func() bool {
+		st := s.Stats().Total
+		return ran.Load() >= 100 && handled.Load() >= 100 && st.Fired >= 200 && st.Panics >= 100
+	}, waitFor, pollEvery)
+	assert.Empty(t, s.Stop())
 	st := s.Stats()
+	assert.EqualValues(t, 100, ran.Load())
+	assert.EqualValues(t, 100, handled.Load())
 	assert.Equal(t, uint64(100), st.Total.Panics)
 	assert.Equal(t, uint64(200), st.Total.Fired)
 	assert.Zero(t, s.Pending())
@@ -92,7 +100,14 @@ func TestBlockingTaskDelaysButNeverReorders(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	// Not Pending() == 0: a timer stops counting as pending when its task
+	// starts, before the task has appended.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) >= 40
+	}, waitFor, pollEvery)
+	assert.Empty(t, s.Stop())
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, order, 40)
