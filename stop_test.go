@@ -75,8 +75,10 @@ func TestConcurrentStopCallsWaitForTheFirst(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			total.Add(int64(len(s.Stop())))
+			// Whichever Stop returns, the first has drained every shard.
+			assert.Zero(t, s.Pending(), "a Stop returned before the timers were drained")
 			_, err := s.Schedule(1, time.Hour, func() {})
-			assert.ErrorIs(t, err, shardwheel.ErrStopped, "every Stop returns after the stop is complete")
+			assert.ErrorIs(t, err, shardwheel.ErrStopped)
 		})
 	}
 	wg.Wait()
@@ -102,36 +104,37 @@ func TestNoGoroutineLeftAfterStop(t *testing.T) {
 // then ran or was returned by Stop. Nothing is lost.
 func TestScheduleRacingStop(t *testing.T) {
 	for round := range 20 {
-		s, err := shardwheel.New(shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithRingSize(16))
-		require.NoError(t, err)
+		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithRingSize(16))
 		var mu sync.Mutex
 		accepted := map[shardwheel.Timeout]*atomic.Int32{}
+		var count atomic.Int64
 		var wg sync.WaitGroup
-		start := make(chan struct{})
 		for w := range 4 {
 			wg.Go(func() {
-				<-start
 				for i := 0; ; i++ {
 					runs := new(atomic.Int32)
 					tm, err := s.Schedule(uint64(w<<20|i), time.Duration(i%3)*time.Millisecond, func() { runs.Add(1) })
 					if err != nil {
-						require.ErrorIs(t, err, shardwheel.ErrStopped)
+						assert.ErrorIs(t, err, shardwheel.ErrStopped)
 						return
 					}
 					mu.Lock()
 					accepted[tm] = runs
 					mu.Unlock()
+					count.Add(1)
 				}
 			})
 		}
-		close(start)
-		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		// Stop while the producers are in full flow, at a different point
+		// in each round.
+		require.Eventually(t, func() bool { return count.Load() >= int64(1+round*50) }, waitFor, pollEvery)
 		stopped := s.Stop()
 		wg.Wait()
 		inStop := map[shardwheel.Timeout]bool{}
 		for _, tm := range stopped {
 			inStop[tm] = true
 		}
+		require.Len(t, inStop, len(stopped), "round %d: Stop returned a timer twice", round)
 		for tm, runs := range accepted {
 			got := runs.Load()
 			if inStop[tm] {
@@ -143,18 +146,19 @@ func TestScheduleRacingStop(t *testing.T) {
 	}
 }
 
-// TestStopUnderFullLoad stops a scheduler whose rings are full and whose
-// transfer cap is hit every tick: every accepted timer is accounted for.
+// TestStopUnderFullLoad stops a scheduler whose producers outrun it, so
+// that its transfer cap is hit every tick: every accepted timer is
+// accounted for.
 func TestStopUnderFullLoad(t *testing.T) {
-	s, err := shardwheel.New(shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
 		shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
-	require.NoError(t, err)
 	var ran, accepted atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				if _, err := s.Schedule(uint64(w<<20|i), 0, func() { ran.Add(1) }); err != nil {
+					assert.ErrorIs(t, err, shardwheel.ErrStopped)
 					return
 				}
 				accepted.Add(1)
