@@ -1,7 +1,9 @@
 package shardwheel_test
 
 import (
+	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,30 +58,42 @@ func TestValidOptions(t *testing.T) {
 	assert.Greater(t, s.MaxDelay(), 365*24*time.Hour)
 }
 
+// FuzzOptions checks New against the documented ranges of each option: it
+// rejects every configuration outside them, accepts every one inside them
+// that fits in memory, and a scheduler it accepts has the shards and tick
+// asked for and takes a timer.
 func FuzzOptions(f *testing.F) {
 	f.Add(1, int64(time.Millisecond), 512, 8192, 100000, 0)
 	f.Add(0, int64(0), 0, 0, 0, -1)
 	f.Add(-1, int64(-1), 1<<20, 1<<30, -5, 1<<30)
+	f.Add(63, int64(time.Hour), 2, 1, 1, 1)
 	f.Fuzz(func(t *testing.T, shards int, tick int64, wheel, ring, cap, maxPending int) {
 		shards %= 64 // keep each run cheap: a valid config starts goroutines
+		ring %= 1 << 16
 		s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Duration(tick)),
-			shardwheel.WithWheelSize(wheel), shardwheel.WithRingSize(ring%(1<<16)),
+			shardwheel.WithWheelSize(wheel), shardwheel.WithRingSize(ring),
 			shardwheel.WithTransferCap(cap), shardwheel.WithMaxPending(maxPending))
-		if err != nil {
+		valid := shards >= 1 &&
+			time.Duration(tick) >= shardwheel.MinTick && time.Duration(tick) <= shardwheel.MaxTick &&
+			wheel >= 2 && wheel <= shardwheel.MaxWheelSize &&
+			ring >= 1 && ring <= shardwheel.MaxRingSize &&
+			cap >= 1 && maxPending >= 0
+		if valid && errors.Is(err, shardwheel.ErrInvalidOption) && strings.Contains(err.Error(), "MiB") {
+			valid = false // in range, but more memory than the process may use
+		}
+		if !valid {
 			require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
 			require.Nil(t, s)
 			return
 		}
+		require.NoError(t, err, "a configuration inside the documented ranges")
+		defer s.Stop()
+		require.Equal(t, shards, s.Shards())
+		require.Equal(t, time.Duration(tick), s.Tick())
 		tm, err := s.Schedule(1, time.Hour, func() {})
-		if maxPending != 0 && maxPending < 1 {
-			require.Error(t, err)
-		} else {
-			require.NoError(t, err)
-		}
+		require.NoError(t, err, "every valid configuration takes at least one timer")
 		stopped := s.Stop()
-		if err == nil {
-			require.Len(t, stopped, 1)
-			require.Equal(t, tm.Key(), stopped[0].Key())
-		}
+		require.Len(t, stopped, 1)
+		require.Equal(t, tm.Key(), stopped[0].Key())
 	})
 }
