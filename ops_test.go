@@ -18,6 +18,7 @@ import (
 func FuzzSchedulerOps(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0})
 	f.Add([]byte{0, 200, 0, 201, 0, 255, 6, 0, 1, 1, 2, 1})
+	f.Add([]byte{0, 5, 0, 6, 4, 1, 7, 1, 3, 0, 6, 0, 0, 1, 3, 1, 4, 1})
 	s2, err := shardwheel.New(shardwheel.WithShards(1))
 	require.NoError(f, err)
 	foreign, err := s2.Schedule(1, time.Hour, func() {})
@@ -27,6 +28,7 @@ func FuzzSchedulerOps(f *testing.F) {
 		time.Hour, 2 * time.Hour, math.MaxInt64, math.MaxInt64 - 1, time.Duration(math.MaxInt64 / 2),
 		0, -1, math.MinInt64, -time.Hour, 1,
 	}
+	const longDelays = 5 // delays[:longDelays] never fire during a run
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		s, err := shardwheel.New(shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
 		require.NoError(t, err)
@@ -34,9 +36,11 @@ func FuzzSchedulerOps(f *testing.F) {
 		type timer struct {
 			tm   shardwheel.Timeout
 			long bool // never fires during the test
-			live bool // model: pending
+			live bool // model, for long timers: pending
+			open bool // model, for short timers: may still be pending
 		}
 		var timers []*timer
+		known := map[shardwheel.Timeout]*timer{}
 		stopped := false
 		for i := 0; i+1 < len(ops); i += 2 {
 			arg := int(ops[i+1])
@@ -55,23 +59,35 @@ func FuzzSchedulerOps(f *testing.F) {
 					continue
 				}
 				require.NoError(t, err)
+				require.Equal(t, uint64(arg), tm.Key())
 				long := d >= time.Hour
-				timers = append(timers, &timer{tm: tm, long: long, live: long})
+				tr := &timer{tm: tm, long: long, live: long, open: !long}
+				require.Nil(t, known[tm], "Schedule returned a handle it had returned before")
+				known[tm] = tr
+				timers = append(timers, tr)
 			case 2: // nil task
 				_, err := s.Schedule(1, time.Hour, nil)
 				require.ErrorIs(t, err, shardwheel.ErrNilTask)
 			case 3: // cancel
 				tm := pick()
 				got := tm.tm.Cancel()
-				if tm.long || !got {
-					require.Equal(t, tm.live, got)
-				}
-				tm.live = false
-			case 4: // reset to another long delay
-				tm := pick()
-				got := tm.tm.Reset(delays[arg%5])
 				if tm.long {
 					require.Equal(t, tm.live, got)
+				} else if got {
+					require.True(t, tm.open, "Cancel won for a short timer known to have ended")
+				}
+				tm.live, tm.open = false, false
+			case 4: // reset to a long delay
+				tm := pick()
+				got := tm.tm.Reset(delays[arg%longDelays])
+				if tm.long {
+					require.Equal(t, tm.live, got)
+				} else if got {
+					// The short timer had not run yet: it is now a long one.
+					require.True(t, tm.open, "Reset won for a short timer known to have ended")
+					tm.long, tm.live, tm.open = true, true, false
+				} else {
+					tm.open = false // Reset lost: the timer has ended
 				}
 			case 5: // zero and foreign handles
 				var zero shardwheel.Timeout
@@ -85,6 +101,10 @@ func FuzzSchedulerOps(f *testing.F) {
 				}
 				returned := map[shardwheel.Timeout]bool{}
 				for _, tm := range got {
+					tr := known[tm]
+					require.NotNil(t, tr, "Stop returned a handle Schedule never did")
+					require.False(t, returned[tm], "Stop returned a timer twice")
+					require.True(t, tr.live || tr.open, "Stop returned a timer that had ended")
 					returned[tm] = true
 				}
 				for _, tm := range timers {
@@ -93,7 +113,7 @@ func FuzzSchedulerOps(f *testing.F) {
 					if tm.long {
 						require.Equal(t, tm.live, returned[tm.tm])
 					}
-					tm.live = false
+					tm.live, tm.open = false, false
 				}
 				stopped = true
 			default: // accessors on any handle
@@ -101,17 +121,25 @@ func FuzzSchedulerOps(f *testing.F) {
 				if tm.long {
 					require.Equal(t, tm.live, tm.tm.Pending())
 					require.Equal(t, tm.live, !tm.tm.Deadline().IsZero())
+				} else if tm.tm.Pending() {
+					require.True(t, tm.open, "a short timer known to have ended reports pending")
+				} else {
+					tm.open = false
 				}
 			}
-			want := 0
+			live, open := 0, 0
 			for _, tm := range timers {
 				if tm.live {
-					want++
+					live++
+				}
+				if tm.open {
+					open++
 				}
 			}
 			if !stopped {
 				// Short timers may still be pending for a tick or two.
-				require.GreaterOrEqual(t, s.Pending(), want)
+				require.GreaterOrEqual(t, s.Pending(), live)
+				require.LessOrEqual(t, s.Pending(), live+open)
 			} else {
 				require.Zero(t, s.Pending())
 			}
