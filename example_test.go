@@ -46,17 +46,18 @@ func ExampleTimeout_Reset() {
 	defer s.Stop()
 
 	closed := make(chan time.Time, 1)
+	lastRead := time.Now() // taken before (re)arming: the timer fires 20ms after it at the earliest
 	idle, err := s.AfterFunc(20*time.Millisecond, func() { closed <- time.Now() })
 	if err != nil {
 		panic(err)
 	}
-	lastRead := time.Now()
 	for range 5 { // five reads, 5ms apart
 		time.Sleep(5 * time.Millisecond)
+		read := time.Now()
 		if !idle.Reset(20 * time.Millisecond) {
 			break // already idle long enough: the connection is closing
 		}
-		lastRead = time.Now()
+		lastRead = read
 	}
 	at := <-closed
 	fmt.Println("closed after 20ms without a read:", at.Sub(lastRead) >= 20*time.Millisecond)
@@ -87,6 +88,8 @@ func ExampleScheduler_Stop() {
 	// shardwheel: scheduler stopped
 }
 
+// Stats is a snapshot for a monitoring loop: totals, and the same figures
+// per shard.
 func ExampleScheduler_Stats() {
 	s, err := shardwheel.New(shardwheel.WithShards(2))
 	if err != nil {

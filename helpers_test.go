@@ -19,6 +19,9 @@ func newScheduler(t testing.TB, opts ...shardwheel.Option) *shardwheel.Scheduler
 	return s
 }
 
+// waitFor bounds every condition a test polls for (require.Eventually):
+// generous, because the race detector on a loaded 2-core machine is slow,
+// and only reached when the condition is never going to hold.
 const waitFor, pollEvery = 10 * time.Second, time.Millisecond
 
 func noop() {}
