@@ -1,6 +1,6 @@
 module github.com/shardwheel/shardwheel
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/felixge/fgprof v0.9.5
