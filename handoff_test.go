@@ -297,8 +297,8 @@ func TestStatsAddUp(t *testing.T) {
 	for p := range 4 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				if _, err := s.Schedule(uint64(p<<32|i), time.Hour, noop); err != nil {
-					require.ErrorIs(t, err, shardwheel.ErrStopped)
+				if _, err := s.Schedule(uint64(p)<<32|uint64(i), time.Hour, noop); err != nil {
+					assert.ErrorIs(t, err, shardwheel.ErrStopped)
 					return
 				}
 				accepted.Add(1)

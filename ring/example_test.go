@@ -31,7 +31,7 @@ func Example() {
 		}()
 	}
 	wg.Wait()
-	fmt.Println("pushed:", q.Pushed(), "empty:", q.Empty())
+	fmt.Println("empty:", q.Empty())
 
 	// One consumer pops. Each producer's values come out in its order.
 	var sum uint64
@@ -61,7 +61,7 @@ func Example() {
 	}
 	fmt.Println()
 	// Output:
-	// pushed: 6 empty: false
+	// empty: false
 	// sum: 36 in order: true empty: true
 	// true true true
 }

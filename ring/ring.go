@@ -24,7 +24,7 @@
 // only once its link is set, after which nobody writes that link again
 // until the element is pushed anew.
 //
-// Ownership: last, stubNext and pushed are shared by producers (atomic);
+// Ownership: last and stubNext are shared by producers (atomic);
 // first is the consumer's alone, on a cache line of its own so that pops do
 // not invalidate the line every push writes.
 package ring
@@ -48,8 +48,7 @@ type Queue struct {
 	// Producers' line.
 	last     atomic.Uint32 // the most recently pushed element
 	stubNext atomic.Uint32 // the stub's link
-	pushed   atomic.Uint64 // pushes since Init, for statistics
-	_        [pad.CacheLineSize - 16]byte
+	_        [pad.CacheLineSize - 8]byte
 	// Consumer's line.
 	first uint32 // the oldest element not yet popped (or Stub)
 	_     [pad.CacheLineSize - 4]byte
@@ -60,7 +59,6 @@ type Queue struct {
 func (q *Queue) Init() {
 	q.last.Store(Stub)
 	q.stubNext.Store(0)
-	q.pushed.Store(0)
 	q.first = Stub
 }
 
@@ -74,10 +72,7 @@ func (q *Queue) link(a *pool.Arena, idx uint32) *atomic.Uint32 {
 // Push appends node idx of arena a. It never blocks and never fails; it is
 // safe for concurrent use by many goroutines. The node must not be in any
 // queue.
-func (q *Queue) Push(a *pool.Arena, idx uint32) {
-	q.pushed.Add(1) // before the node can be popped: depth = pushed - popped stays >= 0
-	q.push(a, idx)
-}
+func (q *Queue) Push(a *pool.Arena, idx uint32) { q.push(a, idx) }
 
 func (q *Queue) push(a *pool.Arena, idx uint32) {
 	// Why this order: (1) the node's link is cleared before the exchange
@@ -91,10 +86,6 @@ func (q *Queue) push(a *pool.Arena, idx uint32) {
 	prev := q.last.Swap(idx)
 	q.link(a, prev).Store(idx)
 }
-
-// Pushed returns the number of Push calls since Init that have begun. Any
-// goroutine may call it.
-func (q *Queue) Pushed() uint64 { return q.pushed.Load() }
 
 // TryPop removes and returns the oldest element, or reports false if the
 // queue is empty or its oldest element's producer is between its two

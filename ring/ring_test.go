@@ -137,7 +137,6 @@ func TestReuse(t *testing.T) {
 			require.Equal(t, uint64(i), a.Node(idx).Key)
 			require.True(t, q.Empty())
 		}
-		assert.Equal(t, uint64(rounds), q.Pushed())
 	})
 	t.Run("rotation", func(t *testing.T) {
 		// Keep k nodes queued; pop the oldest and push it straight back:
@@ -192,32 +191,6 @@ func TestReuse(t *testing.T) {
 			require.True(t, q.Empty())
 		}
 	})
-}
-
-func TestPushed(t *testing.T) {
-	a, n := nodes(t, 5)
-	q := newQueue()
-	assert.Zero(t, q.Pushed())
-	for i, idx := range n {
-		q.Push(a, idx)
-		assert.Equal(t, uint64(i+1), q.Pushed())
-	}
-	for range 2 {
-		_, ok := q.TryPop(a)
-		require.True(t, ok)
-	}
-	assert.Equal(t, uint64(5), q.Pushed(), "pops do not change Pushed")
-	for range 3 {
-		_, ok := q.TryPop(a)
-		require.True(t, ok)
-	}
-	_, ok := q.TryPop(a)
-	require.False(t, ok)
-	assert.Equal(t, uint64(5), q.Pushed(), "the consumer's stub pushes are not counted")
-
-	var fresh ring.Queue
-	fresh.Init()
-	assert.Zero(t, fresh.Pushed())
 }
 
 // runMPSC has producers push perProducer values each through a small set of
@@ -313,7 +286,6 @@ func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 	_, ok := q.TryPop(a)
 	assert.False(t, ok, "queue must be empty after every value was popped")
 	assert.True(t, q.Empty())
-	assert.Equal(t, uint64(total), q.Pushed())
 	for p := range producers {
 		assert.Equal(t, perProducer, next[p], "producer %d", p)
 	}

@@ -58,6 +58,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 			return 0, Closed
 		}
 	}
+	l.scheduled.Add(1)
 	return makeRef(idx, gen), Accepted
 }
 

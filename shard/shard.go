@@ -104,13 +104,15 @@ type lane struct {
 	// beyond its initial share or negative; only the sum over all lanes and
 	// shards means anything (see Scheduler.Pending).
 	quota atomic.Int64
-	// Counters of producers on this lane, for Stats: successful Resets and
-	// Cancels, and Schedules undone because Stop won the race (their push
-	// is not counted as scheduled).
-	resets  atomic.Uint64
-	cancels atomic.Uint64
-	undone  atomic.Uint64
-	_       [pad.CacheLineSize - 32]byte
+	// Counters of producers on this lane, for Stats: accepted Schedules
+	// (counted once the call can no longer be undone, so the count never
+	// goes down), Schedules undone because Stop won the race (their nodes
+	// still pass through the queue), successful Resets and Cancels.
+	scheduled atomic.Uint64
+	undone    atomic.Uint64
+	resets    atomic.Uint64
+	cancels   atomic.Uint64
+	_         [pad.CacheLineSize - 40]byte
 }
 
 // New returns a shard; its worker starts with Start. It allocates no node

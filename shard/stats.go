@@ -128,19 +128,21 @@ func (ws *workerStats) publish() {
 // use; it never blocks the worker.
 func (sh *Shard) Stats() Stats {
 	p := &sh.stats.published
-	var pushed, undone uint64
 	var st Stats
+	consumed := p[cConsumed].Load()
+	var undone uint64
 	for i := range sh.lanes {
 		l := &sh.lanes[i]
-		// undone before pushed: an undone Schedule has pushed first,
-		// so Scheduled never counts an undo without its push.
+		st.Scheduled += l.scheduled.Load()
 		undone += l.undone.Load()
-		pushed += l.queue.Pushed()
 		st.Reset += l.resets.Load()
 		st.Cancelled += l.cancels.Load()
 	}
-	st.Scheduled = pushed - min(undone, pushed)
-	st.RingDepth = int(pushed - min(p[cConsumed].Load(), pushed))
+	// Every node that entered a queue was scheduled or undone. A node can
+	// be consumed before its Schedule call counts it, so the depth is
+	// clamped at 0.
+	pushed := st.Scheduled + undone
+	st.RingDepth = int(pushed - min(consumed, pushed))
 	st.Resident = int(p[cResident].Load()) + st.RingDepth
 	st.Fired = p[cFired].Load()
 	st.Stopped = sh.stopped.Load()

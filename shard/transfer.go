@@ -61,7 +61,7 @@ func (sh *Shard) transfer(target uint64) {
 func (sh *Shard) queued() uint64 {
 	var pushed uint64
 	for i := range sh.lanes {
-		pushed += sh.lanes[i].queue.Pushed()
+		pushed += sh.lanes[i].scheduled.Load() + sh.lanes[i].undone.Load()
 	}
 	return pushed - min(sh.stats.counts[cConsumed], pushed)
 }
