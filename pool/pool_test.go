@@ -314,14 +314,14 @@ func testBlockLayout(t *testing.T, first, n int) {
 			}
 			if uintptr(unsafe.Pointer(node)) != n0+32*d ||
 				uintptr(unsafe.Pointer(a.Link(idx))) != l0+4*d ||
-				uintptr(unsafe.Pointer(a.Task(idx))) != t0+8*d {
+				uintptr(unsafe.Pointer(a.Task(idx))) != t0+unsafe.Sizeof(func() {})*d {
 				t.Fatalf("index %d is not element %d of block %d in all of Node, Link and Task", idx, d, k)
 			}
 		}
 		d := uintptr(end - start)
 		nodeSpans = append(nodeSpans, span{n0, n0 + 32*d})
 		linkSpans = append(linkSpans, span{l0, l0 + 4*d})
-		taskSpans = append(taskSpans, span{t0, t0 + 8*d})
+		taskSpans = append(taskSpans, span{t0, t0 + unsafe.Sizeof(func() {})*d})
 	}
 	for name, spans := range map[string][]span{"nodes": nodeSpans, "links": linkSpans, "tasks": taskSpans} {
 		for i := range spans {
