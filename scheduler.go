@@ -66,8 +66,9 @@ var (
 // WithMaxPending says.
 const ShardCapacity = pool.Capacity
 
-// Scheduler runs timers on a set of shards. It must be created with New: a
-// zero Scheduler panics with "shardwheel: use New". All its methods are
+// Scheduler runs timers on a set of shards. It must be created with New:
+// Schedule, AfterFunc, ShardOf, MaxDelay and Stop on a zero Scheduler panic
+// with "shardwheel: use New to create a Scheduler". All its methods are
 // safe for concurrent use, including from tasks, and none of them waits for
 // a shard to make progress, except Stop, which waits as it documents.
 type Scheduler struct {
@@ -284,7 +285,7 @@ func (s *Scheduler) Stop() []Timeout {
 	}
 	var out []Timeout
 	for _, sh := range s.shards {
-		sh.Drain(func(r shard.Ref, key uint64, _ func()) {
+		sh.Drain(func(r shard.Ref, key uint64) {
 			out = append(out, Timeout{sh: sh, ref: r, key: key})
 		})
 	}

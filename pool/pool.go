@@ -159,13 +159,6 @@ func (a *Arena) HighWater() uint32 {
 	return uint32(min(a.fresh.Load(), MaxNodes))
 }
 
-// Allocated reports whether the block holding idx exists. HighWater can run
-// ahead of block installation for a moment while a producer grows the arena.
-func (a *Arena) Allocated(idx uint32) bool {
-	blk, _ := a.locate(idx)
-	return a.blocks[blk].Load() != nil
-}
-
 // Node returns the node at idx. idx must be below HighWater and Allocated.
 func (a *Arena) Node(idx uint32) *Node {
 	blk, off := a.locate(idx)
@@ -199,17 +192,6 @@ func (a *Arena) Link(idx uint32) *atomic.Uint32 {
 func (a *Arena) Task(idx uint32) *func() {
 	blk, off := a.locate(idx)
 	return &a.blocks[blk].Load().tasks[off]
-}
-
-// Bytes returns the memory the arena's blocks hold now.
-func (a *Arena) Bytes() int {
-	n := 0
-	for i := range a.blocks {
-		if a.blocks[i].Load() != nil {
-			n += a.blockSize(uint32(i)) * NodeBytes
-		}
-	}
-	return n
 }
 
 // Get takes a node, preferably from the free list of lane (taken modulo the

@@ -115,7 +115,7 @@ func TestNodeIsPointerFree(t *testing.T) {
 	// The checker itself must catch pointers, including nested ones.
 	type inner struct {
 		_ [2]uint64
-		p *int
+		_ *int
 	}
 	assert.NotEmpty(t, pointerFree(reflect.TypeFor[struct {
 		a atomic.Uint64

@@ -209,7 +209,7 @@ func TestDrainClaimsExactlyThePendingTimers(t *testing.T) {
 
 	h.sh.Close()
 	got := map[uint64]Ref{}
-	h.sh.Drain(func(r Ref, key uint64, _ func()) { got[key] = r })
+	h.sh.Drain(func(r Ref, key uint64) { got[key] = r })
 	assert.Equal(t, map[uint64]Ref{1: inRing, 2: filed, 5: late}, got)
 	for _, r := range got {
 		assert.False(t, h.sh.Pending(r))

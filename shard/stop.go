@@ -16,18 +16,15 @@ func (sh *Shard) Close() {
 // worker itself (see IsWorker).
 func (sh *Shard) Wait() { <-sh.exited }
 
-// Exited returns a channel closed when the worker has returned.
-func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
-
 // IsWorker reports whether the goroutine with id gid (see GoroutineID) is
 // this shard's worker, as a task run inline is.
 func (sh *Shard) IsWorker(gid uint64) bool { return sh.gid.Load() == gid }
 
 // Drain claims every timer that is still pending, after Close, and calls
-// emit with each one's reference, key and task. A claimed timer is
+// emit with each one's reference and key. A claimed timer is
 // cancelled: it never runs and its handle reports not pending. Timers that
 // lose the race to a concurrent Cancel or to the worker are not emitted.
-func (sh *Shard) Drain(emit func(r Ref, key uint64, task func())) {
+func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 	hw := sh.arena.HighWater()
 	for idx := uint32(1); idx < hw; idx++ {
 		n := sh.arena.Find(idx)
@@ -48,14 +45,16 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64, task func())) {
 			}
 			// Success means the state did not change since it was
 			// loaded, so gen belongs to the claimed timer; and the
-			// CAS orders us after the producer's writes of Key and
-			// task. Nobody writes them again while the node is
-			// cancelled and not freed: the worker is gone, or, when
-			// Stop runs in a task, busy running that task.
+			// CAS orders us after the producer's write of Key, which
+			// nobody writes again while the node is cancelled and not
+			// freed: the worker is gone, or, when Stop runs in a
+			// task, busy running that task. The task is dropped now,
+			// so that a stopped scheduler does not keep closures alive.
 			if ok, _ := cancel(n, s); ok {
 				sh.release()
 				sh.stopped.Add(1)
-				emit(makeRef(idx, gen), n.Key, *sh.arena.Task(idx))
+				*sh.arena.Task(idx) = nil
+				emit(makeRef(idx, gen), n.Key)
 				break
 			}
 		}
