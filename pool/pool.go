@@ -160,10 +160,31 @@ func (a *Arena) HighWater() uint32 {
 }
 
 // Node returns the node at idx. idx must be below HighWater and Allocated.
-func (a *Arena) Node(idx uint32) *Node {
-	blk, off := a.locate(idx)
-	return &a.blocks[blk].Load().nodes[off]
+func (a *Arena) Node(idx uint32) *Node { return a.Slot(idx).Node() }
+
+// Slot is where one node's storage lives: its block and its offset there.
+// Finding it costs a little arithmetic and a load, so a caller that needs
+// more than one of a node's node, task and link finds the slot once.
+type Slot struct {
+	b   *block
+	off uint32
 }
+
+// Slot returns the storage of the node at idx. idx must be below HighWater
+// and its block installed (every index Get returned qualifies).
+func (a *Arena) Slot(idx uint32) Slot {
+	blk, off := a.locate(idx)
+	return Slot{a.blocks[blk].Load(), off}
+}
+
+// Node returns the slot's node.
+func (s Slot) Node() *Node { return &s.b.nodes[s.off] }
+
+// Task returns the slot's task (see Arena.Task).
+func (s Slot) Task() *func() { return &s.b.tasks[s.off] }
+
+// Link returns the slot's list link (see block.links).
+func (s Slot) Link() *atomic.Uint32 { return &s.b.links[s.off] }
 
 // Find returns the node at idx, or nil if no node was ever handed out there
 // (idx 0, idx at or beyond HighWater, or its block not yet installed).
@@ -181,50 +202,46 @@ func (a *Arena) Find(idx uint32) *Node {
 }
 
 // Link returns the list link of the node at idx (see block.links).
-func (a *Arena) Link(idx uint32) *atomic.Uint32 {
-	blk, off := a.locate(idx)
-	return &a.blocks[blk].Load().links[off]
-}
+func (a *Arena) Link(idx uint32) *atomic.Uint32 { return a.Slot(idx).Link() }
 
 // Task returns the task slot of the node at idx. Only the node's current
 // owner may read or write it: the producer before publishing the node, the
 // worker afterwards.
-func (a *Arena) Task(idx uint32) *func() {
-	blk, off := a.locate(idx)
-	return &a.blocks[blk].Load().tasks[off]
-}
+func (a *Arena) Task(idx uint32) *func() { return a.Slot(idx).Task() }
 
 // Get takes a node, preferably from the free list of lane (taken modulo the
-// lane count), bumps its generation and returns its index and new
-// generation, or false if the arena already holds Capacity nodes. Safe for
+// lane count), bumps its generation and returns its index, new generation
+// and storage, or false if the arena already holds Capacity nodes. Safe for
 // concurrent use.
-func (a *Arena) Get(lane int) (idx, gen uint32, ok bool) {
+func (a *Arena) Get(lane int) (idx, gen uint32, s Slot, ok bool) {
 	for i := range a.lanes {
-		if idx, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
+		if idx, s, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
 			break
 		}
 	}
 	if !ok {
 		if idx, ok = a.grow(); !ok {
-			return 0, 0, false
+			return 0, 0, Slot{}, false
 		}
+		s = a.Slot(idx)
 	}
-	return idx, a.Node(idx).Gen.Add(1), true
+	return idx, s.Node().Gen.Add(1), s, true
 }
 
-func (a *Arena) pop(l *freeList) (uint32, bool) {
+func (a *Arena) pop(l *freeList) (uint32, Slot, bool) {
 	for {
 		h := l.head.Load()
 		top := uint32(h >> 32)
 		if top == 0 {
-			return 0, false
+			return 0, Slot{}, false
 		}
 		idx := top - 1
-		next := a.Link(idx).Load()
+		s := a.Slot(idx)
+		next := s.Link().Load()
 		// The tag (low half) changes on every pop, so this CAS fails if idx
 		// was popped, reused and pushed back since we loaded h.
 		if l.head.CompareAndSwap(h, uint64(next)<<32|uint64(uint32(h)+1)) {
-			return idx, true
+			return idx, s, true
 		}
 	}
 }
@@ -267,8 +284,9 @@ type Chain struct {
 // node must have ended its life (handles to it no longer validate), and
 // must not be touched until Get returns it again. Owner only.
 func (a *Arena) Add(c *Chain, idx uint32) {
-	*a.Task(idx) = nil // let the GC take the closure now, not at reuse
-	a.Link(idx).Store(c.head)
+	s := a.Slot(idx)
+	*s.Task() = nil // let the GC take the closure now, not at reuse
+	s.Link().Store(c.head)
 	c.head = idx + 1
 	if c.tail == 0 {
 		c.tail = idx + 1

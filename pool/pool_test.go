@@ -18,7 +18,7 @@ import (
 
 func get(tb testing.TB, a *pool.Arena, lane int) (idx, gen uint32) {
 	tb.Helper()
-	idx, gen, ok := a.Get(lane)
+	idx, gen, _, ok := a.Get(lane)
 	require.True(tb, ok, "Get(%d) failed", lane)
 	return idx, gen
 }
@@ -267,7 +267,7 @@ func testBlockLayout(t *testing.T, first, n int) {
 		if boundary && i > 1 {
 			checkBytes("before", uint32(i), growth[len(growth)-1])
 		}
-		idx, gen, ok := a.Get(0)
+		idx, gen, _, ok := a.Get(0)
 		if !ok || idx != uint32(i) || gen != 1 {
 			t.Fatalf("Get %d = (%d, %d, %v), want (%d, 1, true)", i, idx, gen, ok, i)
 		}
@@ -549,7 +549,7 @@ func TestConcurrentGrow(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWorker {
-				idx, gen, ok := a.Get(w)
+				idx, gen, _, ok := a.Get(w)
 				if !ok || gen != 1 {
 					return // caught below: too few indices
 				}
@@ -629,7 +629,7 @@ func testConcurrentGetPut(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range perProducer {
-				idx, gen, ok := a.Get(p)
+				idx, gen, _, ok := a.Get(p)
 				if !ok {
 					fail("Get failed")
 					return
@@ -762,7 +762,7 @@ func TestPopRaceABA(t *testing.T) {
 				// flight the arena grows; the new node joins the others.
 				var got [2]uint32
 				for k := range got {
-					idx, _, ok := a.Get(0)
+					idx, _, _, ok := a.Get(0)
 					if !ok || idx == 0 || idx >= maxIdx {
 						other.Add(1)
 						return
@@ -806,7 +806,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 	var c pool.Chain
 	cycle := func() {
 		for range 64 {
-			idx, _, _ := a.Get(0)
+			idx, _, _, _ := a.Get(0)
 			a.Add(&c, idx)
 		}
 		a.PutChain(1, &c)
@@ -823,7 +823,7 @@ func BenchmarkGetPut(b *testing.B) {
 	a := pool.New(0, 1)
 	var c pool.Chain
 	for range 64 { // warm up: allocate the blocks and fill the list
-		idx, _, _ := a.Get(0)
+		idx, _, _, _ := a.Get(0)
 		a.Add(&c, idx)
 	}
 	a.PutChain(0, &c)
@@ -831,7 +831,7 @@ func BenchmarkGetPut(b *testing.B) {
 	b.ResetTimer()
 	n := 0
 	for range b.N {
-		idx, _, ok := a.Get(0)
+		idx, _, _, ok := a.Get(0)
 		if !ok {
 			b.Fatal("Get failed")
 		}
@@ -863,7 +863,7 @@ func BenchmarkGetParallel(b *testing.B) {
 		var c pool.Chain
 		n := 0
 		for pb.Next() {
-			idx, _, ok := a.Get(lane)
+			idx, _, _, ok := a.Get(lane)
 			if !ok {
 				panic("Get failed")
 			}

@@ -21,12 +21,12 @@ func Example() {
 		go func() {
 			defer wg.Done()
 			for i := range 3 {
-				idx, _, ok := arena.Get(p)
+				idx, _, _, ok := arena.Get(p)
 				if !ok {
 					panic("arena full")
 				}
 				arena.Node(idx).Key = uint64(10*p + i) // written before Push
-				q.Push(arena, idx)
+				q.Push(arena, idx, arena.Node(idx))
 			}
 		}()
 	}
@@ -53,9 +53,9 @@ func Example() {
 	fmt.Println("sum:", sum, "in order:", inOrder, "empty:", q.Empty())
 
 	// A popped node may be pushed again.
-	idx, _, _ := arena.Get(0)
+	idx, _, _, _ := arena.Get(0)
 	for range 3 {
-		q.Push(arena, idx)
+		q.Push(arena, idx, arena.Node(idx))
 		got, _ := q.TryPop(arena)
 		fmt.Print(got == idx, " ")
 	}

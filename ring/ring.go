@@ -69,12 +69,13 @@ func (q *Queue) link(a *pool.Arena, idx uint32) *atomic.Uint32 {
 	return &a.Node(idx).QNext
 }
 
-// Push appends node idx of arena a. It never blocks and never fails; it is
-// safe for concurrent use by many goroutines. The node must not be in any
-// queue.
-func (q *Queue) Push(a *pool.Arena, idx uint32) { q.push(a, idx) }
+// Push appends node idx of arena a; n is that node (a.Node(idx)), which the
+// caller has at hand. It never blocks and never fails; it is safe for
+// concurrent use by many goroutines. The node must not be in any queue.
+func (q *Queue) Push(a *pool.Arena, idx uint32, n *pool.Node) { q.push(a, idx, &n.QNext) }
 
-func (q *Queue) push(a *pool.Arena, idx uint32) {
+// push appends idx, whose link is own.
+func (q *Queue) push(a *pool.Arena, idx uint32, own *atomic.Uint32) {
 	// Why this order: (1) the node's link is cleared before the exchange
 	// publishes it as last, so a producer that links after it, and the
 	// consumer that reads the link, never see a link from its previous
@@ -82,7 +83,7 @@ func (q *Queue) push(a *pool.Arena, idx uint32) {
 	// the consumer, and it follows every write the caller made to the node
 	// before Push (Go atomics are sequentially consistent), so a consumer
 	// that loads the link sees the node's fields. TryPop mirrors this.
-	q.link(a, idx).Store(0)
+	own.Store(0)
 	prev := q.last.Swap(idx)
 	q.link(a, prev).Store(idx)
 }
@@ -111,7 +112,7 @@ func (q *Queue) TryPop(a *pool.Arena) (uint32, bool) {
 	}
 	// first is the only element: put the stub behind it so that it gets a
 	// successor and can leave without producers ever linking from it.
-	q.push(a, Stub)
+	q.push(a, Stub, &q.stubNext)
 	if next = q.link(a, first).Load(); next != 0 {
 		q.first = next
 		return first, true

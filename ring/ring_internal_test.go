@@ -47,7 +47,7 @@ func newArena(t *testing.T, n int) (*pool.Arena, []uint32) {
 	a := pool.New(64, 1)
 	idxs := make([]uint32, n)
 	for i := range idxs {
-		idx, _, ok := a.Get(0)
+		idx, _, _, ok := a.Get(0)
 		require.True(t, ok)
 		a.Node(idx).Key = uint64(100 + i)
 		idxs[i] = idx
@@ -98,8 +98,8 @@ func TestProducerBetweenSwapAndLink(t *testing.T) {
 		assert.True(t, q.Empty())
 
 		// The queue works normally afterwards.
-		q.Push(a, n[1])
-		q.Push(a, n[0])
+		q.Push(a, n[1], a.Node(n[1]))
+		q.Push(a, n[0], a.Node(n[0]))
 		assert.Equal(t, []uint32{n[1], n[0]}, popAll(t, &q, a))
 		assert.True(t, q.Empty())
 	})
@@ -108,7 +108,7 @@ func TestProducerBetweenSwapAndLink(t *testing.T) {
 		a, n := newArena(t, 3)
 		var q Queue
 		q.Init()
-		q.Push(a, n[0])
+		q.Push(a, n[0], a.Node(n[0]))
 		finish := halfPush(&q, a, n[1])
 		// n[0] is linked but its successor is not: the consumer may
 		// not hand n[0] back, since the producer will still write its
@@ -119,7 +119,7 @@ func TestProducerBetweenSwapAndLink(t *testing.T) {
 		}
 		assert.False(t, q.Empty())
 		// A later producer completes its push behind the broken link.
-		q.Push(a, n[2])
+		q.Push(a, n[2], a.Node(n[2]))
 		_, ok := q.TryPop(a)
 		assert.False(t, ok, "n[2] sits behind the break")
 
@@ -136,18 +136,18 @@ func TestProducerBetweenSwapAndLink(t *testing.T) {
 		a, n := newArena(t, 3)
 		var q Queue
 		q.Init()
-		q.Push(a, n[0])
+		q.Push(a, n[0], a.Node(n[0]))
 		finish := halfPush(&q, a, n[1])
 		_, ok := q.TryPop(a) // advances first to n[0], finds no link
 		require.False(t, ok)
 		require.Equal(t, n[0], q.first)
-		q.push(a, Stub) // the consumer's stub push, after the producer's swap
+		q.push(a, Stub, &q.stubNext) // the consumer's stub push, after the producer's swap
 		require.Equal(t, Stub, q.last.Load())
 
 		_, ok = q.TryPop(a)
 		assert.False(t, ok, "n[0] has no successor yet")
 		assert.False(t, q.Empty())
-		q.Push(a, n[2]) // links from the stub
+		q.Push(a, n[2], a.Node(n[2])) // links from the stub
 		_, ok = q.TryPop(a)
 		assert.False(t, ok)
 
@@ -161,7 +161,7 @@ func TestProducerBetweenSwapAndLink(t *testing.T) {
 		a, n := newArena(t, 2)
 		var q Queue
 		q.Init()
-		q.Push(a, n[0])
+		q.Push(a, n[0], a.Node(n[0]))
 		swapped, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)

@@ -21,7 +21,7 @@ func nodes(tb testing.TB, n int) (*pool.Arena, []uint32) {
 	a := pool.New(n, 1)
 	idxs := make([]uint32, n)
 	for i := range idxs {
-		idx, _, ok := a.Get(0)
+		idx, _, _, ok := a.Get(0)
 		require.True(tb, ok)
 		idxs[i] = idx
 	}
@@ -49,7 +49,7 @@ func TestFIFOSingleGoroutine(t *testing.T) {
 			q := newQueue()
 			for i, idx := range idxs {
 				a.Node(idx).Key = uint64(i)
-				q.Push(a, idx)
+				q.Push(a, idx, a.Node(idx))
 			}
 			for i, want := range idxs {
 				idx, ok := q.TryPop(a)
@@ -74,7 +74,7 @@ func TestTryPopEmpty(t *testing.T) {
 	}
 	assert.True(t, q.Empty(), "failed pops do not change the queue")
 
-	q.Push(a, idxs[0])
+	q.Push(a, idxs[0], a.Node(idxs[0]))
 	idx, ok := q.TryPop(a)
 	require.True(t, ok)
 	require.Equal(t, idxs[0], idx)
@@ -109,7 +109,7 @@ func TestEmptyTransitions(t *testing.T) {
 	}
 	for i, s := range steps {
 		for _, idx := range s.push {
-			q.Push(a, idx)
+			q.Push(a, idx, a.Node(idx))
 		}
 		for k := range s.pops {
 			_, ok := q.TryPop(a)
@@ -130,7 +130,7 @@ func TestReuse(t *testing.T) {
 		q := newQueue()
 		for i := range rounds {
 			a.Node(n[0]).Key = uint64(i)
-			q.Push(a, n[0])
+			q.Push(a, n[0], a.Node(n[0]))
 			idx, ok := q.TryPop(a)
 			require.True(t, ok, "round %d", i)
 			require.Equal(t, n[0], idx)
@@ -145,13 +145,13 @@ func TestReuse(t *testing.T) {
 			a, n := nodes(t, k)
 			q := newQueue()
 			for _, idx := range n {
-				q.Push(a, idx)
+				q.Push(a, idx, a.Node(idx))
 			}
 			for i := range rounds {
 				idx, ok := q.TryPop(a)
 				require.True(t, ok, "k=%d round %d", k, i)
 				require.Equal(t, n[i%k], idx, "k=%d round %d", k, i)
-				q.Push(a, idx)
+				q.Push(a, idx, a.Node(idx))
 			}
 			for i := range k {
 				idx, ok := q.TryPop(a)
@@ -177,7 +177,7 @@ func TestReuse(t *testing.T) {
 			for _, idx := range order {
 				if !seen[idx] {
 					seen[idx] = true
-					q.Push(a, idx)
+					q.Push(a, idx, a.Node(idx))
 					pushed = append(pushed, idx)
 				}
 			}
@@ -203,7 +203,7 @@ func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 	own := make([][]uint32, producers)
 	for p := range own {
 		for range nodesEach {
-			idx, _, ok := a.Get(p)
+			idx, _, _, ok := a.Get(p)
 			require.True(t, ok)
 			own[p] = append(own[p], idx)
 		}
@@ -232,7 +232,7 @@ func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 				}
 				n.Key = uint64(p)<<32 | uint64(i)
 				n.State.Store(1)
-				q.Push(a, idx)
+				q.Push(a, idx, a.Node(idx))
 			}
 		}()
 	}
@@ -312,7 +312,7 @@ func TestPushPopAllocs(t *testing.T) {
 	q := newQueue()
 	allocs := testing.AllocsPerRun(1000, func() {
 		for _, idx := range n {
-			q.Push(a, idx)
+			q.Push(a, idx, a.Node(idx))
 		}
 		for range n {
 			if _, ok := q.TryPop(a); !ok {
@@ -330,7 +330,7 @@ func BenchmarkPushPop(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		q.Push(a, n[0])
+		q.Push(a, n[0], a.Node(n[0]))
 		if idx, ok := q.TryPop(a); !ok || idx != n[0] {
 			b.Fatalf("pop = %d, %v; want %d", idx, ok, n[0])
 		}
@@ -379,7 +379,7 @@ func BenchmarkPushParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var own [perProducer]uint32
 		for i := range own {
-			idx, _, ok := a.Get(0)
+			idx, _, _, ok := a.Get(0)
 			if !ok {
 				panic("Get failed")
 			}
@@ -392,7 +392,7 @@ func BenchmarkPushParallel(b *testing.B) {
 				runtime.Gosched()
 			}
 			n.State.Store(1)
-			q.Push(a, own[i])
+			q.Push(a, own[i], a.Node(own[i]))
 			i = (i + 1) % perProducer
 		}
 	})

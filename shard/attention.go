@@ -55,7 +55,7 @@ func (sh *Shard) processAttention() {
 			if n.Prev != detached {
 				sh.w.unlink(idx)
 			}
-			sh.free(idx)
+			sh.free(idx, int(idx))
 		default:
 			// Reset to an earlier deadline: re-file it.
 			sh.w.unlink(idx)

@@ -55,11 +55,11 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) bool {
 			task := *sh.arena.Task(idx)
 			sh.release()
 			sh.stats.counts[cFired]++
-			sh.releaseNode(idx, n, fs)
+			sh.releaseNode(idx, n, fs, int(idx))
 			sh.runTask(task)
 			return !sh.closed.Load()
 		case statusCancelled:
-			sh.releaseNode(idx, n, s)
+			sh.releaseNode(idx, n, s, int(idx))
 			return true
 		default:
 			badNode(idx, s, "unresolved or fired node in the wheel")
@@ -71,17 +71,18 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) bool {
 // it, unless it is still on the attention stack, whose processing frees it.
 // A terminal state never changes again, so s.queued() cannot become true
 // after this check.
-func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
+func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state, lane int) {
 	if s.queued() {
 		n.Prev = detached
 		return
 	}
-	sh.free(idx)
+	sh.free(idx, lane)
 }
 
-// free returns a node to the pool at the end of the pass, on the lane its
-// index picks, which spreads freed nodes over the lanes.
-func (sh *Shard) free(idx uint32) {
+// free returns a node to the pool at the end of the pass, on lane (modulo
+// the lane count). Where no lane is known, callers pass the node's index,
+// which spreads freed nodes over the lanes.
+func (sh *Shard) free(idx uint32, lane int) {
 	// The next life must start "not in the wheel" (Prev == 0), whatever
 	// this one ended as (detached, for one). Most nodes end that way
 	// already: skipping the write keeps their cache line clean, so the
@@ -89,7 +90,7 @@ func (sh *Shard) free(idx uint32) {
 	if n := sh.arena.Node(idx); n.Prev != 0 {
 		n.Next, n.Prev = 0, 0
 	}
-	sh.arena.Add(&sh.freed[int(idx)&sh.laneMask], idx)
+	sh.arena.Add(&sh.freed[lane&sh.laneMask], idx)
 }
 
 func (sh *Shard) runTask(task func()) {

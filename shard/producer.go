@@ -29,20 +29,20 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	if !sh.acquire(l) {
 		return 0, NoTokens
 	}
-	idx, gen, ok := sh.arena.Get(li)
+	idx, gen, slot, ok := sh.arena.Get(li)
 	if !ok {
 		l.quota.Add(1)
 		return 0, ArenaFull
 	}
-	n := sh.arena.Node(idx)
+	n := slot.Node()
 	n.Key = key
-	*sh.arena.Task(idx) = task
+	*slot.Task() = task
 	// Storing the state before the push publishes the fields above to
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).
 	s := newState(gen, sh.clampDelay(delay), sh.tick)
 	n.State.Store(uint64(s))
-	l.queue.Push(sh.arena, idx)
+	l.queue.Push(sh.arena, idx, n)
 	if sh.parked.Load() != 0 {
 		sh.unpark()
 	}
