@@ -33,3 +33,43 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// hangLimit bounds a scenario that would deadlock with a blocking
+// hand-off: past it the test reports the hang, with the goroutines' stacks,
+// instead of hanging CI.
+const hangLimit = 60 * time.Second
+
+// within runs f and fails the test if it has not returned within hangLimit.
+// On a hang it does not wait for f (nor Stop the scheduler, which would
+// hang too): the test binary reports and moves on.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(hangLimit):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%s hung for %v; goroutines:\n%s", what, hangLimit, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// keysFor returns n keys that route to shard i of s.
+func keysFor(s *shardwheel.Scheduler, i, n int) []uint64 {
+	keys := make([]uint64, 0, n)
+	for k := uint64(0); len(keys) < n; k++ {
+		if s.ShardOf(k) == i {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// newUnstopped returns a scheduler that the test must Stop itself: a test
+// that detects a hang must not have a cleanup that hangs on it.
+func newUnstopped(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler {
+	t.Helper()
+	s, err := shardwheel.New(opts...)
+	require.NoError(t, err)
+	return s
+}

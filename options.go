@@ -108,7 +108,8 @@ func WithWheelSize(n int) Option {
 // WithRingSize sets how many timers a shard's storage holds when it first
 // grows: the shard allocates nothing for timers until it gets its first
 // one, then a block of n nodes (rounded up to a power of two, at least 64;
-// 44 bytes each), and doubles its storage as it fills. The default is
+// 44 bytes each), and doubles its storage as it fills, in blocks of at most
+// 2^18 nodes (or n, if larger). The default is
 // DefaultRingSize; n must be in [1, MaxRingSize]. A larger first block
 // saves a few early allocations for a shard that will surely hold many
 // timers. (The option is named for the fixed rings that fed the shards

@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,4 +65,61 @@ func TestStatsAccountForEveryEnd(t *testing.T) {
 	assert.Equal(t, st.Total.Fired, fired)
 	assert.Equal(t, st.Total.Cancelled, cancelled)
 	assert.Equal(t, st.Total.Stopped, stopped)
+}
+
+// TestStatsAddUp checks Scheduled = Fired + Cancelled + Stopped + pending
+// at quiescence and after Stop, with timers filed by tasks, cancels just
+// before Stop, and Schedules that lose the race with Stop.
+func TestStatsAddUp(t *testing.T) {
+	s := newUnstopped(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	addsUp := func(what string) {
+		t.Helper()
+		st := s.Stats()
+		tot := st.Total
+		assert.Equal(t, tot.Scheduled, tot.Fired+tot.Cancelled+tot.Stopped+uint64(st.Pending), "%s: %+v", what, tot)
+	}
+	var fired atomic.Int64
+	for i := range 100 {
+		_, err := s.Schedule(uint64(i), 0, func() {
+			fired.Add(1)
+			_, _ = s.Schedule(uint64(i), time.Millisecond, func() { fired.Add(1) })
+		})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return fired.Load() == 200 }, waitFor, pollEvery)
+	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 200 }, waitFor, pollEvery)
+	addsUp("quiescent")
+
+	var later []shardwheel.Timeout
+	for i := range 50 {
+		tm, err := s.Schedule(uint64(i), time.Hour, noop)
+		require.NoError(t, err)
+		later = append(later, tm)
+	}
+	for _, tm := range later[:20] {
+		require.True(t, tm.Cancel())
+	}
+	// Producers race Stop; every call they make either succeeds or leaves
+	// no trace.
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	for p := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				if _, err := s.Schedule(uint64(p)<<32|uint64(i), time.Hour, noop); err != nil {
+					assert.ErrorIs(t, err, shardwheel.ErrStopped)
+					return
+				}
+				accepted.Add(1)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return accepted.Load() > 1000 }, waitFor, pollEvery)
+	stopped := s.Stop()
+	wg.Wait()
+	assert.Len(t, stopped, 30+int(accepted.Load()))
+	addsUp("after Stop")
+	st := s.Stats().Total
+	assert.EqualValues(t, 200+50+accepted.Load(), st.Scheduled)
+	assert.EqualValues(t, len(stopped), st.Stopped)
 }

@@ -170,3 +170,50 @@ func TestStopUnderFullLoad(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, accepted.Load(), ran.Load()+int64(len(stopped)))
 }
+
+// TestSecondStopWaitsForTheFirst: a task calls Stop and then cleans up; an
+// outside Stop must not return before that task and its shard are done.
+func TestSecondStopWaitsForTheFirst(t *testing.T) {
+	s := newUnstopped(t, shardwheel.WithShards(2))
+	var cleanedUp atomic.Bool
+	inStop := make(chan struct{})
+	_, err := s.AfterFunc(0, func() {
+		s.Stop()
+		close(inStop)
+		// Clean-up work after Stop, long enough that a Stop that does
+		// not wait for it would be caught.
+		time.Sleep(200 * time.Millisecond)
+		cleanedUp.Store(true)
+	})
+	require.NoError(t, err)
+	<-inStop
+	within(t, "the second Stop", func() {
+		assert.Nil(t, s.Stop())
+	})
+	assert.True(t, cleanedUp.Load(), "Stop returned while a task that called Stop still ran")
+}
+
+// TestStopFromTwoTasksDoesNotDeadlock: tasks on two shards call Stop at the
+// same time; each waits for the other shard, so the later one must not
+// wait for the first.
+func TestStopFromTwoTasksDoesNotDeadlock(t *testing.T) {
+	s := newUnstopped(t, shardwheel.WithShards(2))
+	var both sync.WaitGroup
+	both.Add(2)
+	var returned atomic.Int64
+	for i := range 2 {
+		_, err := s.Schedule(keysFor(s, i, 1)[0], 0, func() {
+			both.Done()
+			both.Wait()
+			s.Stop()
+			returned.Add(1)
+		})
+		require.NoError(t, err)
+	}
+	within(t, "Stop from two tasks", func() {
+		for returned.Load() < 2 {
+			time.Sleep(pollEvery)
+		}
+		s.Stop()
+	})
+}

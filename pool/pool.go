@@ -5,11 +5,12 @@
 // Layout. Block 0 holds the first nodes New was given (rounded up to a
 // power of two); each later block is as large as all the blocks before it
 // (so the arena doubles) until blocks reach 2^18 nodes, or block 0's size if
-// that is larger, after which they stay that size. An empty arena holds no block at all: a shard that never gets a
-// timer costs a few hundred bytes here. Each block keeps its nodes in one
-// pointer-free array and their tasks in a separate []func() array, so the
-// garbage collector never scans node memory; links between nodes are
-// indices, not pointers, for the same reason.
+// that is larger, after which they stay that size. An empty arena holds no
+// block at all: a shard that never gets a timer costs only the Arena header
+// here (about 2 KiB, mostly the table of block pointers). Each block keeps
+// its nodes in one pointer-free array and their tasks in a separate
+// []func() array, so the garbage collector never scans node memory; links
+// between nodes are indices, not pointers, for the same reason.
 //
 // Index 0 is never handed out, so that 0 can mean "no node" in every link.
 // An arena therefore holds at most Capacity = MaxNodes-1 timers.

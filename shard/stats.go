@@ -17,8 +17,9 @@ type Stats struct {
 	// (including cancelled ones not yet freed, normally for under a pass)
 	// plus new timers in the incoming queues.
 	Resident int `json:"resident"`
-	// Scheduled counts timers accepted by Schedule. At quiescence, and
-	// after Stop, Scheduled = Fired + Cancelled + Stopped + pending.
+	// Scheduled counts timers accepted by Schedule. Summed over the
+	// shards, at quiescence and after Stop, Scheduled = Fired + Cancelled
+	// + Stopped + Scheduler.Pending().
 	Scheduled uint64 `json:"scheduled"`
 	// Fired counts tasks started.
 	Fired uint64 `json:"fired"`

@@ -41,7 +41,14 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 				break // a fresh node a producer is still taking (Get bumps Gen first)
 			}
 			if !s.tagOK(gen) {
-				continue // recycled between the loads: look again
+				// A new life whose state is not stored yet. Its
+				// producer will see closed and undo it. (A live
+				// timer cannot be recycled under Drain: only a
+				// worker frees nodes, and every worker has exited
+				// or is running the task that called Stop.) Not
+				// waiting for that producer keeps Drain from
+				// spinning on another goroutine's progress.
+				break
 			}
 			// Success means the state did not change since it was
 			// loaded, so gen belongs to the claimed timer; and the

@@ -1,0 +1,88 @@
+package shardwheel_test
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of what a scheduler costs in memory: before any timer, at the
+// limits of the options, and at a shard's capacity.
+
+// TestFootprintBeforeAnyTimer measures the heap a Scheduler holds before it
+// has any timer, per shard, at several GOMAXPROCS (which sets the lanes per
+// shard). The limit, 128 KiB per shard, is the issue's; the measured
+// figures are in BenchmarkNewFootprint.
+func TestFootprintBeforeAnyTimer(t *testing.T) {
+	for _, procs := range []int{2, 16, 64, 128} {
+		perShard := newFootprint(t, procs, 8)
+		assert.LessOrEqual(t, perShard, 128<<10, "GOMAXPROCS %d: %d bytes per shard", procs, perShard)
+	}
+}
+
+// newFootprint returns the heap bytes per shard that New holds with the
+// given GOMAXPROCS and shard count.
+func newFootprint(tb testing.TB, procs, shards int) int {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	before := heapInUse()
+	s, err := shardwheel.New(shardwheel.WithShards(shards))
+	require.NoError(tb, err)
+	after := heapInUse()
+	runtime.KeepAlive(s)
+	s.Stop()
+	return int(after-before) / shards
+}
+
+// BenchmarkNewFootprint reports the heap New holds per shard before any
+// timer, at several GOMAXPROCS.
+func BenchmarkNewFootprint(b *testing.B) {
+	for _, procs := range []int{2, 16, 64, 128} {
+		b.Run("GOMAXPROCS="+strconv.Itoa(procs), func(b *testing.B) {
+			var per int
+			for range b.N {
+				per = newFootprint(b, procs, procs)
+			}
+			b.ReportMetric(float64(per), "B/shard")
+		})
+	}
+}
+
+// TestOptionsThatCannotFitFailInNew: a combination whose fixed cost
+// exceeds the machine fails in New with an error naming the options,
+// instead of an out-of-memory crash later.
+func TestOptionsThatCannotFitFailInNew(t *testing.T) {
+	_, err := shardwheel.New(shardwheel.WithShards(shardwheel.MaxShards), shardwheel.WithRingSize(shardwheel.MaxRingSize))
+	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+	for _, want := range []string{"WithShards(4096)", "WithRingSize(4194304)", "MiB"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	// The largest shard count alone fits: nothing is preallocated.
+	s, err := shardwheel.New(shardwheel.WithShards(shardwheel.MaxShards))
+	require.NoError(t, err)
+	s.Stop()
+}
+
+// TestShardCapacityIsExact fills one shard to ShardCapacity: the last timer
+// fits and the next is refused with the error that names the capacity. It
+// needs about 3 GB and a minute, so CI runs it on its own, without -race.
+func TestShardCapacityIsExact(t *testing.T) {
+	if os.Getenv("SHARDWHEEL_CAPACITY") == "" {
+		t.Skip("set SHARDWHEEL_CAPACITY=1 to fill a shard (3 GB)")
+	}
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithRingSize(shardwheel.MaxRingSize))
+	for i := range shardwheel.ShardCapacity {
+		if _, err := s.Schedule(0, time.Hour, noop); err != nil {
+			t.Fatalf("timer %d of %d refused: %v", i+1, shardwheel.ShardCapacity, err)
+		}
+	}
+	_, err := s.Schedule(0, time.Hour, noop)
+	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	assert.Contains(t, err.Error(), "67108863")
+	assert.Equal(t, shardwheel.ShardCapacity, s.Pending())
+}
