@@ -150,7 +150,7 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		{overTime("Backlog", "timers", yCount, []line{
 			{"pending", "#0072b2", "", pick(func(s sample) float64 { return float64(s.Pending) })},
 			{"ring depth", "#e69f00", "", pick(func(s sample) float64 { return float64(s.RingDepth) })},
-		}, nil), "Timers pending at the end of each interval, and new timers still waiting in the rings for their shard."},
+		}, nil), "Timers pending at the end of each interval, and new timers still waiting in the queues for their shard."},
 	}
 	for _, c := range charts {
 		p.Charts = append(p.Charts, htmlChart{template.HTML(c.c.svg()), c.caption})

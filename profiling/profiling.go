@@ -26,7 +26,7 @@
 // machine, half a tick on average at a 1ms tick. Beyond one tick plus that
 // 1ms a shard fell behind, and the reports say which of the likely causes
 // the counters point to: starved shard goroutines (tick lag), long tasks
-// (task time), the transfer cap or full rings.
+// (task time) or the transfer cap.
 //
 // fgprof is used rather than the CPU profiler because lateness is a
 // wall-clock problem: a shard that waits (for a CPU, a lock, a blocking

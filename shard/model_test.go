@@ -75,7 +75,7 @@ func runModel(t *testing.T, ops []byte) {
 				tm.ref = h.schedule(len(timers)-1, delay)
 				continue
 			}
-			// Leave it in the ring: the worker resolves it at the next
+			// Leave it in its queue: the worker resolves it at the next
 			// pass, which may be later than now, but never earlier.
 			id := len(timers) - 1
 			r, rej := h.sh.Schedule(uint64(id), delay, func() { h.fired[id] = h.clock.Now() })

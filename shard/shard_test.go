@@ -239,7 +239,7 @@ func TestQuota(t *testing.T) {
 // TestNodeFreedWhileQueuedStartsNextLifeClean is the regression test for a
 // node that ended while on the attention stack (so the worker marked it
 // detached) and was then reused: its next life must start "not yet
-// transferred", or a Cancel of it while still in the ring frees it twice.
+// transferred", or a Cancel of it while still in its queue frees it twice.
 func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	h := newHarness(t)
 	// Timers 1 and 2 are due at the same tick, 1 first in its slot. The
@@ -255,8 +255,8 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	require.True(t, cancelled)
 	require.NotContains(t, h.fired, 2)
 
-	// Reuse the freed nodes while they sit in the ring: resolve by Reset,
-	// then cancel, so the attention stack sees them before the ring does.
+	// Reuse the freed nodes while they sit in their queue: resolve by Reset,
+	// then cancel, so the attention stack sees them before the transfer does.
 	for i := range 8 {
 		r, rej := h.sh.Schedule(uint64(10+i), time.Hour, func() { t.Error("cancelled timer ran") })
 		require.Equal(t, Accepted, rej)

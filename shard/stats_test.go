@@ -29,7 +29,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, 10, st.RingPeak)
 
 	require.True(t, h.sh.Cancel(refs[0]))                 // in the wheel
-	require.True(t, h.sh.Cancel(refs[9]))                 // still in the ring
+	require.True(t, h.sh.Cancel(refs[9]))                 // still in its queue
 	require.True(t, h.sh.Reset(refs[1], 600*testTick))    // later, across levels
 	_, rej := h.sh.Schedule(99, 0, func() { panic("x") }) // panics when run
 	require.Equal(t, Accepted, rej)
