@@ -94,6 +94,14 @@ func (sh *Shard) free(idx uint32, lane int) {
 }
 
 func (sh *Shard) runTask(task func()) {
+	// Registered first, so it runs last: the panic handler below still
+	// counts as part of the task. See Quiet for the handshake with closed.
+	sh.inTask.Store(true)
+	defer sh.inTask.Store(false)
+	if sh.closed.Load() && !sh.quieted {
+		sh.quieted = true
+		close(sh.quiet)
+	}
 	sh.stats.tasks++
 	if sh.cfg.Stats && sh.stats.tasks%taskSampleEvery == 0 {
 		start := sh.clock.Now()

@@ -149,9 +149,15 @@ func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 	if !mine || !s.live() {
 		return 0, false
 	}
-	now := sh.clock.Now()
+	return sh.due(s, sh.clock.Now()), true
+}
+
+// due returns the clock reading at which a live timer in state s is due,
+// given a clock reading now taken after its Schedule call: an unresolved
+// timer is given the earliest time it can run.
+func (sh *Shard) due(s state, now time.Duration) time.Duration {
 	if s.status() == statusUnresolved {
-		return sh.tickTime(sh.deadlineTick(s, now)), true
+		return sh.tickTime(sh.deadlineTick(s, now))
 	}
-	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(now))), true
+	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(now)))
 }

@@ -64,6 +64,9 @@ type Shard struct {
 	wake     chan struct{} // capacity 1; producers signal, worker receives
 	done     chan struct{} // closed by Close
 	exited   chan struct{} // closed when the worker returns
+	// quiet is closed by the worker when it starts a task after Close
+	// (see Quiet); the worker is the only closer.
+	quiet chan struct{}
 
 	// Cancel (of a filed timer) and Reset (to an earlier deadline) push
 	// here; the worker swaps it empty once per pass.
@@ -79,6 +82,14 @@ type Shard struct {
 	_      [pad.CacheLineSize - 16]byte
 
 	stopped atomic.Uint64 // timers claimed by Drain; Stop's goroutine
+	// inTask is true while the worker runs a task (or the executor or
+	// panic handler for one). Written by the worker only, read by Quiet's
+	// callers; it and closed are sequentially consistent atomics, which
+	// the handshake in Quiet relies on.
+	inTask atomic.Bool
+	// drained holds, sorted, the timers Drain claimed, published once the
+	// scan is complete; nil before. Written once by Drain's goroutine.
+	drained atomic.Pointer[[]claim]
 
 	// Worker only, except where workerStats says otherwise.
 	stats    workerStats
@@ -89,6 +100,7 @@ type Shard struct {
 	rr       int          // lane transfer starts at, rotated for fairness
 	capTick  uint64       // tick whose transfer budget capUsed counts
 	capUsed  int
+	quieted  bool // quiet is closed
 }
 
 // lane is the part of a shard that producers running on one P use: its own
@@ -140,6 +152,7 @@ func New(cfg Config) (*Shard, error) {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		exited:   make(chan struct{}),
+		quiet:    make(chan struct{}),
 		w:        newWheel(a, cfg.WheelSize),
 		freed:    make([]pool.Chain, nLanes),
 	}

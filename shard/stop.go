@@ -1,8 +1,14 @@
 package shard
 
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
 // Stopping. Close and Drain are called by the goroutine that stops the
-// scheduler (possibly a task on some worker); Wait by any goroutine but the
-// worker itself.
+// scheduler (possibly a task on some worker); Wait, Exited, Quiet and
+// Claimed by any goroutine but the worker itself.
 
 // Close stops the worker at its next safe point and makes Schedule fail with
 // Closed. It does not wait: see Wait. Idempotent.
@@ -16,15 +22,49 @@ func (sh *Shard) Close() {
 // worker itself (see IsWorker).
 func (sh *Shard) Wait() { <-sh.exited }
 
+// Exited returns a channel that is closed when the worker has returned.
+func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
+
+// Quiet reports, after Close, whether the worker will touch no timer node
+// again, so that Drain may run while it is still alive: true when it is
+// running a task (a task never returns into the wheel of a closed shard:
+// the worker checks closed after every task and abandons its pass) or has
+// exited. When it returns false, the channel it returns is closed as soon
+// as the worker starts a task (see runTask); the worker's exit closes
+// Exited. The handshake: the worker stores inTask before it loads closed,
+// and Close stored closed before Quiet loads inTask, so either Quiet sees
+// the task or the worker sees closed and closes the channel.
+func (sh *Shard) Quiet() (bool, <-chan struct{}) {
+	if sh.inTask.Load() {
+		return true, nil
+	}
+	select {
+	case <-sh.exited:
+		return true, nil
+	default:
+		return false, sh.quiet
+	}
+}
+
 // IsWorker reports whether the goroutine with id gid (see GoroutineID) is
 // this shard's worker, as a task run inline is.
 func (sh *Shard) IsWorker(gid uint64) bool { return sh.gid.Load() == gid }
 
+// claim is a timer Drain claimed: its reference and when it was due.
+type claim struct {
+	ref Ref
+	due time.Duration
+}
+
 // Drain claims every timer that is still pending, after Close, and calls
 // emit with each one's reference and key. A claimed timer is
-// cancelled: it never runs and its handle reports not pending. Timers that
-// lose the race to a concurrent Cancel or to the worker are not emitted.
+// cancelled: it never runs and its handle reports not pending, but it keeps
+// its task and deadline for Claimed. Timers that lose the race to a
+// concurrent Cancel or to the worker are not emitted. Drain must run only
+// once, when the worker has exited or is quiet (see Quiet).
 func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
+	var claims []claim
+	now := sh.clock.Now()
 	hw := sh.arena.HighWater()
 	for idx := uint32(1); idx < hw; idx++ {
 		n := sh.arena.Find(idx)
@@ -45,25 +85,45 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 				// producer will see closed and undo it. (A live
 				// timer cannot be recycled under Drain: only a
 				// worker frees nodes, and every worker has exited
-				// or is running the task that called Stop.) Not
-				// waiting for that producer keeps Drain from
-				// spinning on another goroutine's progress.
+				// or is quiet.) Not waiting for that producer
+				// keeps Drain from spinning on another goroutine's
+				// progress.
 				break
 			}
 			// Success means the state did not change since it was
 			// loaded, so gen belongs to the claimed timer; and the
-			// CAS orders us after the producer's write of Key, which
-			// nobody writes again while the node is cancelled and not
-			// freed: the worker is gone, or, when Stop runs in a
-			// task, busy running that task. The task is dropped now,
-			// so that a stopped scheduler does not keep closures alive.
+			// CAS orders us after the producer's writes of Key and
+			// the task, which nobody writes again: the node is
+			// cancelled and never freed, since its worker has
+			// exited or is quiet and will exit without touching it.
 			if ok, _ := cancel(n, s); ok {
 				sh.release()
 				sh.stopped.Add(1)
-				*sh.arena.Task(idx) = nil
-				emit(makeRef(idx, gen), n.Key)
+				r := makeRef(idx, gen)
+				claims = append(claims, claim{r, sh.due(s, now)})
+				emit(r, n.Key)
 				break
 			}
 		}
 	}
+	// Ascending indices make claims sorted by Ref, for Claimed.
+	sh.drained.Store(&claims)
+}
+
+// Claimed returns the task of the timer r and the clock reading at which it
+// was due, if Drain claimed it; otherwise nil and false. Before Drain has
+// finished it reports nothing.
+func (sh *Shard) Claimed(r Ref) (task func(), due time.Duration, ok bool) {
+	p := sh.drained.Load()
+	if p == nil {
+		return nil, 0, false
+	}
+	i, found := slices.BinarySearchFunc(*p, r, func(c claim, r Ref) int {
+		return cmp.Compare(c.ref, r)
+	})
+	if !found {
+		return nil, 0, false
+	}
+	idx, _ := r.split()
+	return *sh.arena.Task(idx), (*p)[i].due, true
 }
