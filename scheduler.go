@@ -37,8 +37,10 @@
 package shardwheel
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -75,8 +77,12 @@ type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
-	stopping   atomic.Bool
-	stopped    chan struct{} // closed when the first Stop has drained
+	// epoch is the origin of the clock every shard shares (immutable
+	// after New): contexts (context.go) keep their deadlines as readings
+	// of it, and shard.Shard.Time turns readings back into times.
+	epoch    time.Time
+	stopping atomic.Bool
+	stopped  chan struct{} // closed when the first Stop has drained
 }
 
 // errZero is the panic of a method called on a Scheduler not made by New.
@@ -104,9 +110,11 @@ func New(opts ...Option) (*Scheduler, error) {
 	if err := c.checkMemory(); err != nil {
 		return nil, err
 	}
+	clock := shard.NewRealClock()
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
 		tick:    c.tick,
+		epoch:   clock.Epoch(),
 		stopped: make(chan struct{}),
 	}
 	// Pending tokens are split between the shards and move between them
@@ -124,6 +132,7 @@ func New(opts ...Option) (*Scheduler, error) {
 			q++
 		}
 		cfg := c.shardConfig(q)
+		cfg.Clock, cfg.Epoch = clock, clock.Epoch()
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i)
 		}
@@ -136,7 +145,29 @@ func New(opts ...Option) (*Scheduler, error) {
 	for _, sh := range s.shards {
 		sh.Start()
 	}
+	countLive(1)
 	return s, nil
+}
+
+// WarnSchedulers is the number of live Schedulers (made by New and not yet
+// stopped) beyond which New logs one warning with log/slog, once per
+// process, as Netty's HashedWheelTimer does beyond 64 instances. Each
+// Scheduler runs a goroutine per shard and is meant to be shared: one per
+// connection or per request is a misuse that this warning catches.
+const WarnSchedulers = 64
+
+var (
+	liveSchedulers atomic.Int64
+	warnedLive     atomic.Bool
+)
+
+// countLive adds d to the live Schedulers and warns, once, when there are
+// more than WarnSchedulers.
+func countLive(d int64) {
+	if n := liveSchedulers.Add(d); n > WarnSchedulers && warnedLive.CompareAndSwap(false, true) {
+		slog.Warn("shardwheel: too many live Schedulers; share one Scheduler instead of creating one per connection or request",
+			"live", n, "limit", WarnSchedulers)
+	}
 }
 
 // Shards returns the number of shards.
@@ -187,7 +218,11 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	sh := s.shards[s.ShardOf(key)]
+	return s.scheduleOn(s.shards[s.ShardOf(key)], key, delay, task)
+}
+
+// scheduleOn is Schedule on sh, the shard key routes to.
+func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, delay time.Duration, task func()) (Timeout, error) {
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
@@ -237,8 +272,15 @@ func (s *Scheduler) Pending() int {
 }
 
 // Stop stops every shard, waits for their goroutines to return, and returns
-// the timers that had not ended: they never run, and their handles report
-// not pending. After Stop, Schedule returns ErrStopped.
+// the timers that had not ended: they never run, their handles report not
+// pending, and Timeout.Task gives back their tasks, so that their work can
+// be handed elsewhere. After Stop, Schedule returns ErrStopped.
+//
+// Timers whose task is the CancelFunc of a context from WithTimeout,
+// WithDeadline or their Cause variants (the context's own timer among
+// them) are not returned: Stop hands each to a timer of package time that
+// calls it at the timer's deadline, so that a context made before Stop
+// still expires at its deadline. Stats counts them as stopped.
 //
 // What Stop waits for: each shard goroutine to return. With the default
 // inline executor that includes any task running when Stop is called, so
@@ -247,7 +289,7 @@ func (s *Scheduler) Pending() int {
 // asynchronously: wait for those with the executor's own means. A
 // panicking task or executor is recovered by its shard and reported to the
 // panic handler; an executor that runs tasks on other goroutines must
-// recover their panics itself.
+// recover their panics itself. Shutdown is Stop with a bound on this wait.
 //
 // Stop is idempotent: only the first call returns timers; a later call
 // waits until the first is completely done (every shard goroutine has
@@ -264,33 +306,91 @@ func (s *Scheduler) Pending() int {
 // for every shard, so an executor that blocks a shard until a task that
 // calls Stop returns will deadlock.
 func (s *Scheduler) Stop() []Timeout {
+	out, _ := s.Shutdown(context.Background())
+	return out
+}
+
+// Shutdown is Stop that stops waiting when ctx is done: it then returns
+// ctx.Err() instead of hanging on a task that never returns. Either way
+// the first call claims every pending timer, returns it (or hands it over,
+// as Stop does), and makes Schedule return ErrStopped; a nil error means
+// every shard goroutine has returned, as after Stop. When ctx is done
+// first, tasks that were running may still be running, and their shard
+// goroutines exit when they return. The error is ctx.Err() whenever ctx is
+// done before every shard goroutine has returned, even if ctx was done
+// already when Shutdown was called. A later call, or Stop, waits (bounded
+// by its own ctx) for those goroutines, and returns no timers.
+func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	s.mustBeNew()
 	gid := shard.GoroutineID()
 	if !s.stopping.CompareAndSwap(false, true) {
-		if !s.onWorker(gid) {
-			<-s.stopped
-			for _, sh := range s.shards {
-				sh.Wait()
+		if s.onWorker(gid) {
+			return nil, nil
+		}
+		err := wait(ctx, s.stopped)
+		for _, sh := range s.shards {
+			if err == nil {
+				err = wait(ctx, sh.Exited())
 			}
 		}
-		return nil
+		return nil, err
 	}
 	for _, sh := range s.shards {
 		sh.Close()
 	}
+	var err error
 	for _, sh := range s.shards {
-		if !sh.IsWorker(gid) {
-			sh.Wait()
+		if sh.IsWorker(gid) {
+			continue // quiet: it is running the task that called us
+		}
+		if err == nil {
+			err = wait(ctx, sh.Exited())
+		}
+		if err != nil {
+			// Giving up on a worker still busy: Drain may run beside
+			// it once it touches no node again, which it reaches
+			// without waiting for any task (see shard.Quiet).
+			if quiet, ch := sh.Quiet(); !quiet {
+				select {
+				case <-ch:
+				case <-sh.Exited():
+				}
+			}
 		}
 	}
 	var out []Timeout
 	for _, sh := range s.shards {
+		start := len(out)
 		sh.Drain(func(r shard.Ref, key uint64) {
 			out = append(out, Timeout{sh: sh, ref: r, key: key})
 		})
+		kept := out[:start]
+		for _, t := range out[start:] {
+			if !handOver(t) {
+				kept = append(kept, t)
+			}
+		}
+		out = kept
 	}
 	close(s.stopped)
-	return out
+	countLive(-1)
+	return out, err
+}
+
+// wait waits until ch is closed or ctx is done, and returns ctx.Err() in
+// the second case. A closed ch wins over a done ctx.
+func wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	default:
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *Scheduler) onWorker(gid uint64) bool {
@@ -332,6 +432,21 @@ func (t Timeout) Reset(delay time.Duration) bool {
 // Pending reports whether the timer has not yet ended.
 func (t Timeout) Pending() bool {
 	return t.sh != nil && t.sh.Pending(t.ref)
+}
+
+// Task returns the task of a timer that Stop or Shutdown returned, so that
+// its work can be handed elsewhere (or run: calling it does not make the
+// timer run, which it never will). For every other timer, pending, ended
+// in any other way, from another Scheduler's Stop or the zero Timeout, it
+// returns nil: a shard drops a task when its timer ends, and keeps the
+// tasks of the timers Stop returned for as long as a Timeout of that
+// shard is reachable.
+func (t Timeout) Task() func() {
+	if t.sh == nil {
+		return nil
+	}
+	task, _, _ := t.sh.Claimed(t.ref)
+	return task
 }
 
 // Key returns the key the timer was scheduled with.

@@ -1,0 +1,390 @@
+package shardwheel
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+// Contexts whose deadlines live in the wheel: the functions of package
+// context, with a wheel timer in place of a runtime timer.
+//
+// # Design
+//
+// A context is one timerCtx and one closure, fire, its method value: fire
+// is at once the wheel timer's task, the CancelFunc the caller gets and the
+// function context.AfterFunc calls when the parent is done. fire tells its
+// callers apart by what it observes, never by who calls it:
+//
+//   - the parent's Err is set: the parent is done (its callback, or a
+//     cancel racing it: the parent's cancellation then counts first, as it
+//     would have reached a child of package context synchronously);
+//   - Cancel on the wheel timer succeeds: the timer was pending, so the
+//     caller is the CancelFunc before the deadline;
+//   - the timer has ended and the clock is still before the deadline: Stop
+//     claimed it (a fired timer is never early), and the caller is the
+//     CancelFunc;
+//   - otherwise the deadline has passed: the wheel fired, or Stop's
+//     hand-over did (see handOver), or a CancelFunc lost a race to either,
+//     which package context allows too.
+//
+// One closure is what keeps a context at two allocations.
+
+// Context states. A context goes live -> closing (the one finish call that
+// won) -> why -> why|ctxPublished, and never back.
+const (
+	ctxLive uint32 = iota
+	ctxClosing
+	ctxCanceled   // the CancelFunc, before the deadline
+	ctxExpired    // the deadline
+	ctxParentDone // the parent was done first: Err and Cause are the parent's
+	// ctxPublished is set once Done is closed; Err is non-nil from the
+	// state before it, and then waits for Done.
+	ctxPublished uint32 = 8
+)
+
+// timerCtx is the context of WithDeadlineCause: about 100 bytes, so that
+// with fire it stays within two allocations and 128 bytes.
+type timerCtx struct {
+	// Immutable once the context is published (to the wheel by Schedule,
+	// to the parent by context.AfterFunc, to the caller by the return).
+	parent   context.Context
+	deadline time.Time
+	sh       *shard.Shard  // the shard of the wheel timer; nil for a context done at birth
+	due      time.Duration // the deadline as a reading of sh's clock: never early
+	// stopParent unregisters fire from the parent. Written before the
+	// timer is scheduled, read only by finish for reasons other than
+	// ctxParentDone, which the parent's callback never finishes with.
+	stopParent func() bool
+
+	ref   atomic.Uint64 // the wheel timer's shard.Ref; 0 until Schedule returned
+	state atomic.Uint32 // see the constants: CAS from ctxLive by finish only
+	done  atomic.Value  // chan struct{}: made by Done, or closedChan; closed by finish
+	// x holds what most contexts never need. Created by the constructor
+	// (a cause) or by AfterFunc, by CAS; never replaced.
+	x atomic.Pointer[ctxExtra]
+}
+
+// ctxExtra is a context's rarely used part.
+type ctxExtra struct {
+	cause error // immutable: Cause after the deadline (WithDeadlineCause)
+	// causeCtx carries cause to context.Cause (see Value). Written by
+	// finish before it stores ctxExpired; read after loading that state.
+	causeCtx context.Context
+
+	mu     sync.Mutex
+	funcs  map[*afterFunc]struct{} // AfterFunc registrations; guarded by mu
+	sealed bool                    // finish has taken funcs; guarded by mu
+}
+
+type afterFunc struct{ f func() }
+
+// closedChan is the Done channel of contexts that were done before anyone
+// asked for it.
+var closedChan = make(chan struct{})
+
+func init() { close(closedChan) }
+
+// WithTimeout is context.WithTimeout with its deadline kept in s's wheel:
+// WithDeadline(parent, time.Now().Add(timeout)).
+func (s *Scheduler) WithTimeout(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return s.WithDeadlineCause(parent, time.Now().Add(timeout), nil)
+}
+
+// WithTimeoutCause is context.WithTimeoutCause with its deadline kept in
+// s's wheel: WithDeadlineCause(parent, time.Now().Add(timeout), cause).
+func (s *Scheduler) WithTimeoutCause(parent context.Context, timeout time.Duration, cause error) (context.Context, context.CancelFunc) {
+	return s.WithDeadlineCause(parent, time.Now().Add(timeout), cause)
+}
+
+// WithDeadline is context.WithDeadline with its deadline kept in s's
+// wheel: WithDeadlineCause(parent, d, nil).
+func (s *Scheduler) WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return s.WithDeadlineCause(parent, d, nil)
+}
+
+// WithDeadlineCause is context.WithDeadlineCause with its deadline kept in
+// s's wheel instead of a runtime timer. It returns a context derived from
+// parent, with parent's values, that is done when d passes (Err
+// context.DeadlineExceeded, context.Cause cause or, if cause is nil,
+// DeadlineExceeded), when the returned CancelFunc is called (Canceled) or
+// when parent is done (parent's Err and Cause), whichever comes first. If
+// parent's deadline is earlier than d it returns context.WithCancel(parent),
+// as package context does; if d has passed, a context that is already
+// done.
+//
+// Done is never closed before d, and normally within two ticks after it
+// (see the package documentation on lateness). The CancelFunc may be called
+// any number of times from any goroutine; the first call before the
+// deadline cancels the wheel timer, so Pending drops at once. It does not
+// set the cause.
+//
+// No goroutine is started: parent's cancellation reaches the context
+// through context.AfterFunc, unregistered when the context ends, and the
+// context implements AfterFunc, so context.WithCancel and context.AfterFunc
+// on it attach without one either.
+//
+// A deadline is never lost. When s cannot hold the timer (after Stop, at
+// the WithMaxPending limit, or beyond MaxDelay) the function returns
+// context.WithDeadlineCause(parent, d, cause) instead. When Stop claims the
+// timer of a context made before it, Stop hands it to a runtime timer that
+// ends the context at its deadline (see Stop).
+func (s *Scheduler) WithDeadlineCause(parent context.Context, d time.Time, cause error) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		panic("cannot create context from nil parent")
+	}
+	if cur, ok := parent.Deadline(); ok && cur.Before(d) {
+		return context.WithCancel(parent)
+	}
+	now := time.Now()
+	delay := d.Sub(now)
+	c := &timerCtx{parent: parent, deadline: d}
+	if cause != nil {
+		c.x.Store(&ctxExtra{cause: cause})
+	}
+	fire := c.fire // the one closure: evaluating c.fire again would allocate again
+	pdone := parent.Done()
+	if pdone != nil {
+		select {
+		case <-pdone:
+			c.finish(ctxParentDone)
+			return c, fire
+		default:
+		}
+	}
+	if delay <= 0 {
+		c.finish(ctxExpired)
+		return c, fire
+	}
+	elapsed := now.Sub(s.epoch)
+	if delay > s.MaxDelay() || elapsed > maxDuration-delay {
+		return context.WithDeadlineCause(parent, d, cause)
+	}
+	c.due = elapsed + delay
+	key := uint64(c.due)
+	c.sh = s.shards[s.ShardOf(key)]
+	if c.sh.Closed() {
+		return context.WithDeadlineCause(parent, d, cause)
+	}
+	if pdone != nil {
+		c.stopParent = context.AfterFunc(parent, fire)
+	}
+	t, err := s.scheduleOn(c.sh, key, delay, fire)
+	if err != nil {
+		if c.stopParent != nil {
+			c.stopParent()
+		}
+		return context.WithDeadlineCause(parent, d, cause)
+	}
+	c.ref.Store(uint64(t.ref))
+	// The parent may have ended the context before the store: finish
+	// found no timer to cancel then, so cancel it here. (finish stores the
+	// state before it loads ref, and we store ref before loading the
+	// state: one of us sees the other. Both may cancel; one wins.)
+	if c.state.Load() != ctxLive {
+		t.Cancel()
+	}
+	return c, fire
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
+
+// fire is the context's CancelFunc, its wheel timer's task and its parent's
+// callback; see the design comment at the top of the file for how it tells
+// them apart.
+func (c *timerCtx) fire() {
+	if c.state.Load() != ctxLive {
+		<-c.Done() // a call that lost the race returns once the winner is done
+		return
+	}
+	switch {
+	case c.parent.Err() != nil:
+		c.finish(ctxParentDone)
+	case c.cancelTimer():
+		c.finish(ctxCanceled)
+	case time.Now().Before(c.sh.Time(c.due)):
+		c.finish(ctxCanceled) // Stop claimed the timer
+	default:
+		c.finish(ctxExpired)
+	}
+}
+
+// cancelTimer cancels the wheel timer and reports whether this call did.
+func (c *timerCtx) cancelTimer() bool {
+	r := shard.Ref(c.ref.Load())
+	return r != 0 && c.sh.Cancel(r)
+}
+
+// finish ends the context for reason why, once; a call that loses waits
+// until the winner has closed Done.
+func (c *timerCtx) finish(why uint32) {
+	if !c.state.CompareAndSwap(ctxLive, ctxClosing) {
+		<-c.Done()
+		return
+	}
+	if x := c.x.Load(); why == ctxExpired && x != nil && x.cause != nil {
+		cc, cancel := context.WithCancelCause(context.Background())
+		cancel(x.cause)
+		x.causeCtx = cc
+	}
+	c.state.Store(why)
+	if d := c.done.Swap(closedChan); d != nil {
+		close(d.(chan struct{}))
+	}
+	c.state.Store(why | ctxPublished)
+	if why == ctxParentDone {
+		c.cancelTimer()
+	} else if c.stopParent != nil {
+		c.stopParent()
+	}
+	// Loaded after the state store; AfterFunc stores x before it loads
+	// the state: one of us sees the other.
+	if x := c.x.Load(); x != nil {
+		x.mu.Lock()
+		funcs := x.funcs
+		x.funcs, x.sealed = nil, true
+		x.mu.Unlock()
+		for a := range funcs {
+			a.f()
+		}
+	}
+}
+
+// Deadline returns the deadline the context was made with.
+func (c *timerCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Done returns a channel that is closed when the context is done.
+func (c *timerCtx) Done() <-chan struct{} {
+	if d := c.done.Load(); d != nil {
+		return d.(chan struct{})
+	}
+	// finish swaps in closedChan and closes what it replaced: a channel
+	// made here either lands before the swap and is closed by it, or
+	// loses to closedChan.
+	c.done.CompareAndSwap(nil, make(chan struct{}))
+	return c.done.Load().(chan struct{})
+}
+
+// Err returns nil until Done is closed, then why the context is done.
+func (c *timerCtx) Err() error {
+	s := c.state.Load()
+	if s&ctxPublished == 0 {
+		if s <= ctxClosing {
+			return nil
+		}
+		<-c.Done() // finish is closing it
+	}
+	switch s &^ ctxPublished {
+	case ctxCanceled:
+		return context.Canceled
+	case ctxExpired:
+		return context.DeadlineExceeded
+	}
+	return c.parent.Err()
+}
+
+// cancelCtxKey is the key under which package context's own contexts
+// return themselves from Value, found by asking context.Cause, which looks
+// it up (context.go, func Cause). context.Cause reports the cause of the
+// nearest such context; Value answers that lookup so that it reports the
+// cause this context ended with, not an ancestor's.
+var cancelCtxKey = func() any {
+	var p keyProbe
+	_ = context.Cause(&p)
+	return p.key
+}()
+
+// keyProbe records the key context.Cause looks up.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (*keyProbe) Err() error { return context.Canceled }
+
+func (p *keyProbe) Value(key any) any {
+	p.key = key
+	return nil
+}
+
+// Value returns parent's value for key.
+func (c *timerCtx) Value(key any) any {
+	if key == cancelCtxKey && key != nil {
+		switch c.state.Load() &^ ctxPublished {
+		case ctxParentDone:
+			return c.parent.Value(key) // the parent's cause
+		case ctxExpired:
+			if x := c.x.Load(); x != nil && x.causeCtx != nil {
+				return x.causeCtx.Value(key) // a context whose cause is ours
+			}
+		}
+		return nil // Cause falls back to Err
+	}
+	return c.parent.Value(key)
+}
+
+// AfterFunc arranges for f to be called once the context is done, and
+// returns a function that unregisters f, reporting whether it did so before
+// f was started. This is the method context.AfterFunc and
+// context.WithCancel look for, so that they attach to the context without
+// a goroutine. f is called on the goroutine that ends the context (a shard
+// goroutine when the deadline passes), so it must be quick and must not
+// block: context.AfterFunc(ctx, f) runs f on a goroutine of its own. If
+// the context is already done, f is started on a new goroutine at once.
+func (c *timerCtx) AfterFunc(f func()) (stop func() bool) {
+	x := c.x.Load()
+	if x == nil {
+		c.x.CompareAndSwap(nil, &ctxExtra{})
+		x = c.x.Load()
+	}
+	a := &afterFunc{f: f}
+	x.mu.Lock()
+	if x.sealed || c.state.Load() > ctxClosing {
+		x.mu.Unlock()
+		go f() // the caller may hold locks f takes (context.WithCancel does)
+		return func() bool { return false }
+	}
+	if x.funcs == nil {
+		x.funcs = make(map[*afterFunc]struct{})
+	}
+	x.funcs[a] = struct{}{}
+	x.mu.Unlock()
+	return func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		_, ok := x.funcs[a]
+		delete(x.funcs, a)
+		return ok
+	}
+}
+
+// String describes the context as package context describes its own.
+func (c *timerCtx) String() string {
+	name := reflect.TypeOf(c.parent).String()
+	if s, ok := c.parent.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	return fmt.Sprintf("%s.WithDeadline(%v [%v])", name, c.deadline, time.Until(c.deadline))
+}
+
+// fireCode is the code pointer of every timerCtx.fire closure.
+var fireCode = reflect.ValueOf((*timerCtx)(nil).fire).Pointer()
+
+// handOver gives a timer Stop claimed whose task is a context's fire to a
+// runtime timer that calls it at the timer's deadline, and reports whether
+// it did. fire then ends the context as it would have from the wheel (or
+// cancels it, for a timer a user scheduled with a CancelFunc as its task,
+// due before the context's deadline).
+func handOver(t Timeout) bool {
+	task, due, ok := t.sh.Claimed(t.ref)
+	if !ok || reflect.ValueOf(task).Pointer() != fireCode {
+		return false
+	}
+	time.AfterFunc(time.Until(t.sh.Time(due)), task)
+	return true
+}
