@@ -270,9 +270,16 @@ func (c *timerCtx) Done() <-chan struct{} {
 	return c.done.Load().(chan struct{})
 }
 
-// Err returns nil until Done is closed, then why the context is done.
+// Err returns nil until Done is closed, then why the context is done. A
+// parent that is done ends the context here already, as it would have
+// reached a child of package context synchronously, rather than when
+// context.AfterFunc's goroutine gets to it.
 func (c *timerCtx) Err() error {
 	s := c.state.Load()
+	if s == ctxLive && c.parent.Err() != nil {
+		c.finish(ctxParentDone)
+		s = c.state.Load()
+	}
 	if s&ctxPublished == 0 {
 		if s <= ctxClosing {
 			return nil

@@ -1,8 +1,13 @@
 package shardwheel_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"log"
+	"log/slog"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,4 +97,41 @@ func TestSentinelErrorsAreDistinct(t *testing.T) {
 			assert.Equal(t, i == j, errors.Is(a, b))
 		}
 	}
+}
+
+// TestWarnsOnceBeyondLiveLimit: New logs one warning when live Schedulers
+// exceed WarnSchedulers, not one per New; stopped ones do not count.
+func TestWarnsOnceBeyondLiveLimit(t *testing.T) {
+	var buf bytes.Buffer
+	// slog.SetDefault redirects package log too, and setting the old
+	// default back does not undo that.
+	defer log.SetFlags(log.Flags())
+	defer log.SetOutput(log.Writer())
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	shardwheel.RearmLiveWarning()
+	base := shardwheel.LiveSchedulers()
+	var made []*shardwheel.Scheduler
+	defer func() {
+		for _, s := range made {
+			s.Stop()
+		}
+		assert.Equal(t, base, shardwheel.LiveSchedulers())
+	}()
+	newOne := func() {
+		s, err := shardwheel.New(shardwheel.WithShards(1))
+		require.NoError(t, err)
+		made = append(made, s)
+	}
+	// A stopped Scheduler is not live.
+	newOne()
+	made[0].Stop()
+	for shardwheel.LiveSchedulers() < shardwheel.WarnSchedulers {
+		newOne()
+	}
+	assert.Empty(t, buf.String(), "no warning at the limit")
+	newOne()
+	newOne()
+	assert.Equal(t, 1, strings.Count(buf.String(), "too many live Schedulers"), buf.String())
+	assert.Contains(t, buf.String(), fmt.Sprintf("live=%d limit=%d", shardwheel.WarnSchedulers+1, shardwheel.WarnSchedulers))
 }

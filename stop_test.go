@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,6 +172,43 @@ func TestStopUnderFullLoad(t *testing.T) {
 	assert.Equal(t, accepted.Load(), ran.Load()+int64(len(stopped)))
 }
 
+// TestShutdownUnderFullLoad is TestStopUnderFullLoad with a Shutdown that
+// gives up at once: it drains shards whose workers are mid-pass as soon as
+// they are quiet, and still accounts for every timer, under -race too.
+func TestShutdownUnderFullLoad(t *testing.T) {
+	rounds, perWorker := 10, 50_000 // bounded: an unbounded flood makes Drain's scan long
+	if raceEnabled {
+		rounds, perWorker = 5, 10_000
+	}
+	for round := range rounds {
+		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
+			shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
+		var ran, accepted atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range perWorker {
+					if _, err := s.Schedule(uint64(w<<20|i), time.Duration(i%2)*time.Millisecond, func() { ran.Add(1) }); err != nil {
+						assert.ErrorIs(t, err, shardwheel.ErrStopped)
+						return
+					}
+					accepted.Add(1)
+				}
+			})
+		}
+		require.Eventually(t, func() bool { return ran.Load() > int64(100*round) }, waitFor, pollEvery)
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		stopped, _ := s.Shutdown(done)
+		wg.Wait()
+		s.Stop() // every shard goroutine has returned: no task runs after this
+		assert.Equal(t, accepted.Load(), ran.Load()+int64(len(stopped)), "round %d", round)
+		for _, tm := range stopped {
+			require.NotNil(t, tm.Task())
+		}
+	}
+}
+
 // TestSecondStopWaitsForTheFirst: a task calls Stop and then cleans up; an
 // outside Stop must not return before that task and its shard are done.
 func TestSecondStopWaitsForTheFirst(t *testing.T) {
@@ -216,4 +254,167 @@ func TestStopFromTwoTasksDoesNotDeadlock(t *testing.T) {
 		}
 		s.Stop()
 	})
+}
+
+// TestStopGivesBackTasks: Task returns the task of each timer Stop
+// returned, and nil for every other timer.
+func TestStopGivesBackTasks(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond))
+	require.NoError(t, err)
+	var handed sync.Map // key -> true once its task was called
+	pending := map[uint64]bool{}
+	var ended []shardwheel.Timeout
+	var fired atomic.Int64
+	for i := range uint64(300) {
+		task := func() { handed.Store(i, true) }
+		switch i % 3 {
+		case 0:
+			tm, err := s.Schedule(i, time.Hour, task)
+			require.NoError(t, err)
+			assert.Nil(t, tm.Task(), "a pending timer's task is not given back")
+			pending[i] = true
+		case 1:
+			tm, err := s.Schedule(i, time.Hour, task)
+			require.NoError(t, err)
+			require.True(t, tm.Cancel())
+			ended = append(ended, tm)
+		case 2:
+			tm, err := s.Schedule(i, 0, func() { fired.Add(1) })
+			require.NoError(t, err)
+			ended = append(ended, tm)
+		}
+	}
+	require.Eventually(t, func() bool { return fired.Load() == 100 }, waitFor, pollEvery)
+	got := s.Stop()
+	require.Len(t, got, len(pending))
+	for _, tm := range got {
+		require.True(t, pending[tm.Key()])
+		task := tm.Task()
+		require.NotNil(t, task, "key %d", tm.Key())
+		task()
+		_, ok := handed.Load(tm.Key())
+		assert.True(t, ok, "Task of key %d is not the task it was scheduled with", tm.Key())
+		assert.False(t, tm.Pending(), "calling the task does not revive the timer")
+	}
+	for _, tm := range ended {
+		assert.Nil(t, tm.Task(), "key %d ended before Stop", tm.Key())
+	}
+	assert.Nil(t, shardwheel.Timeout{}.Task())
+}
+
+// hangingTask schedules, on shard i of s, a task that blocks until the
+// returned release is called, and waits until it runs.
+func hangingTask(t *testing.T, s *shardwheel.Scheduler, i int) (release func()) {
+	t.Helper()
+	running, unblock := make(chan struct{}), make(chan struct{})
+	_, err := s.Schedule(keysFor(s, i, 1)[0], 0, func() {
+		close(running)
+		<-unblock
+	})
+	require.NoError(t, err)
+	waitClosed(t, running)
+	return sync.OnceFunc(func() { close(unblock) })
+}
+
+// TestShutdownReturnsWhenATaskHangs: a task that never returns makes Stop
+// wait forever; Shutdown returns ctx's error instead, having still claimed
+// and returned every pending timer, the hung shard's included.
+func TestShutdownReturnsWhenATaskHangs(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := newUnstopped(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	release := hangingTask(t, s, 0)
+	defer release()
+	want := map[uint64]bool{}
+	for i := range 2 {
+		for _, k := range keysFor(s, i, 51)[1:] { // [0] is the hanging task's
+			_, err := s.Schedule(k, time.Hour, func() { t.Error("ran") })
+			require.NoError(t, err)
+			want[k] = true
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var got []shardwheel.Timeout
+	var err error
+	within(t, "Shutdown", func() {
+		got, err = s.Shutdown(ctx)
+	})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Len(t, got, len(want))
+	for _, tm := range got {
+		assert.True(t, want[tm.Key()])
+		assert.NotNil(t, tm.Task())
+	}
+	assert.Zero(t, s.Pending())
+	_, err = s.Schedule(1, time.Hour, noop)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+
+	// A later call waits for the hung shard, within its own ctx.
+	short, cancelShort := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancelShort()
+	again, err := s.Shutdown(short)
+	assert.Nil(t, again)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	release()
+	within(t, "Stop after the task returned", func() { assert.Nil(t, s.Stop()) })
+}
+
+// TestShutdownWithADoneContext still claims the timers; with a task
+// hanging, the error is the context's.
+func TestShutdownWithADoneContext(t *testing.T) {
+	s := newUnstopped(t, shardwheel.WithShards(1))
+	release := hangingTask(t, s, 0)
+	_, err := s.Schedule(7, time.Hour, noop)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := s.Shutdown(ctx)
+	assert.ErrorIs(t, err, context.Canceled)
+	require.Len(t, got, 1)
+	assert.Equal(t, uint64(7), got[0].Key())
+	release()
+	within(t, "Stop", func() { s.Stop() })
+}
+
+// TestShutdownWaitsForABlockedExecutor: an executor blocked in its run call
+// counts as a task that hangs.
+func TestShutdownWaitsForABlockedExecutor(t *testing.T) {
+	unblock := make(chan struct{})
+	running := make(chan struct{}, 1)
+	s := newUnstopped(t, shardwheel.WithShards(1), shardwheel.WithExecutor(func(task func()) {
+		running <- struct{}{}
+		<-unblock
+		task()
+	}))
+	_, err := s.AfterFunc(0, noop)
+	require.NoError(t, err)
+	<-running
+	_, err = s.Schedule(3, time.Hour, noop)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	got, err := s.Shutdown(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Len(t, got, 1)
+	close(unblock)
+	within(t, "Stop", func() { s.Stop() })
+}
+
+// TestShutdownWithoutHangIsStop: when every shard goroutine returns in
+// time, Shutdown returns nil, and the timers.
+func TestShutdownWithoutHangIsStop(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s, err := shardwheel.New(shardwheel.WithShards(3))
+	require.NoError(t, err)
+	for i := range uint64(30) {
+		_, err := s.Schedule(i, time.Hour, noop)
+		require.NoError(t, err)
+	}
+	got, err := s.Shutdown(context.Background())
+	assert.NoError(t, err)
+	assert.Len(t, got, 30)
+	got, err = s.Shutdown(context.Background())
+	assert.NoError(t, err)
+	assert.Nil(t, got)
 }
