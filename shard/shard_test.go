@@ -207,13 +207,31 @@ func TestDrainClaimsExactlyThePendingTimers(t *testing.T) {
 	late, rej := h.sh.Schedule(5, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
 
+	deadlines := map[uint64]time.Duration{}
+	for key, r := range map[uint64]Ref{1: inRing, 2: filed, 5: late} {
+		d, ok := h.sh.Deadline(r)
+		require.True(t, ok)
+		deadlines[key] = d
+	}
+	_, _, ok := h.sh.Claimed(filed)
+	assert.False(t, ok, "nothing is claimed before Drain")
+
 	h.sh.Close()
 	got := map[uint64]Ref{}
 	h.sh.Drain(func(r Ref, key uint64) { got[key] = r })
 	assert.Equal(t, map[uint64]Ref{1: inRing, 2: filed, 5: late}, got)
-	for _, r := range got {
+	for key, r := range got {
 		assert.False(t, h.sh.Pending(r))
 		assert.False(t, h.sh.Cancel(r))
+		task, due, ok := h.sh.Claimed(r)
+		assert.True(t, ok)
+		assert.NotNil(t, task, "Drain keeps the task")
+		assert.Equal(t, deadlines[key], due, "key %d", key)
+	}
+	for _, r := range []Ref{cancelled, 0, filed + 1} {
+		task, _, ok := h.sh.Claimed(r)
+		assert.False(t, ok)
+		assert.Nil(t, task)
 	}
 	assert.Zero(t, h.pending())
 	_, rej = h.sh.Schedule(6, time.Hour, func() {})
@@ -277,4 +295,31 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	assert.Len(t, h.fired, 16)
 	assert.Zero(t, h.sh.w.count)
 	assert.Zero(t, h.pending())
+}
+
+// TestQuietWhileATaskRuns: after Close, Quiet is true inside a task, and
+// the channel it returned before is closed once the worker starts one.
+func TestQuietWhileATaskRuns(t *testing.T) {
+	h := newHarness(t)
+	var inside bool
+	_, rej := h.sh.Schedule(1, 0, func() { inside, _ = h.sh.Quiet() })
+	require.Equal(t, Accepted, rej)
+	h.sh.Close()
+	quiet, ch := h.sh.Quiet()
+	require.False(t, quiet)
+	select {
+	case <-ch:
+		t.Fatal("quiet before any task")
+	default:
+	}
+	h.clock.Advance(testTick)
+	assert.False(t, h.sh.pass(), "the pass ends after the task: the shard is closed")
+	assert.True(t, inside, "a running task is quiet")
+	select {
+	case <-ch:
+	default:
+		t.Fatal("the worker started a task after Close without signalling")
+	}
+	quiet, _ = h.sh.Quiet()
+	assert.False(t, quiet, "the task has returned and the worker has not exited")
 }
