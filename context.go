@@ -64,7 +64,7 @@ type timerCtx struct {
 
 	ref   atomic.Uint64 // the wheel timer's shard.Ref; 0 until Schedule returned
 	state atomic.Uint32 // see the constants: CAS from ctxLive by finish only
-	done  atomic.Value  // chan struct{}: made by Done, or closedChan; closed by finish
+	done  atomic.Value  // chan struct{}: made by Done; closed by whoever swaps in closedChan
 	// x holds what most contexts never need. Created by the constructor
 	// (a cause) or by AfterFunc, by CAS; never replaced.
 	x atomic.Pointer[ctxExtra]
@@ -93,13 +93,15 @@ func init() { close(closedChan) }
 // WithTimeout is context.WithTimeout with its deadline kept in s's wheel:
 // WithDeadline(parent, time.Now().Add(timeout)).
 func (s *Scheduler) WithTimeout(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	return s.WithDeadlineCause(parent, time.Now().Add(timeout), nil)
+	now := time.Now()
+	return s.withDeadline(parent, now, now.Add(timeout), nil)
 }
 
 // WithTimeoutCause is context.WithTimeoutCause with its deadline kept in
 // s's wheel: WithDeadlineCause(parent, time.Now().Add(timeout), cause).
 func (s *Scheduler) WithTimeoutCause(parent context.Context, timeout time.Duration, cause error) (context.Context, context.CancelFunc) {
-	return s.WithDeadlineCause(parent, time.Now().Add(timeout), cause)
+	now := time.Now()
+	return s.withDeadline(parent, now, now.Add(timeout), cause)
 }
 
 // WithDeadline is context.WithDeadline with its deadline kept in s's
@@ -135,13 +137,18 @@ func (s *Scheduler) WithDeadline(parent context.Context, d time.Time) (context.C
 // timer of a context made before it, Stop hands it to a runtime timer that
 // ends the context at its deadline (see Stop).
 func (s *Scheduler) WithDeadlineCause(parent context.Context, d time.Time, cause error) (context.Context, context.CancelFunc) {
+	return s.withDeadline(parent, time.Now(), d, cause)
+}
+
+// withDeadline is WithDeadlineCause given the time now: a clock read costs
+// a good part of the whole call, and WithTimeout has read it already.
+func (s *Scheduler) withDeadline(parent context.Context, now, d time.Time, cause error) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		panic("cannot create context from nil parent")
 	}
 	if cur, ok := parent.Deadline(); ok && cur.Before(d) {
 		return context.WithCancel(parent)
 	}
-	now := time.Now()
 	delay := d.Sub(now)
 	c := &timerCtx{parent: parent, deadline: d}
 	if cause != nil {
@@ -233,9 +240,7 @@ func (c *timerCtx) finish(why uint32) {
 		x.causeCtx = cc
 	}
 	c.state.Store(why)
-	if d := c.done.Swap(closedChan); d != nil {
-		close(d.(chan struct{}))
-	}
+	c.closeDone()
 	c.state.Store(why | ctxPublished)
 	if why == ctxParentDone {
 		c.cancelTimer()
@@ -263,11 +268,27 @@ func (c *timerCtx) Done() <-chan struct{} {
 	if d := c.done.Load(); d != nil {
 		return d.(chan struct{})
 	}
-	// finish swaps in closedChan and closes what it replaced: a channel
-	// made here either lands before the swap and is closed by it, or
-	// loses to closedChan.
+	if c.state.Load() > ctxClosing {
+		return closedChan
+	}
 	c.done.CompareAndSwap(nil, make(chan struct{}))
+	// finish may have looked for a channel before ours landed: it stored
+	// the state before it looked, and we stored the channel before we
+	// look at the state, so one of us sees the other.
+	if c.state.Load() > ctxClosing {
+		c.closeDone()
+	}
 	return c.done.Load().(chan struct{})
+}
+
+// closeDone closes the channel Done made, if there is one and nobody else
+// has: whoever replaces it with closedChan closes it. An empty done is
+// left empty (Done then answers from the state), which spares finish the
+// atomic.Value's costly first store when nobody asked for Done.
+func (c *timerCtx) closeDone() {
+	if d := c.done.Load(); d != nil && d != any(closedChan) && c.done.CompareAndSwap(d, closedChan) {
+		close(d.(chan struct{}))
+	}
 }
 
 // Err returns nil until Done is closed, then why the context is done. A
