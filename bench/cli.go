@@ -25,6 +25,9 @@ type options struct {
 	shards int
 	tick   time.Duration
 
+	// proxy only.
+	proxy proxyConfig
+
 	// tune only.
 	shardList []int
 	tickList  []time.Duration
@@ -44,7 +47,7 @@ func badFlag(name string, value any, rule string) error {
 }
 
 // commands are the commands parseArgs knows, the default first.
-var commands = []string{"compare", "tune", "lag"}
+var commands = []string{"compare", "tune", "lag", "proxy"}
 
 // parseArgs parses the command line (without the program name). It
 // returns flag.ErrHelp for -h, or a usageError.
@@ -122,6 +125,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 	}
 	fs.StringVar(&o.out, "out", "", outHelp)
 	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")
+	if o.cmd == "proxy" {
+		o.proxy = defaultProxyConfig()
+		o.proxy.flags(fs)
+		wheelFlags(fs, o)
+		return fs
+	}
 	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, "random seed; both implementations get the same one")
 
 	fs.Float64Var(&o.load.Rate, "rate", o.load.Rate, "requests per second (each schedules a timeout)")
@@ -140,8 +149,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 	switch o.cmd {
 	case "compare", "lag":
-		fs.IntVar(&o.shards, "shards", o.shards, "shardwheel shards; follows -gomaxprocs unless set")
-		fs.DurationVar(&o.tick, "tick", o.tick, "shardwheel tick")
+		wheelFlags(fs, o)
 	case "tune":
 		fs.Func("shards", fmt.Sprintf("shard counts to try, comma-separated (default %s: 1, NumCPU/2, NumCPU, 2*NumCPU)", joinList(o.shardList)), func(s string) error {
 			v, err := parseList(s, strconv.Atoi)
@@ -157,6 +165,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 		fs.DurationVar(&o.lateP99, "lateness-p99", 0, "timer lateness p99 target (0: none)")
 	}
 	return fs
+}
+
+// wheelFlags declares the flags of the one Scheduler a command runs.
+func wheelFlags(fs *flag.FlagSet, o *options) {
+	fs.IntVar(&o.shards, "shards", o.shards, "shardwheel shards; follows -gomaxprocs unless set")
+	fs.DurationVar(&o.tick, "tick", o.tick, "shardwheel tick")
 }
 
 // joinList formats a list the way parseList reads it.
@@ -215,6 +229,9 @@ func (o *options) validate() error {
 		if c.bad {
 			return badFlag(c.name, c.value, c.rule)
 		}
+	}
+	if o.cmd == "proxy" {
+		return o.proxy.validate()
 	}
 	for _, n := range o.shardList {
 		if n < 1 || n > shardwheel.MaxShards {

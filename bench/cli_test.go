@@ -103,6 +103,15 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"tune", "-ticks", "1ms,100us"}, "invalid value 100µs for -ticks"},
 		{[]string{"tune", "-lag-p99", "0s"}, "invalid value 0s for -lag-p99"},
 		{[]string{"tune", "-lateness-p99", "-1ms"}, "invalid value -1ms for -lateness-p99"},
+		{[]string{"proxy", "-clients", "0"}, "invalid value 0 for -clients"},
+		{[]string{"proxy", "-slow", "1.5"}, "invalid value 1.5 for -slow"},
+		{[]string{"proxy", "-slow-for", "0s"}, "invalid value 0s for -slow-for"},
+		{[]string{"proxy", "-timeout", "-1s"}, "invalid value -1s for -timeout"},
+		{[]string{"proxy", "-warmup", "-1s"}, "invalid value -1s for -warmup"},
+		{[]string{"proxy", "-duration", "0s"}, "invalid value 0s for -duration"},
+		{[]string{"proxy", "-rounds", "0"}, "invalid value 0 for -rounds"},
+		{[]string{"proxy", "-tick", "0s"}, "invalid value 0s for -tick"},
+		{[]string{"proxy", "-rate", "5"}, "flag provided but not defined: -rate"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"compare", "-ticks", "1ms"}, "flag provided but not defined: -ticks"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
@@ -138,6 +147,7 @@ func TestRunUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"tune", "-cancel", "2"}, "bench: invalid value 2 for -cancel: must be in [0,1]" + fmt.Sprintf(usage, "tune")},
 		{[]string{"tune", "-ticks", "1ms,x"}, `bench: invalid value "1ms,x" for flag -ticks: time: invalid duration "x"` + fmt.Sprintf(usage, "tune")},
 		{[]string{"lag", "-tick", "0s"}, "bench: invalid value 0s for -tick: " + tickRule + fmt.Sprintf(usage, "lag")},
+		{[]string{"proxy", "-clients", "0"}, "bench: invalid value 0 for -clients: must be in [1, 10000]" + fmt.Sprintf(usage, "proxy")},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

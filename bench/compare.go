@@ -44,7 +44,7 @@ func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 	}
 	c.Interrupted = ctx.Err() != nil
 	if len(c.Results) == 2 {
-		c.Ratios = ratios(&c.Results[0], &c.Results[1])
+		c.Ratios = ratios(reportRows(), &c.Results[0], &c.Results[1])
 	}
 	return c, nil
 }
@@ -81,18 +81,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 
 	t := &table{align: "lrrrl"}
 	t.add("", nameWheel, nameStdlib, "ratio", "better")
-	group := ""
-	for _, m := range reportRows() {
-		if m.group != group {
-			group = m.group
-			t.add(group)
-		}
-		ratio := ""
-		if r, ok := c.Ratios[m.key]; ok {
-			ratio = fmt.Sprintf("%.2f", r)
-		}
-		t.add("  "+m.label, cell(m, sw), cell(m, af), ratio, m.better)
-	}
+	addRows(t, reportRows(), c.Ratios, sw, af)
 	if err := t.write(&b); err != nil {
 		return err
 	}
@@ -104,8 +93,30 @@ func (c *Comparison) writeText(w io.Writer) error {
 	return err
 }
 
+// addRows adds rows to t under their group headings: one column per
+// result (nil for one not measured), then the ratio and which way is
+// better.
+func addRows[R any](t *table, rows []metric[R], ratios map[string]float64, results ...*R) {
+	group := ""
+	for _, m := range rows {
+		if m.group != group {
+			group = m.group
+			t.add(group)
+		}
+		cells := []string{"  " + m.label}
+		for _, r := range results {
+			cells = append(cells, cell(m, r))
+		}
+		ratio := ""
+		if r, ok := ratios[m.key]; ok {
+			ratio = fmt.Sprintf("%.2f", r)
+		}
+		t.add(append(cells, ratio, m.better)...)
+	}
+}
+
 // cell shows m for r, or "-" when r was not measured.
-func cell(m metric, r *Result) string {
+func cell[R any](m metric[R], r *R) string {
 	if r == nil {
 		return "-"
 	}

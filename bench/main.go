@@ -44,6 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runContext is run with the interruption coming from ctx.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == proxyLoadCmd {
+		return runProxyLoad(ctx, args[1:], os.Stdin, stdout, stderr)
+	}
 	o, err := parseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
 		usage(stdout, o.cmd)
@@ -84,6 +87,8 @@ func dispatch(ctx context.Context, o options, p *progress) (document, error) {
 		return tune(ctx, o, p)
 	case "lag":
 		return lag(ctx, o, p)
+	case "proxy":
+		return proxyCompare(ctx, o, p)
 	}
 	return compare(ctx, o, p)
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
-// metric is one row of a report: how to read it from a Result, show it,
-// and which way is better.
-type metric struct {
+// metric is one row of a report: how to read it from a result of type R
+// (compare's Result, proxy's ProxyResult), show it, and which way is
+// better.
+type metric[R any] struct {
 	group string // heading the row goes under
 	key   string // JSON key of its ratio; "" for no ratio
 	label string
@@ -19,18 +20,18 @@ type metric struct {
 	better string
 	// value returns the figure, and false when the result has none
 	// (AfterFunc has no tick lag).
-	value func(r *Result) (float64, bool)
-	show  func(r *Result) string
+	value func(r *R) (float64, bool)
+	show  func(r *R) string
 }
 
 // always adapts a figure every result has.
-func always(f func(r *Result) float64) func(r *Result) (float64, bool) {
-	return func(r *Result) (float64, bool) { return f(r), true }
+func always[R any](f func(r *R) float64) func(r *R) (float64, bool) {
+	return func(r *R) (float64, bool) { return f(r), true }
 }
 
 // latencyRows are the rows of one latency distribution, read by get
 // (which returns nil when the result has none).
-func latencyRows(group, key, label string, get func(r *Result) *hist.Percentiles) []metric {
+func latencyRows[R any](group, key, label string, get func(r *R) *hist.Percentiles) []metric[R] {
 	qs := []struct {
 		key, label string
 		pick       func(p *hist.Percentiles) time.Duration
@@ -40,19 +41,19 @@ func latencyRows(group, key, label string, get func(r *Result) *hist.Percentiles
 		{"p999", "p99.9", func(p *hist.Percentiles) time.Duration { return p.P999 }},
 		{"max", "max", func(p *hist.Percentiles) time.Duration { return p.Max }},
 	}
-	var out []metric
+	var out []metric[R]
 	for _, q := range qs {
-		value := func(r *Result) (float64, bool) {
+		value := func(r *R) (float64, bool) {
 			p := get(r)
 			if p == nil || p.Count == 0 {
 				return 0, false
 			}
 			return float64(q.pick(p)), true
 		}
-		out = append(out, metric{
+		out = append(out, metric[R]{
 			group: group, key: key + "_" + q.key, label: label + " " + q.label, better: "lower",
 			value: value,
-			show: func(r *Result) string {
+			show: func(r *R) string {
 				v, ok := value(r)
 				if !ok {
 					return "n/a"
@@ -66,8 +67,8 @@ func latencyRows(group, key, label string, get func(r *Result) *hist.Percentiles
 
 // summaryRow is one row showing a whole distribution, read by get (which
 // returns nil when the result has none).
-func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metric {
-	return metric{group: group, label: label, better: "lower",
+func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metric[Result] {
+	return metric[Result]{group: group, label: label, better: "lower",
 		value: func(r *Result) (float64, bool) { return 0, false },
 		show: func(r *Result) string {
 			p := get(r)
@@ -79,8 +80,8 @@ func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metr
 }
 
 // reportRows are the rows of the comparison, in order.
-func reportRows() []metric {
-	ms := []metric{
+func reportRows() []metric[Result] {
+	ms := []metric[Result]{
 		{group: "throughput", key: "achieved_rate", label: "requests/s achieved", better: "higher",
 			value: always(func(r *Result) float64 { return r.AchievedRate }),
 			show: func(r *Result) string {
@@ -127,10 +128,10 @@ func reportRows() []metric {
 	return ms
 }
 
-// ratios returns a / b for every metric both have, by key.
-func ratios(a, b *Result) map[string]float64 {
+// ratios returns a / b for every metric of rows both have, by key.
+func ratios[R any](rows []metric[R], a, b *R) map[string]float64 {
 	out := map[string]float64{}
-	for _, m := range reportRows() {
+	for _, m := range rows {
 		if m.key == "" {
 			continue
 		}

@@ -13,6 +13,8 @@ const (
 	mGCCycles = "/gc/cycles/total:gc-cycles"
 	mGCPauses = "/sched/pauses/total/gc:seconds"
 	mHeapLive = "/gc/heap/live:bytes"
+	mAllocs   = "/gc/heap/allocs:objects"
+	mAllocB   = "/gc/heap/allocs:bytes"
 )
 
 // procSample is the process-wide counters at one instant.
@@ -22,11 +24,13 @@ type procSample struct {
 	gcCPU    time.Duration
 	gcCycles uint64
 	pauses   *metrics.Float64Histogram
+	allocs   uint64 // heap objects allocated since the process started
+	allocB   uint64 // and their bytes
 }
 
 // sampleProc reads the process-wide counters now.
 func sampleProc() procSample {
-	s := []metrics.Sample{{Name: mGCCPU}, {Name: mGCCycles}, {Name: mGCPauses}}
+	s := []metrics.Sample{{Name: mGCCPU}, {Name: mGCCycles}, {Name: mGCPauses}, {Name: mAllocs}, {Name: mAllocB}}
 	metrics.Read(s)
 	return procSample{
 		cpu:      cpuTime(),
@@ -34,6 +38,8 @@ func sampleProc() procSample {
 		gcCPU:    time.Duration(s[0].Value.Float64() * 1e9),
 		gcCycles: s[1].Value.Uint64(),
 		pauses:   s[2].Value.Float64Histogram(),
+		allocs:   s[3].Value.Uint64(),
+		allocB:   s[4].Value.Uint64(),
 	}
 }
 
@@ -44,6 +50,12 @@ type gcCost struct {
 	PauseSum  time.Duration `json:"pause_total_ns"`
 	PauseMax  time.Duration `json:"pause_max_ns"`
 	PauseSeen uint64        `json:"pauses"`
+}
+
+// add returns the cost of two windows together.
+func (c gcCost) add(o gcCost) gcCost {
+	return gcCost{CPU: c.CPU + o.CPU, Cycles: c.Cycles + o.Cycles, PauseSum: c.PauseSum + o.PauseSum,
+		PauseMax: max(c.PauseMax, o.PauseMax), PauseSeen: c.PauseSeen + o.PauseSeen}
 }
 
 // gcBetween returns the GC cost from a to b. Pause times come from a

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets proxy re-execute the test binary as its load process, as
+// it re-executes the command itself.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == proxyLoadCmd {
+		os.Exit(runProxyLoad(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestProxyTiny runs the proxy command at a tiny scale: both deadlines
+// serve requests, time the slow ones out with 504, never before their
+// deadline, and the proxy process is measured.
+func TestProxyTiny(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := runContext(context.Background(), []string{"proxy", "-json", "-out", dir, "-rounds", "2",
+		"-duration", "400ms", "-warmup", "100ms", "-clients", "4", "-slow", "0.3", "-slow-for", "300ms",
+		"-timeout", "50ms", "-tick", "1ms"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	var run ProxyRun
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &run))
+	require.Len(t, run.Results, 2)
+	for _, r := range run.Results {
+		assert.Equal(t, 2, r.Runs, r.Impl)
+		assert.Positive(t, r.OK, r.Impl)
+		assert.Positive(t, r.Timeouts, r.Impl)
+		assert.Zero(t, r.Errors, r.Impl)
+		assert.Zero(t, r.Early, "%s: a 504 before the deadline", r.Impl)
+		assert.Positive(t, r.TimeoutLate.Count, r.Impl)
+		assert.Positive(t, r.Served, r.Impl)
+		assert.Positive(t, r.AllocsPerReq, r.Impl)
+		assert.Positive(t, r.Latency.P50, r.Impl)
+	}
+	assert.Equal(t, []string{nameCtxStdlib, nameCtxWheel}, []string{run.Results[0].Impl, run.Results[1].Impl})
+	assert.Contains(t, run.Ratios, "cpu_per_request")
+	text, err := os.ReadFile(filepath.Join(dir, "proxy.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(text), "504s before the deadline")
+	assert.True(t, strings.Contains(stderr.String(), filepath.Join(dir, "proxy.txt")), "prints the paths it wrote")
+}
