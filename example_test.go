@@ -1,7 +1,13 @@
 package shardwheel_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
@@ -66,26 +72,84 @@ func ExampleTimeout_Reset() {
 }
 
 // Stop returns the timers that never ran, so that their work can be handed
-// elsewhere or reported. They will never run, and their handles report not
-// pending.
+// elsewhere or reported: Task gives back what each would have run. They
+// will never run, and their handles report not pending.
 func ExampleScheduler_Stop() {
 	s, err := shardwheel.New()
 	if err != nil {
 		panic(err)
 	}
 	for id := range uint64(3) {
-		if _, err := s.Schedule(id, time.Hour, func() {}); err != nil {
+		if _, err := s.Schedule(id, time.Hour, func() { fmt.Println("retrying request", id) }); err != nil {
 			panic(err)
 		}
 	}
 	unprocessed := s.Stop()
 	fmt.Println("unprocessed:", len(unprocessed), "pending:", unprocessed[0].Pending())
+	for _, t := range unprocessed {
+		if t.Key() == 1 {
+			t.Task()() // hand the work elsewhere: here, run it now
+		}
+	}
 
 	_, err = s.Schedule(4, time.Hour, func() {})
 	fmt.Println(err)
 	// Output:
 	// unprocessed: 3 pending: false
+	// retrying request 1
 	// shardwheel: scheduler stopped
+}
+
+// A reverse proxy gives each request a deadline: s.WithTimeout in place of
+// context.WithTimeout is the whole change. The deadline reaches the backend
+// request, and errors.Is(err, context.DeadlineExceeded) tells a timeout
+// from other failures.
+func ExampleScheduler_WithTimeout() {
+	s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-r.Context().Done() // far slower than the proxy waits
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer backend.Close()
+	target, _ := url.Parse(backend.URL)
+
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+				w.WriteHeader(http.StatusGatewayTimeout)
+				return
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := s.WithTimeout(r.Context(), 50*time.Millisecond)
+		defer cancel() // also when ReverseProxy panics with http.ErrAbortHandler
+		proxy.ServeHTTP(w, r.WithContext(ctx))
+	})
+	front := httptest.NewServer(handler)
+	defer front.Close()
+
+	for _, path := range []string{"/fast", "/slow"} {
+		resp, err := http.Get(front.URL + path)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		fmt.Println(path, resp.Status)
+	}
+	// Output:
+	// /fast 200 OK
+	// /slow 504 Gateway Timeout
 }
 
 // Stats is a snapshot for a monitoring loop: totals, and the same figures
