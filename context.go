@@ -143,6 +143,7 @@ func (s *Scheduler) WithDeadlineCause(parent context.Context, d time.Time, cause
 // withDeadline is WithDeadlineCause given the time now: a clock read costs
 // a good part of the whole call, and WithTimeout has read it already.
 func (s *Scheduler) withDeadline(parent context.Context, now, d time.Time, cause error) (context.Context, context.CancelFunc) {
+	s.mustBeNew()
 	if parent == nil {
 		panic("cannot create context from nil parent")
 	}

@@ -17,8 +17,9 @@
 //     its deadline, one on average; a shard that falls behind (tasks that
 //     block it, a starved process) adds its tick lag.
 //   - Exactly once: every timer Schedule accepted ends in exactly one way:
-//     its task ran once, one Cancel returned true for it, or Stop returned
-//     it. Pending counts the timers that have not ended yet.
+//     its task ran once, one Cancel returned true for it, or Stop claimed
+//     it (returned it, or handed it over: see Stop). Pending counts the
+//     timers that have not ended yet.
 //   - Stale handles are inert: once a timer has ended, its Timeout reports
 //     not pending, and Cancel and Reset on it return false, even after the
 //     node behind it was reused for another timer.
@@ -26,6 +27,16 @@
 //     to MaxDelay (795 days at a 1ms tick, 21.8 years at 10ms).
 //   - A panicking task is recovered and reported to the panic handler; its
 //     shard keeps running.
+//
+// # Contexts
+//
+// WithTimeout, WithDeadline and their Cause variants are the context
+// package's functions of the same names with the deadline kept in the
+// wheel: a one-line swap for a proxy's or an RPC client's per-request
+// deadline, at two allocations and no goroutine per context. A deadline is
+// never lost: where the wheel cannot hold it the context package's own
+// function takes over, and Stop hands the timers of live contexts to the
+// runtime's timers.
 //
 // # Cost
 //
@@ -69,8 +80,9 @@ var (
 const ShardCapacity = pool.Capacity
 
 // Scheduler runs timers on a set of shards. It must be created with New:
-// Schedule, AfterFunc, ShardOf, MaxDelay and Stop on a zero Scheduler panic
-// with "shardwheel: use New to create a Scheduler". All its methods are
+// Schedule, AfterFunc, ShardOf, MaxDelay, the context functions (WithTimeout
+// and its kin), Stop and Shutdown on a zero Scheduler panic with
+// "shardwheel: use New to create a Scheduler". All its methods are
 // safe for concurrent use, including from tasks, and none of them waits for
 // a shard to make progress, except Stop, which waits as it documents.
 type Scheduler struct {

@@ -2,6 +2,7 @@ package shardwheel_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,23 +154,36 @@ func TestScheduleRacingStop(t *testing.T) {
 func TestStopUnderFullLoad(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
 		shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
-	var ran, accepted atomic.Int64
-	var wg sync.WaitGroup
+	f := flood(t, s, math.MaxInt, func(int) time.Duration { return 0 })
+	require.Eventually(t, func() bool { return s.Stats().Total.CapHits > 3 }, waitFor, pollEvery)
+	stopped := s.Stop()
+	f.wg.Wait()
+	assert.Equal(t, f.accepted.Load(), f.ran.Load()+int64(len(stopped)))
+}
+
+// flooding is four producers scheduling into one scheduler as fast as
+// they can, counting what was accepted and what ran.
+type flooding struct {
+	ran, accepted atomic.Int64
+	wg            sync.WaitGroup
+}
+
+// flood starts four producers that each schedule up to n timers into s,
+// the i-th with delay(i), until Schedule fails with ErrStopped.
+func flood(t *testing.T, s *shardwheel.Scheduler, n int, delay func(i int) time.Duration) *flooding {
+	f := &flooding{}
 	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				if _, err := s.Schedule(uint64(w<<20|i), 0, func() { ran.Add(1) }); err != nil {
+		f.wg.Go(func() {
+			for i := range n {
+				if _, err := s.Schedule(uint64(w<<20|i), delay(i), func() { f.ran.Add(1) }); err != nil {
 					assert.ErrorIs(t, err, shardwheel.ErrStopped)
 					return
 				}
-				accepted.Add(1)
+				f.accepted.Add(1)
 			}
 		})
 	}
-	require.Eventually(t, func() bool { return s.Stats().Total.CapHits > 3 }, waitFor, pollEvery)
-	stopped := s.Stop()
-	wg.Wait()
-	assert.Equal(t, accepted.Load(), ran.Load()+int64(len(stopped)))
+	return f
 }
 
 // TestShutdownUnderFullLoad is TestStopUnderFullLoad with a Shutdown that
@@ -183,26 +197,14 @@ func TestShutdownUnderFullLoad(t *testing.T) {
 	for round := range rounds {
 		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
 			shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
-		var ran, accepted atomic.Int64
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Go(func() {
-				for i := range perWorker {
-					if _, err := s.Schedule(uint64(w<<20|i), time.Duration(i%2)*time.Millisecond, func() { ran.Add(1) }); err != nil {
-						assert.ErrorIs(t, err, shardwheel.ErrStopped)
-						return
-					}
-					accepted.Add(1)
-				}
-			})
-		}
-		require.Eventually(t, func() bool { return ran.Load() > int64(100*round) }, waitFor, pollEvery)
+		f := flood(t, s, perWorker, func(i int) time.Duration { return time.Duration(i%2) * time.Millisecond })
+		require.Eventually(t, func() bool { return f.ran.Load() > int64(100*round) }, waitFor, pollEvery)
 		done, cancel := context.WithCancel(context.Background())
 		cancel()
 		stopped, _ := s.Shutdown(done)
-		wg.Wait()
+		f.wg.Wait()
 		s.Stop() // every shard goroutine has returned: no task runs after this
-		assert.Equal(t, accepted.Load(), ran.Load()+int64(len(stopped)), "round %d", round)
+		assert.Equal(t, f.accepted.Load(), f.ran.Load()+int64(len(stopped)), "round %d", round)
 		for _, tm := range stopped {
 			require.NotNil(t, tm.Task())
 		}
