@@ -673,3 +673,14 @@ func TestContextFallsBack(t *testing.T) {
 		assert.Equal(t, context.Canceled, ctx.Err())
 	})
 }
+
+// TestContextAllocations: under context.Background a context and its
+// cancel cost two allocations, the context and its one closure.
+func TestContextAllocations(t *testing.T) {
+	s := newScheduler(t)
+	allocs := testing.AllocsPerRun(1000, func() {
+		_, cancel := s.WithTimeout(context.Background(), time.Hour)
+		cancel()
+	})
+	assert.LessOrEqual(t, allocs, 2.0)
+}

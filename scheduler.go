@@ -169,8 +169,8 @@ func New(opts ...Option) (*Scheduler, error) {
 const WarnSchedulers = 64
 
 var (
-	liveSchedulers atomic.Int64
-	warnedLive     atomic.Bool
+	liveSchedulers atomic.Int64 // New adds one, the first Stop takes it away
+	warnedLive     atomic.Bool  // set by the one New that warns (CAS)
 )
 
 // countLive adds d to the live Schedulers and warns, once, when there are
@@ -447,12 +447,12 @@ func (t Timeout) Pending() bool {
 }
 
 // Task returns the task of a timer that Stop or Shutdown returned, so that
-// its work can be handed elsewhere (or run: calling it does not make the
-// timer run, which it never will). For every other timer, pending, ended
-// in any other way, from another Scheduler's Stop or the zero Timeout, it
-// returns nil: a shard drops a task when its timer ends, and keeps the
-// tasks of the timers Stop returned for as long as a Timeout of that
-// shard is reachable.
+// its work can be handed elsewhere (or run: calling it does not revive the
+// timer, which never runs). For every other timer (pending, ended in any
+// other way) and for the zero Timeout it returns nil: a shard drops a task
+// when its timer ends. A stopped Scheduler keeps the tasks of the timers
+// Stop returned, for Task, for as long as the Scheduler or a Timeout of it
+// is reachable.
 func (t Timeout) Task() func() {
 	if t.sh == nil {
 		return nil
