@@ -7,22 +7,19 @@ import (
 )
 
 // Stopping. Close and Drain are called by the goroutine that stops the
-// scheduler (possibly a task on some worker); Wait, Exited, Quiet and
-// Claimed by any goroutine but the worker itself.
+// scheduler (possibly a task on some worker); Exited, Quiet and Claimed by
+// any goroutine.
 
 // Close stops the worker at its next safe point and makes Schedule fail with
-// Closed. It does not wait: see Wait. Idempotent.
+// Closed. It does not wait: see Exited. Idempotent.
 func (sh *Shard) Close() {
 	if sh.closed.CompareAndSwap(false, true) {
 		close(sh.done)
 	}
 }
 
-// Wait blocks until the worker has returned. It must not be called from the
-// worker itself (see IsWorker).
-func (sh *Shard) Wait() { <-sh.exited }
-
 // Exited returns a channel that is closed when the worker has returned.
+// The worker itself must not wait on it (see IsWorker).
 func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 
 // Quiet reports, after Close, whether the worker will touch no timer node

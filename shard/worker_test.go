@@ -23,7 +23,7 @@ func startShard(t *testing.T) (*Shard, *ManualClock) {
 	})
 	require.NoError(t, err)
 	sh.Start()
-	t.Cleanup(func() { sh.Close(); sh.Wait() })
+	t.Cleanup(func() { sh.Close(); <-sh.Exited() })
 	return sh, clock
 }
 
@@ -91,5 +91,5 @@ func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 	require.False(t, sh.IsWorker(GoroutineID()))
 	require.Eventually(t, func() bool { clock.Advance(testTick); return len(done) == 1 }, waitFor, pollEvery)
 	assert.Equal(t, []Ref{other}, <-done)
-	sh.Wait() // the worker exits once the task returns
+	<-sh.Exited() // the worker exits once the task returns
 }
