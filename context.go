@@ -404,14 +404,14 @@ func (c *timerCtx) String() string {
 // fireCode is the code pointer of every timerCtx.fire closure.
 var fireCode = reflect.ValueOf((*timerCtx)(nil).fire).Pointer()
 
-// handOver gives a timer Stop claimed whose task is a context's fire to a
-// runtime timer that calls it at the timer's deadline, and reports whether
-// it did. fire then ends the context as it would have from the wheel (or
-// cancels it, for a timer a user scheduled with a CancelFunc as its task,
-// due before the context's deadline).
-func handOver(t Timeout) bool {
-	task, due, ok := t.sh.Claimed(t.ref)
-	if !ok || reflect.ValueOf(task).Pointer() != fireCode {
+// handOver gives a timer Stop claimed, due at clock reading due, whose
+// task is a context's fire to a runtime timer that calls it then, and
+// reports whether it did. fire then ends the context as it would have from
+// the wheel (or cancels it, for a timer a user scheduled with a CancelFunc
+// as its task, due before the context's deadline).
+func handOver(t Timeout, due time.Duration) bool {
+	task := t.sh.Claimed(t.ref)
+	if task == nil || reflect.ValueOf(task).Pointer() != fireCode {
 		return false
 	}
 	time.AfterFunc(time.Until(t.sh.Time(due)), task)

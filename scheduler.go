@@ -372,17 +372,11 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	}
 	var out []Timeout
 	for _, sh := range s.shards {
-		start := len(out)
-		sh.Drain(func(r shard.Ref, key uint64) {
-			out = append(out, Timeout{sh: sh, ref: r, key: key})
-		})
-		kept := out[:start]
-		for _, t := range out[start:] {
-			if !handOver(t) {
-				kept = append(kept, t)
+		sh.Drain(func(r shard.Ref, key uint64, due time.Duration) {
+			if t := (Timeout{sh: sh, ref: r, key: key}); !handOver(t, due) {
+				out = append(out, t)
 			}
-		}
-		out = kept
+		})
 	}
 	close(s.stopped)
 	countLive(-1)
@@ -457,8 +451,7 @@ func (t Timeout) Task() func() {
 	if t.sh == nil {
 		return nil
 	}
-	task, _, _ := t.sh.Claimed(t.ref)
-	return task
+	return t.sh.Claimed(t.ref)
 }
 
 // Key returns the key the timer was scheduled with.

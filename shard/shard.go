@@ -87,9 +87,10 @@ type Shard struct {
 	// callers; it and closed are sequentially consistent atomics, which
 	// the handshake in Quiet relies on.
 	inTask atomic.Bool
-	// drained holds, sorted, the timers Drain claimed, published once the
-	// scan is complete; nil before. Written once by Drain's goroutine.
-	drained atomic.Pointer[[]claim]
+	// drained has one bit per node index, set for each timer Drain
+	// claimed (atomic Or, after its CAS on the node); stored once by Drain
+	// before its scan, nil before. Read by Claimed from any goroutine.
+	drained atomic.Pointer[[]atomic.Uint64]
 
 	// Worker only, except where workerStats says otherwise.
 	stats    workerStats

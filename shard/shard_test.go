@@ -213,25 +213,24 @@ func TestDrainClaimsExactlyThePendingTimers(t *testing.T) {
 		require.True(t, ok)
 		deadlines[key] = d
 	}
-	_, _, ok := h.sh.Claimed(filed)
-	assert.False(t, ok, "nothing is claimed before Drain")
+	assert.Nil(t, h.sh.Claimed(filed), "nothing is claimed before Drain")
 
 	h.sh.Close()
 	got := map[uint64]Ref{}
-	h.sh.Drain(func(r Ref, key uint64) { got[key] = r })
+	dues := map[uint64]time.Duration{}
+	h.sh.Drain(func(r Ref, key uint64, due time.Duration) {
+		got[key], dues[key] = r, due
+		assert.NotNil(t, h.sh.Claimed(r), "claimed as soon as emitted")
+	})
 	assert.Equal(t, map[uint64]Ref{1: inRing, 2: filed, 5: late}, got)
-	for key, r := range got {
+	assert.Equal(t, deadlines, dues)
+	for _, r := range got {
 		assert.False(t, h.sh.Pending(r))
 		assert.False(t, h.sh.Cancel(r))
-		task, due, ok := h.sh.Claimed(r)
-		assert.True(t, ok)
-		assert.NotNil(t, task, "Drain keeps the task")
-		assert.Equal(t, deadlines[key], due, "key %d", key)
+		assert.NotNil(t, h.sh.Claimed(r), "Drain keeps the task")
 	}
-	for _, r := range []Ref{cancelled, 0, filed + 1} {
-		task, _, ok := h.sh.Claimed(r)
-		assert.False(t, ok)
-		assert.Nil(t, task)
+	for _, r := range []Ref{cancelled, 0, filed + 1, filed - 1, Ref(1<<63 | 1)} {
+		assert.Nil(t, h.sh.Claimed(r), "%x", r)
 	}
 	assert.Zero(t, h.pending())
 	_, rej = h.sh.Schedule(6, time.Hour, func() {})

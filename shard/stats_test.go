@@ -50,7 +50,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, st.Fired/taskSampleEvery, st.TaskTime.Count())
 
 	h.sh.Close()
-	h.sh.Drain(func(Ref, uint64) {})
+	h.sh.Drain(func(Ref, uint64, time.Duration) {})
 	assert.Equal(t, uint64(1), h.sh.Stats().Stopped)
 }
 

@@ -1,8 +1,7 @@
 package shard
 
 import (
-	"cmp"
-	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,22 +46,18 @@ func (sh *Shard) Quiet() (bool, <-chan struct{}) {
 // this shard's worker, as a task run inline is.
 func (sh *Shard) IsWorker(gid uint64) bool { return sh.gid.Load() == gid }
 
-// claim is a timer Drain claimed: its reference and when it was due.
-type claim struct {
-	ref Ref
-	due time.Duration
-}
-
 // Drain claims every timer that is still pending, after Close, and calls
-// emit with each one's reference and key. A claimed timer is
-// cancelled: it never runs and its handle reports not pending, but it keeps
-// its task and deadline for Claimed. Timers that lose the race to a
-// concurrent Cancel or to the worker are not emitted. Drain must run only
-// once, when the worker has exited or is quiet (see Quiet).
-func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
-	var claims []claim
+// emit with each one's reference, key and due time (a clock reading; for
+// a timer the worker had not picked up yet, the earliest it could have
+// run). A claimed timer is cancelled: it never runs and its handle reports
+// not pending, but it keeps its task for Claimed. Timers that lose the race
+// to a concurrent Cancel or to the worker are not emitted. Drain must run
+// only once, when the worker has exited or is quiet (see Quiet).
+func (sh *Shard) Drain(emit func(r Ref, key uint64, due time.Duration)) {
 	now := sh.clock.Now()
 	hw := sh.arena.HighWater()
+	claimed := make([]atomic.Uint64, (hw+63)/64)
+	sh.drained.Store(&claimed)
 	for idx := uint32(1); idx < hw; idx++ {
 		n := sh.arena.Find(idx)
 		if n == nil {
@@ -96,31 +91,27 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 			if ok, _ := cancel(n, s); ok {
 				sh.release()
 				sh.stopped.Add(1)
-				r := makeRef(idx, gen)
-				claims = append(claims, claim{r, sh.due(s, now)})
-				emit(r, n.Key)
+				claimed[idx/64].Or(1 << (idx % 64)) // after the CAS: see Claimed
+				emit(makeRef(idx, gen), n.Key, sh.due(s, now))
 				break
 			}
 		}
 	}
-	// Ascending indices make claims sorted by Ref, for Claimed.
-	sh.drained.Store(&claims)
 }
 
-// Claimed returns the task of the timer r and the clock reading at which it
-// was due, if Drain claimed it; otherwise nil and false. Before Drain has
-// finished it reports nothing.
-func (sh *Shard) Claimed(r Ref) (task func(), due time.Duration, ok bool) {
+// Claimed returns the task of the timer r if Drain claimed it (from the
+// moment it did), and nil otherwise. A set bit is read after Drain's CAS
+// on the node (the Or follows it), so the task the producer wrote before
+// publishing the node is visible; a claimed node is never freed, so its
+// generation still names the claimed timer and no stale handle matches.
+func (sh *Shard) Claimed(r Ref) func() {
 	p := sh.drained.Load()
-	if p == nil {
-		return nil, 0, false
+	idx, gen := r.split()
+	if p == nil || int(idx/64) >= len(*p) || (*p)[idx/64].Load()&(1<<(idx%64)) == 0 {
+		return nil
 	}
-	i, found := slices.BinarySearchFunc(*p, r, func(c claim, r Ref) int {
-		return cmp.Compare(c.ref, r)
-	})
-	if !found {
-		return nil, 0, false
+	if n := sh.arena.Find(idx); n == nil || n.Gen.Load() != gen {
+		return nil
 	}
-	idx, _ := r.split()
-	return *sh.arena.Task(idx), (*p)[i].due, true
+	return *sh.arena.Task(idx)
 }

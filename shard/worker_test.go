@@ -82,7 +82,7 @@ func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 		assert.True(t, sh.IsWorker(GoroutineID()))
 		sh.Close()
 		var refs []Ref
-		sh.Drain(func(r Ref, _ uint64) { refs = append(refs, r) })
+		sh.Drain(func(r Ref, _ uint64, _ time.Duration) { refs = append(refs, r) })
 		done <- refs
 	})
 	require.Equal(t, Accepted, rej)
