@@ -684,3 +684,83 @@ func TestContextAllocations(t *testing.T) {
 	})
 	assert.LessOrEqual(t, allocs, 2.0)
 }
+
+// afterFuncer is the method context.AfterFunc looks for.
+type afterFuncer interface{ AfterFunc(func()) func() bool }
+
+// TestContextRacingStop creates, cancels and lets expire contexts from
+// several goroutines while Stop runs: every context ends exactly once
+// (its AfterFunc registrations run once), expired ones never before their
+// deadline, whether the wheel, Stop's hand-over or the context package's
+// fallback held the deadline.
+func TestContextRacingStop(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithTick(time.Millisecond), shardwheel.WithShards(2))
+	workers, per := 6, 300
+	if raceEnabled {
+		per = 100
+	}
+	var created atomic.Int64
+	type record struct {
+		ctx    context.Context
+		start  time.Time
+		dur    time.Duration
+		cancel context.CancelFunc
+		calls  atomic.Int32
+	}
+	records := make([][]*record, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 2))
+			for i := range per {
+				rec := &record{start: time.Now(), dur: time.Duration(r.IntN(3000)) * time.Microsecond}
+				ctx, cancel := s.WithTimeout(context.Background(), rec.dur)
+				rec.ctx = ctx
+				if m, ok := ctx.(afterFuncer); ok {
+					m.AfterFunc(func() { rec.calls.Add(1) })
+				} else {
+					rec.calls.Store(1) // the context package's fallback: nothing of ours to count
+				}
+				records[w] = append(records[w], rec)
+				created.Add(1)
+				if i%3 == 0 {
+					cancel()
+				} else {
+					rec.cancel = cancel // called once it is done: these expire
+				}
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return created.Load() > int64(workers*per/3) }, waitFor, pollEvery)
+	s.Stop()
+	wg.Wait()
+	for _, rs := range records {
+		for _, rec := range rs {
+			waitDone(t, rec.ctx, "ctx")
+			switch err := rec.ctx.Err(); err {
+			case context.DeadlineExceeded:
+				d, _ := rec.ctx.Deadline()
+				assert.False(t, time.Now().Before(d), "done before its deadline")
+				assert.GreaterOrEqual(t, time.Since(rec.start), rec.dur)
+			case context.Canceled:
+				assert.Nil(t, rec.cancel, "cancelled but never cancelled")
+			default:
+				t.Fatalf("Err() = %v", err)
+			}
+			if rec.cancel != nil {
+				rec.cancel()
+			}
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, rs := range records {
+			for _, rec := range rs {
+				if rec.calls.Load() != 1 {
+					return false
+				}
+			}
+		}
+		return true
+	}, waitFor, pollEvery, "each context ends exactly once")
+	assert.Zero(t, s.Pending())
+}
