@@ -126,10 +126,12 @@ func (s *Scheduler) WithDeadline(parent context.Context, d time.Time) (context.C
 // deadline cancels the wheel timer, so Pending drops at once. It does not
 // set the cause.
 //
-// No goroutine is started: parent's cancellation reaches the context
-// through context.AfterFunc, unregistered when the context ends, and the
+// No goroutine is started for the context: parent's cancellation reaches
+// it through context.AfterFunc, unregistered when the context ends, and the
 // context implements AfterFunc, so context.WithCancel and context.AfterFunc
-// on it attach without one either.
+// on it attach without one either. (When the parent is cancelled first,
+// context.AfterFunc runs its callback on a goroutine of its own, as it
+// always does; Err sees the parent's cancellation at once.)
 //
 // A deadline is never lost. When s cannot hold the timer (after Stop, at
 // the WithMaxPending limit, or beyond MaxDelay) the function returns
