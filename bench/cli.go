@@ -25,6 +25,9 @@ type options struct {
 	shards int
 	tick   time.Duration
 
+	// burst only.
+	burst BurstSpec
+
 	// tune only.
 	shardList []int
 	tickList  []time.Duration
@@ -44,7 +47,7 @@ func badFlag(name string, value any, rule string) error {
 }
 
 // commands are the commands parseArgs knows, the default first.
-var commands = []string{"compare", "tune", "lag"}
+var commands = []string{"compare", "tune", "lag", "burst"}
 
 // parseArgs parses the command line (without the program name). It
 // returns flag.ErrHelp for -h, or a usageError.
@@ -122,6 +125,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 	}
 	fs.StringVar(&o.out, "out", "", outHelp)
 	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")
+	if o.cmd == "burst" {
+		o.burst = BurstSpec{Timers: 1_000_000, Producers: 2, DelayMin: time.Millisecond, Spread: 2 * time.Second, Runs: 3}
+		fs.IntVar(&o.burst.Timers, "timers", o.burst.Timers, "timers in the burst")
+		fs.IntVar(&o.burst.Producers, "producers", o.burst.Producers, "goroutines scheduling the burst")
+		fs.DurationVar(&o.burst.DelayMin, "delay-min", o.burst.DelayMin, "shortest delay")
+		fs.DurationVar(&o.burst.Spread, "spread", o.burst.Spread, "delays are -delay-min plus a uniform share of this")
+		fs.IntVar(&o.burst.Runs, "runs", o.burst.Runs, "runs of each implementation, interleaved; figures are their medians")
+		fs.IntVar(&o.shards, "shards", o.shards, "shardwheel shards; follows -gomaxprocs unless set")
+		fs.DurationVar(&o.tick, "tick", o.tick, "shardwheel tick")
+		return fs
+	}
 	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, "random seed; both implementations get the same one")
 
 	fs.Float64Var(&o.load.Rate, "rate", o.load.Rate, "requests per second (each schedules a timeout)")
@@ -210,6 +224,23 @@ func (o *options) validate() error {
 		{!validTick(o.tick), "tick", tickRule, o.tick},
 		{o.lagP99 <= 0, "lag-p99", "must be > 0", o.lagP99},
 		{o.lateP99 < 0, "lateness-p99", "must not be negative", o.lateP99},
+	}
+	if o.cmd == "burst" {
+		b := &o.burst
+		checks = []struct {
+			bad        bool
+			name, rule string
+			value      any
+		}{
+			{o.procs < 0, "gomaxprocs", "must not be negative", o.procs},
+			{b.Timers < 1 || b.Timers > 100_000_000, "timers", "must be in [1, 1e8]", b.Timers},
+			{b.Producers < 1, "producers", "must be >= 1", b.Producers},
+			{b.DelayMin < 0, "delay-min", "must not be negative", b.DelayMin},
+			{b.Spread < 0 || b.Spread > time.Hour, "spread", "must be in [0, 1h]", b.Spread},
+			{b.Runs < 1, "runs", "must be >= 1", b.Runs},
+			{o.shards < 1 || o.shards > shardwheel.MaxShards, "shards", fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards), o.shards},
+			{!validTick(o.tick), "tick", tickRule, o.tick},
+		}
 	}
 	for _, c := range checks {
 		if c.bad {

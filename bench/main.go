@@ -84,6 +84,8 @@ func dispatch(ctx context.Context, o options, p *progress) (document, error) {
 		return tune(ctx, o, p)
 	case "lag":
 		return lag(ctx, o, p)
+	case "burst":
+		return burst(ctx, o, p)
 	}
 	return compare(ctx, o, p)
 }

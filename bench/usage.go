@@ -15,6 +15,7 @@ Commands:
   compare  shardwheel against time.AfterFunc under a proxy-shaped load (the default)
   tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
   lag      profile shardwheel under the load (fgprof + HTML report in -out)
+  burst    a million timers at once: how late each runs, shardwheel against time.AfterFunc
 
 `)
 	if cmd == "help" {

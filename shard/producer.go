@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
@@ -21,9 +22,10 @@ const (
 	Closed                  // the shard was closed
 )
 
-// Schedule files task to run delay from now. delay <= 0 runs at the next
-// tick; delay beyond MaxDelay is clamped. It never blocks. When it rejects
-// the timer (see Reject), it leaves no trace.
+// Schedule files task to run delay from now: at the first tick that starts
+// at or after the clock reading it takes plus delay. delay <= 0 runs at the
+// next tick; delay beyond MaxDelay is clamped. It never blocks. When it
+// rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
 	li, l := sh.myLane()
 	if !sh.acquire(l) {
@@ -40,7 +42,8 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	// Storing the state before the push publishes the fields above to
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).
-	s := newState(gen, sh.clampDelay(delay), sh.tick)
+	now := sh.clock.Now()
+	s := newState(gen, sh.ceilTick(now+sh.clampDelay(delay)))
 	n.State.Store(uint64(s))
 	l.queue.Push(sh.arena, idx, n)
 	if sh.parked.Load() != 0 {
@@ -59,7 +62,24 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 		}
 	}
 	l.scheduled.Add(1)
+	sh.yieldIfBehind(l, now)
 	return makeRef(idx, gen), Accepted
+}
+
+// yieldIfBehind gives up the caller's processor, at most once per tick per
+// lane, while the worker has not started a tick that began before now. A
+// producer in a tight loop otherwise keeps its P until Go preempts it, up
+// to 10ms later, and the worker, whose timer that P must run and which is
+// readied on it, waits as long: every timer of the shard runs late. It
+// never waits for the worker: runtime.Gosched returns as soon as the
+// scheduler has looked at the other runnable goroutines.
+func (sh *Shard) yieldIfBehind(l *lane, now time.Duration) {
+	t := sh.floorTick(now)
+	if t <= sh.dueTick.Load() || l.yielded.Load() == t {
+		return
+	}
+	l.yielded.Store(t)
+	runtime.Gosched()
 }
 
 // node returns the node of r if r is a plausible reference into this arena.
@@ -110,7 +130,7 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 	if !ok {
 		return false
 	}
-	t := sh.ceilTick(sh.clock.Now() + sh.clampDelay(delay))
+	t := sh.deadlineTick(delay)
 	for {
 		s, mine := load(n, gen)
 		if !mine || !s.live() {
@@ -137,9 +157,8 @@ func (sh *Shard) Pending(r Ref) bool {
 	return mine && s.live()
 }
 
-// Deadline returns the clock reading at which the timer r is due, and false
-// if it is no longer pending. Before the worker has resolved a new timer
-// (normally within a tick) it reports the earliest time the timer may run.
+// Deadline returns the clock reading at which the timer r is due (the start
+// of its deadline tick), and false if it is no longer pending.
 func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 	n, gen, ok := sh.node(r)
 	if !ok {
@@ -149,9 +168,5 @@ func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 	if !mine || !s.live() {
 		return 0, false
 	}
-	now := sh.clock.Now()
-	if s.status() == statusUnresolved {
-		return sh.tickTime(sh.deadlineTick(s, now)), true
-	}
-	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(now))), true
+	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(sh.clock.Now()))), true
 }

@@ -71,19 +71,26 @@ type Shard struct {
 	attention atomic.Uint32 // attention stack head: index+1, 0 = empty
 	_         [pad.CacheLineSize - 4]byte
 
-	// Read on every Schedule, written only when the worker parks or on
-	// Close: kept apart from written lines so reads stay cache hits.
+	// Read on every Schedule, written by the worker once per pass (and on
+	// Close): kept apart from lines producers write, so that reads stay
+	// cache hits between passes.
 	parked atomic.Uint32 // 1 while the worker sleeps beyond the next tick
 	closed atomic.Bool
 	gid    atomic.Uint64 // worker goroutine id, for Stop from a task
-	_      [pad.CacheLineSize - 16]byte
+	// dueTick is the tick the worker plans to process next, MaxUint64
+	// while it is parked with nothing due (see yieldIfBehind).
+	dueTick atomic.Uint64
+	_       [pad.CacheLineSize - 24]byte
 
 	stopped atomic.Uint64 // timers claimed by Drain; Stop's goroutine
 
 	// Worker only, except where workerStats says otherwise.
 	stats    workerStats
-	slept    bool   // the last sleep passed over ticks with nothing due
-	wakeTick uint64 // the tick the worker last planned to process next
+	work     passWork // what the current pass did
+	slept    bool     // the last sleep passed over ticks with nothing due
+	timed    bool     // the worker planned to process wakeTick when due
+	more     bool     // the pass left work for another one at once
+	wakeTick uint64   // the tick the worker last planned to process next
 	w        *wheel
 	freed    []pool.Chain // per lane
 	rr       int          // lane transfer starts at, rotated for fairness
@@ -112,7 +119,10 @@ type lane struct {
 	undone    atomic.Uint64
 	resets    atomic.Uint64
 	cancels   atomic.Uint64
-	_         [pad.CacheLineSize - 40]byte
+	// yielded is the last tick in which a producer on this lane yielded
+	// its processor to a late worker (see yieldIfBehind).
+	yielded atomic.Uint64
+	_       [pad.CacheLineSize - 48]byte
 }
 
 // New returns a shard; its worker starts with Start. It allocates no node
