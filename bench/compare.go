@@ -124,8 +124,9 @@ func (c *Comparison) notes(sw, af *Result) []string {
 	}
 	if sw != nil {
 		notes = append(notes,
-			fmt.Sprintf("shardwheel files timers on a %v tick grid, rounding up: by design it runs them up to about", sw.Tick),
-			"  2 ticks late. Tick lag and Stats lateness (against the tick) come from its Stats; go run ./bench tune picks a tick.")
+			fmt.Sprintf("shardwheel files timers on a %v tick grid, rounding up: by design it runs them up to a tick", sw.Tick),
+			"  late, plus its tick lag. Tick lag and Stats lateness (against the deadline's tick, so up to a tick less",
+			"  than what tasks see) come from its Stats; go run ./bench tune shows the trade-off of shorter ticks.")
 	}
 	for _, r := range []*Result{sw, af} {
 		if r == nil {
