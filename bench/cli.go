@@ -33,6 +33,7 @@ type options struct {
 	tickList  []time.Duration
 	lagP99    time.Duration
 	lateP99   time.Duration
+	repeats   int
 }
 
 // usageError is a bad command line: the message names the command, or
@@ -169,6 +170,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		})
 		fs.DurationVar(&o.lagP99, "lag-p99", o.lagP99, "tick lag p99 target")
 		fs.DurationVar(&o.lateP99, "lateness-p99", 0, "timer lateness p99 target (0: none)")
+		fs.IntVar(&o.repeats, "repeats", 3, "runs per point, in interleaved rounds; the pick uses their medians")
 	}
 	return fs
 }
@@ -224,6 +226,7 @@ func (o *options) validate() error {
 		{!validTick(o.tick), "tick", tickRule, o.tick},
 		{o.lagP99 <= 0, "lag-p99", "must be > 0", o.lagP99},
 		{o.lateP99 < 0, "lateness-p99", "must not be negative", o.lateP99},
+		{o.cmd == "tune" && o.repeats < 1, "repeats", "must be >= 1", o.repeats},
 	}
 	if o.cmd == "burst" {
 		b := &o.burst
