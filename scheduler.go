@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
+	"github.com/shardwheel/shardwheel/internal/pad"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
@@ -77,6 +78,13 @@ type Scheduler struct {
 	totalQuota int64          // sum of the shards' initial tokens
 	stopping   atomic.Bool
 	stopped    chan struct{} // closed when the first Stop has drained
+	// dry is set while no shard has a spare pending token (see
+	// shard/quota.go): read by rejected Schedules and by every token
+	// given back, written only as the limit is reached and left, so it
+	// stays apart from the lines written on every call.
+	_   [pad.CacheLineSize]byte
+	dry atomic.Bool
+	_   [pad.CacheLineSize - 1]byte
 }
 
 // errZero is the panic of a method called on a Scheduler not made by New.
@@ -124,6 +132,7 @@ func New(opts ...Option) (*Scheduler, error) {
 			q++
 		}
 		cfg := c.shardConfig(q)
+		cfg.Dry = &s.dry
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i)
 		}
@@ -209,9 +218,27 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 
 // borrowTokens moves pending tokens from another shard into sh. It runs
 // only when sh's own share is used up, i.e. near the WithMaxPending limit.
+// When no shard has any it marks the scheduler dry, so that later
+// rejections cost O(1), then looks once more (see shard/quota.go for why).
 func (s *Scheduler) borrowTokens(sh *shard.Shard) bool {
+	if s.dry.Load() {
+		return false
+	}
+	if s.takeFromAny(sh) {
+		return true
+	}
+	s.dry.Store(true)
+	if s.takeFromAny(sh) {
+		s.dry.Store(false)
+		return true
+	}
+	return false
+}
+
+// takeFromAny moves spare tokens from any shard, sh included, into sh.
+func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
 	for _, o := range s.shards {
-		if o != sh && sh.TakeTokens(o) {
+		if sh.TakeTokens(o) {
 			return true
 		}
 	}

@@ -33,7 +33,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	}
 	idx, gen, slot, ok := sh.arena.Get(li)
 	if !ok {
-		l.quota.Add(1)
+		sh.giveBack(l)
 		return 0, ArenaFull
 	}
 	n := slot.Node()
@@ -113,7 +113,7 @@ func (sh *Shard) Cancel(r Ref) bool {
 		if ok, queue := cancel(n, s); ok {
 			_, l := sh.myLane()
 			l.cancels.Add(1)
-			l.quota.Add(1)
+			sh.giveBack(l)
 			if queue {
 				sh.pushAttention(r)
 			}

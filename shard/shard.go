@@ -31,6 +31,10 @@ type Config struct {
 	// Quota is the number of timers this shard may hold before Schedule
 	// fails. Tokens move between shards with TakeTokens.
 	Quota int64
+	// Dry, shared by the shards whose tokens move between them, is set
+	// when a search for spare tokens found none (see quota.go); nil gives
+	// the shard a flag of its own.
+	Dry *atomic.Bool
 	// Lanes is the number of producer lanes, rounded up to a power of
 	// two; runtime.GOMAXPROCS(0) is the natural value.
 	Lanes int
@@ -58,6 +62,7 @@ type Shard struct {
 	tick     int64         // ns
 	origin   time.Duration // clock reading at tick 0
 	maxDelay time.Duration
+	dry      *atomic.Bool
 	arena    *pool.Arena
 	lanes    []lane
 	laneMask int
@@ -157,6 +162,9 @@ func New(cfg Config) (*Shard, error) {
 		sh.lanes[i].queue.Init()
 	}
 	sh.lanes[0].quota.Store(cfg.Quota)
+	if sh.dry = cfg.Dry; sh.dry == nil {
+		sh.dry = new(atomic.Bool)
+	}
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
 	return sh, nil
 }
