@@ -10,4 +10,7 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

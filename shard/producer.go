@@ -25,6 +25,17 @@ const (
 // tick; delay beyond MaxDelay is clamped. It never blocks. When it rejects
 // the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, delay, task, 0)
+}
+
+// ScheduleIndexed is Schedule for a timer that a key index refers to: the
+// worker calls Config.Unindex with its key and Ref when it frees the node.
+func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, delay, task, indexedBit)
+}
+
+// schedule is Schedule with the extra state bits flags (0 or indexedBit).
+func (sh *Shard) schedule(key uint64, delay time.Duration, task func(), flags state) (Ref, Reject) {
 	li, l := sh.myLane()
 	if !sh.acquire(l) {
 		return 0, NoTokens
@@ -40,7 +51,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	// Storing the state before the push publishes the fields above to
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).
-	s := newState(gen, sh.clampDelay(delay), sh.tick)
+	s := newState(gen, sh.clampDelay(delay), sh.tick) | flags
 	n.State.Store(uint64(s))
 	l.queue.Push(sh.arena, idx, n)
 	if sh.parked.Load() != 0 {

@@ -12,7 +12,8 @@ import (
 // A node's state word is one 64-bit value, changed only by CAS (or a plain
 // store by the producer that owns a node it has just taken from the pool):
 //
-//	bits 63..41  tag      low 23 bits of the node's generation
+//	bits 63..42  tag      low 22 bits of the node's generation
+//	bit  41      indexed  set for the whole life of a ScheduleIndexed timer
 //	bit  40      flag     queuedBit for pending and terminal states (the
 //	                      node is on the attention stack); delayInTicksBit
 //	                      for unresolved ones (the delay is in ticks)
@@ -54,12 +55,16 @@ import (
 // The tag makes a CAS from a stale handle fail even though the node was
 // recycled: a handle's CAS expects its own tag, and the node's full 32-bit
 // generation (pool.Node.Gen) is checked first, so a stale handle could only
-// win if 2^23 recycles of one node happened between two of its instructions.
+// win if 2^22 recycles of one node happened between two of its instructions.
+//
+// indexedBit is written once, by the producer's store, and kept by every
+// transition (none of them touches it): the worker reads it when it frees the
+// node, to call Config.Unindex (see free).
 const (
 	ticksBits  = 38
 	ticksMask  = 1<<ticksBits - 1
 	statusShft = ticksBits
-	tagShift   = 41
+	tagShift   = 42
 	tagBits    = 64 - tagShift
 	tagMask    = 1<<tagBits - 1
 
@@ -70,6 +75,9 @@ const (
 	// counts ticks rather than nanoseconds. It is the same bit as
 	// queuedBit: an unresolved node is never queued.
 	delayInTicksBit = queuedBit
+	// indexedBit marks a timer that Config.Unindex must hear of when the
+	// worker frees its node.
+	indexedBit = 1 << 41
 )
 
 // Status values. The zero value, unresolved, is what a producer writes when
