@@ -73,6 +73,7 @@ const ShardCapacity = pool.Capacity
 // a shard to make progress, except Stop, which waits as it documents.
 type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
+	index      []keyIndex     // per shard; immutable slice after New (see keyed.go)
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
 	stopping   atomic.Bool
@@ -106,6 +107,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
+		index:   make([]keyIndex, c.shards),
 		tick:    c.tick,
 		stopped: make(chan struct{}),
 	}
@@ -123,7 +125,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		if int64(i) < limit%n {
 			q++
 		}
+		s.index[i] = newKeyIndex()
 		cfg := c.shardConfig(q)
+		cfg.Unindex = s.index[i].unindex
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i)
 		}
@@ -184,6 +188,11 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
+	return s.schedule(key, delay, task, false)
+}
+
+// schedule is Schedule, and ScheduleKey's first step when indexed is set.
+func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), indexed bool) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
@@ -191,9 +200,9 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
-	ref, rej := sh.Schedule(key, delay, task)
+	ref, rej := add(sh, key, delay, task, indexed)
 	for rej == shard.NoTokens && s.borrowTokens(sh) {
-		ref, rej = sh.Schedule(key, delay, task)
+		ref, rej = add(sh, key, delay, task, indexed)
 	}
 	switch rej {
 	case shard.Accepted:
@@ -205,6 +214,14 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 	default:
 		return Timeout{}, ErrStopped
 	}
+}
+
+// add files a timer on sh, as an indexed one if indexed is set.
+func add(sh *shard.Shard, key uint64, delay time.Duration, task func(), indexed bool) (shard.Ref, shard.Reject) {
+	if indexed {
+		return sh.ScheduleIndexed(key, delay, task)
+	}
+	return sh.Schedule(key, delay, task)
 }
 
 // borrowTokens moves pending tokens from another shard into sh. It runs
@@ -288,6 +305,12 @@ func (s *Scheduler) Stop() []Timeout {
 		sh.Drain(func(r shard.Ref, key uint64) {
 			out = append(out, Timeout{sh: sh, ref: r, key: key})
 		})
+	}
+	// Every indexed timer has ended: drop the index. A ScheduleKey racing
+	// with Stop that stores its entry after this sees its timer ended and
+	// deletes the entry itself.
+	for i := range s.index {
+		s.index[i].m.Clear()
 	}
 	close(s.stopped)
 	return out
