@@ -353,3 +353,116 @@ func keyedHammer(t *testing.T, workers, ops int) {
 	assert.Zero(t, s.Pending())
 	assert.Zero(t, shardwheel.IndexLen(s), "Stop empties the index, also of ScheduleKeys racing it")
 }
+
+// TestResetKeyNeverEarly pushes the deadlines of many indexed timers
+// forward by key, as a connection's reads would, and checks that each
+// task runs no earlier than its last successful ResetKey plus the delay:
+// never at an old deadline.
+func TestResetKeyNeverEarly(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	const n, delay = 64, 20 * time.Millisecond
+	var lastReset [n]atomic.Int64 // ns since epoch, before the ResetKey that returned true
+	var ranAt [n]atomic.Int64
+	epoch := time.Now()
+	for k := range n {
+		lastReset[k].Store(int64(time.Since(epoch)))
+		_, err := s.ScheduleKey(uint64(k), delay, func() { ranAt[k].Store(int64(time.Since(epoch))) })
+		require.NoError(t, err)
+	}
+	for range 8 { // eight rounds of reads, 5ms apart: each moves every deadline
+		time.Sleep(5 * time.Millisecond)
+		for k := range n {
+			before := int64(time.Since(epoch))
+			if s.ResetKey(uint64(k), delay) {
+				lastReset[k].Store(before)
+			}
+		}
+	}
+	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	for k := range n {
+		ran, reset := time.Duration(ranAt[k].Load()), time.Duration(lastReset[k].Load())
+		assert.GreaterOrEqual(t, ran, reset+delay, "key %d ran %v after its last reset, before the delay", k, ran-reset)
+	}
+	assert.False(t, s.ResetKey(0, delay), "a timer that ran is not reset")
+}
+
+// TestStopReturnsIndexedTimers stops a scheduler holding indexed and plain
+// timers: Stop returns both kinds, each once, and leaves the index empty,
+// so that keyed calls find nothing and ScheduleKey fails.
+func TestStopReturnsIndexedTimers(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(3))
+	want := map[shardwheel.Timeout]bool{}
+	for k := range uint64(100) {
+		tm, err := s.ScheduleKey(k, time.Hour, noop)
+		require.NoError(t, err)
+		want[tm] = true
+		tm, err = s.Schedule(k, time.Hour, noop)
+		require.NoError(t, err)
+		want[tm] = true
+	}
+	got := s.Stop()
+	require.Len(t, got, len(want))
+	for _, tm := range got {
+		require.True(t, want[tm], "returned once, and only timers that were scheduled")
+		delete(want, tm)
+		assert.False(t, tm.Pending())
+	}
+	assert.Zero(t, shardwheel.IndexLen(s))
+	assert.False(t, s.CancelKey(1))
+	assert.False(t, s.ResetKey(1, time.Second))
+	_, ok := s.Lookup(1)
+	assert.False(t, ok)
+	_, err := s.ScheduleKey(1, time.Hour, noop)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+	assert.Zero(t, s.Pending())
+}
+
+// TestIndexEntryGoesWhenTheTimerEnds checks that no way of ending leaves an
+// entry behind: the timer ran, was cancelled through its handle or by key,
+// was replaced (the entry then names the new timer), or was returned by
+// Stop. Entries of timers that ran or were cancelled through their handle
+// go at the worker's next pass: the test polls for them.
+func TestIndexEntryGoesWhenTheTimerEnds(t *testing.T) {
+	cases := []struct {
+		name string
+		end  func(s *shardwheel.Scheduler, tm shardwheel.Timeout) (left int)
+	}{
+		{"ran", func(s *shardwheel.Scheduler, _ shardwheel.Timeout) int {
+			require.True(t, s.ResetKey(1, 0))
+			return 0
+		}},
+		{"cancelled through the handle", func(_ *shardwheel.Scheduler, tm shardwheel.Timeout) int {
+			require.True(t, tm.Cancel())
+			return 0
+		}},
+		{"cancelled by key", func(s *shardwheel.Scheduler, _ shardwheel.Timeout) int {
+			require.True(t, s.CancelKey(1))
+			return 0
+		}},
+		{"replaced", func(s *shardwheel.Scheduler, tm shardwheel.Timeout) int {
+			next, err := s.ScheduleKey(1, time.Hour, noop)
+			require.NoError(t, err)
+			require.False(t, tm.Pending())
+			got, ok := s.Lookup(1)
+			require.True(t, ok)
+			require.Equal(t, next, got)
+			return 1 // the new timer's entry
+		}},
+		{"returned by Stop", func(s *shardwheel.Scheduler, _ shardwheel.Timeout) int {
+			require.Len(t, s.Stop(), 1)
+			return 0
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
+			tm, err := s.ScheduleKey(1, time.Hour, noop)
+			require.NoError(t, err)
+			require.Equal(t, 1, shardwheel.IndexLen(s))
+			left := c.end(s, tm)
+			require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == left }, waitFor, pollEvery,
+				"index entries left: %d, want %d", shardwheel.IndexLen(s), left)
+			assert.Equal(t, left, s.Pending())
+		})
+	}
+}
