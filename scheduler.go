@@ -200,9 +200,17 @@ func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), index
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
-	ref, rej := add(sh, key, delay, task, indexed)
-	for rej == shard.NoTokens && s.borrowTokens(sh) {
-		ref, rej = add(sh, key, delay, task, indexed)
+	var ref shard.Ref
+	var rej shard.Reject
+	for {
+		if indexed {
+			ref, rej = sh.ScheduleIndexed(key, delay, task)
+		} else {
+			ref, rej = sh.Schedule(key, delay, task)
+		}
+		if rej != shard.NoTokens || !s.borrowTokens(sh) {
+			break
+		}
 	}
 	switch rej {
 	case shard.Accepted:
@@ -214,14 +222,6 @@ func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), index
 	default:
 		return Timeout{}, ErrStopped
 	}
-}
-
-// add files a timer on sh, as an indexed one if indexed is set.
-func add(sh *shard.Shard, key uint64, delay time.Duration, task func(), indexed bool) (shard.Ref, shard.Reject) {
-	if indexed {
-		return sh.ScheduleIndexed(key, delay, task)
-	}
-	return sh.Schedule(key, delay, task)
 }
 
 // borrowTokens moves pending tokens from another shard into sh. It runs
