@@ -28,7 +28,7 @@ type Comparison struct {
 // other. When ctx is done it returns what was measured so far.
 func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 	c := &Comparison{Command: "compare", Host: host(), Load: o.load}
-	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, progress: p}
+	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p}
 	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runStdlib} {
 		if ctx.Err() != nil {
 			break
@@ -76,6 +76,9 @@ func (c *Comparison) writeText(w io.Writer) error {
 		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
 	if sw != nil {
 		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v", sw.Shards, sw.Tick)
+		if sw.Keyed {
+			b.WriteString(", keyed API")
+		}
 	}
 	b.WriteString("\n\n")
 

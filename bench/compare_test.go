@@ -82,6 +82,28 @@ func TestCompareJSONAndOut(t *testing.T) {
 	assert.Contains(t, stderr.String(), "results written to "+filepath.Join(dir, "compare.txt")+" and "+filepath.Join(dir, "compare.json")+"\n")
 }
 
+// TestCompareKeyed runs the load through the keyed API: requests are
+// cancelled and connections reset by id, and the report says so.
+func TestCompareKeyed(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(tinyArgs("compare", "-keyed", "-json"), &stdout, &stderr), stderr.String())
+	var c Comparison
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c))
+	require.Len(t, c.Results, 2)
+	sw := c.Results[0]
+	assert.True(t, sw.Keyed)
+	assert.False(t, c.Results[1].Keyed)
+	assert.Positive(t, sw.Ops.Resets)
+	assert.Positive(t, sw.Lateness.Count, "timers fired in the window")
+	require.Positive(t, sw.Ops.Cancels)
+	assert.Less(t, sw.Ops.Missed, sw.Ops.Cancels/10, "CancelKey finds the requests by id")
+	assert.Less(t, sw.Ops.Reopened, sw.Ops.Resets/2, "ResetKey finds the connections by id (a 300ms idle timeout reset 5 times a second still expires at times)")
+
+	stdout.Reset()
+	require.Equal(t, exitOK, run(tinyArgs("compare", "-keyed"), &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "keyed API")
+}
+
 func TestCompareInterruptedMidRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -15,6 +15,7 @@ type runSpec struct {
 	load     Load
 	shards   int
 	tick     time.Duration
+	keyed    bool // shardwheel through its keyed API (keyedWheel)
 	progress *progress
 	// window, if set, is called for the measured window instead of just
 	// waiting it out (lag captures a profile there). shardwheel only.
@@ -48,8 +49,12 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 	if spec.window != nil {
 		win = func(ctx context.Context, d time.Duration) error { return spec.window(ctx, s, d) }
 	}
-	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick}
-	err = drive(ctx, spec, &r, base, wheel{s}, win, s.Stats)
+	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick, Keyed: spec.keyed}
+	if spec.keyed {
+		err = drive(ctx, spec, &r, base, keyedWheel{s}, win, s.Stats)
+	} else {
+		err = drive(ctx, spec, &r, base, wheel{s}, win, s.Stats)
+	}
 	return r, err
 }
 

@@ -51,6 +51,33 @@ func (w wheel) Reset(t shardwheel.Timeout, key uint64, d time.Duration, f func()
 // handles are not needed.
 func (w wheel) Close(iter.Seq[shardwheel.Timeout]) { w.s.Stop() }
 
+// keyedWheel adapts a shardwheel.Scheduler through its keyed API, as a
+// multiplexed client uses it: the load's handle is the timer's key (a
+// request or connection id), and the scheduler's index finds the timer.
+type keyedWheel struct{ s *shardwheel.Scheduler }
+
+func (w keyedWheel) Schedule(key uint64, d time.Duration, f func()) (uint64, error) {
+	_, err := w.s.ScheduleKey(key, d, f)
+	return key, err
+}
+
+func (w keyedWheel) Cancel(key uint64) bool { return w.s.CancelKey(key) }
+
+// Reset falls back to ScheduleKey when the key's timer has ended, as
+// wheel's Reset falls back to Schedule.
+func (w keyedWheel) Reset(key, _ uint64, d time.Duration, f func()) (uint64, bool) {
+	if w.s.ResetKey(key, d) {
+		return key, true
+	}
+	// On an error (the run is stopping) the key simply has no timer, as
+	// wheel's Reset keeps its ended handle.
+	_, _ = w.s.ScheduleKey(key, d, f)
+	return key, false
+}
+
+// Close stops the scheduler, as wheel's does.
+func (w keyedWheel) Close(iter.Seq[uint64]) { w.s.Stop() }
+
 // stdlib adapts time.AfterFunc: Timer.Stop cancels, Timer.Reset resets.
 type stdlib struct{}
 

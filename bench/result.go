@@ -18,6 +18,8 @@ type Result struct {
 	Impl   string        `json:"impl"`
 	Shards int           `json:"shards,omitempty"`
 	Tick   time.Duration `json:"tick_ns,omitempty"`
+	// Keyed is set when shardwheel ran the load through its keyed API.
+	Keyed bool `json:"keyed,omitempty"`
 
 	// Measured is the length of the measured window; shorter than asked
 	// when Partial (the run was interrupted).

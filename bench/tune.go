@@ -55,7 +55,7 @@ sweep:
 			i++
 			pt := TunePoint{Shards: shards, Tick: tick}
 			p.note("point %d/%d: %s", i, n, pt.label())
-			r, err := runWheel(ctx, runSpec{load: o.load, shards: shards, tick: tick, progress: p})
+			r, err := runWheel(ctx, runSpec{load: o.load, shards: shards, tick: tick, keyed: o.keyed, progress: p})
 			if err != nil {
 				return t, err
 			}
