@@ -39,7 +39,10 @@ import (
 // was cancelled through its handle, leaves a stale entry, which the shard's
 // worker deletes when it frees the node (shard.Config.Unindex, which
 // deletes only if the entry still names that timer), before the node can
-// be reused for another timer. Readers never trust an entry alone: the Ref
+// be reused for another timer. (The worker so takes bucket locks too, held
+// by any goroutine only for a cancel and a store, and may wait for a resize
+// of its index that a ScheduleKey or CancelKey is doing: never for another
+// shard.) Readers never trust an entry alone: the Ref
 // carries the node's generation, so a stale entry's timer reports not
 // pending and its Cancel and Reset fail, even once the node is reused.
 
@@ -127,9 +130,10 @@ func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
 // Delays, errors and routing are Schedule's: the timer runs on the shard
 // that key routes to, a rejected call leaves no trace and replaces nothing.
 // Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
-// shard's index for a few instructions (never waiting for a shard) and
-// allocates the index entry (16 bytes), unless the timer has already ended
-// when it gets there.
+// shard's index for a few instructions, never waiting for a shard (it waits
+// only while another call is resizing that index, which the caller whose
+// insert or delete crossed a size threshold does at once), and allocates
+// the index entry (16 bytes).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
 	t, err := s.schedule(key, delay, task, true)
 	if err != nil {
@@ -143,8 +147,8 @@ func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (T
 // stopped it: false if key has no pending indexed timer (none was
 // scheduled, it ran, it was cancelled or replaced, or Stop returned it).
 // Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
-// lock of one bucket of the key's index for a few instructions. Timers from
-// Schedule are never cancelled by key.
+// lock of one bucket of the key's index for a few instructions, as
+// ScheduleKey does. Timers from Schedule are never cancelled by key.
 func (s *Scheduler) CancelKey(key uint64) bool {
 	sh, ix := s.keyed(key)
 	stopped := false

@@ -24,7 +24,7 @@ type options struct {
 	load   Load
 	shards int
 	tick   time.Duration
-	keyed  bool // drive shardwheel through its keyed API
+	keyed  bool // drive both implementations by key
 
 	// tune only.
 	shardList []int
@@ -138,7 +138,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.load.Warmup, "warmup", o.load.Warmup, "load time before measuring")
 	fs.DurationVar(&o.load.Duration, "duration", o.load.Duration, "measured time per run")
 	fs.IntVar(&o.load.Workers, "workers", o.load.Workers, "load goroutines; follows -gomaxprocs unless set")
-	fs.BoolVar(&o.keyed, "keyed", false, "drive shardwheel through its keyed API (ScheduleKey, CancelKey, ResetKey by request and connection id) instead of handles")
+	fs.BoolVar(&o.keyed, "keyed", false, "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey, time.AfterFunc through a sync.Map of timers")
 
 	switch o.cmd {
 	case "compare", "lag":

@@ -15,7 +15,7 @@ type runSpec struct {
 	load     Load
 	shards   int
 	tick     time.Duration
-	keyed    bool // shardwheel through its keyed API (keyedWheel)
+	keyed    bool // by key: keyedWheel and stdlibKeyed
 	progress *progress
 	// window, if set, is called for the measured window instead of just
 	// waiting it out (lag captures a profile there). shardwheel only.
@@ -61,8 +61,13 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 // runStdlib runs spec against time.AfterFunc.
 func runStdlib(ctx context.Context, spec runSpec) (Result, error) {
 	base := liveHeap()
-	r := Result{Impl: nameStdlib}
-	err := drive(ctx, spec, &r, base, stdlib{}, sleepCtx, nil)
+	r := Result{Impl: nameStdlib, Keyed: spec.keyed}
+	var err error
+	if spec.keyed {
+		err = drive(ctx, spec, &r, base, stdlibKeyed{new(sync.Map)}, sleepCtx, nil)
+	} else {
+		err = drive(ctx, spec, &r, base, stdlib{}, sleepCtx, nil)
+	}
 	return r, err
 }
 

@@ -18,7 +18,8 @@ type Result struct {
 	Impl   string        `json:"impl"`
 	Shards int           `json:"shards,omitempty"`
 	Tick   time.Duration `json:"tick_ns,omitempty"`
-	// Keyed is set when shardwheel ran the load through its keyed API.
+	// Keyed is set when the load reached timers by key (-keyed):
+	// shardwheel's keyed API, or a sync.Map of time.AfterFunc timers.
 	Keyed bool `json:"keyed,omitempty"`
 
 	// Measured is the length of the measured window; shorter than asked
