@@ -31,7 +31,8 @@ import (
 // memory. An entry is the right to cancel its timer by key: ScheduleKey
 // replaces an entry and CancelKey deletes one inside MapOf.Compute, which
 // holds the key's bucket lock, and cancels the timer the entry named in the
-// same critical section. So while the lock is free, a pending timer named
+// same critical section (with shard.CancelUnindexed, so that the worker does
+// not look for an entry that is gone already). So while the lock is free, a pending timer named
 // by an entry is the key's indexed timer and the only one: a replaced timer
 // is cancelled before anyone can see the new entry.
 //
@@ -83,7 +84,7 @@ func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 func (ix *keyIndex) add(t Timeout) {
 	ix.m.Compute(t.key, func(old shard.Ref, loaded bool) (shard.Ref, bool) {
 		if loaded {
-			t.sh.Cancel(old) // false if old had ended already
+			t.sh.CancelUnindexed(old) // false if old had ended already
 		}
 		return t.ref, false
 	})
@@ -153,7 +154,7 @@ func (s *Scheduler) CancelKey(key uint64) bool {
 	sh, ix := s.keyed(key)
 	stopped := false
 	ix.m.Compute(key, func(r shard.Ref, loaded bool) (shard.Ref, bool) {
-		stopped = loaded && sh.Cancel(r)
+		stopped = loaded && sh.CancelUnindexed(r)
 		return r, true
 	})
 	return stopped

@@ -63,7 +63,7 @@ func (sh *Shard) schedule(key uint64, delay time.Duration, task func(), flags st
 	// consistent). Whoever CASes the node first owns its fate; the node
 	// stays in the queue, where a worker that is still running frees it.
 	if sh.closed.Load() {
-		if ok, _ := cancel(n, s); ok {
+		if ok, _ := cancel(n, s, 0); ok {
 			l.undone.Add(1)
 			sh.release()
 			return 0, Closed
@@ -91,7 +91,15 @@ func load(n *pool.Node, gen uint32) (state, bool) {
 
 // Cancel stops the timer r from running and reports whether this call did
 // so. It is lock-free and O(1).
-func (sh *Shard) Cancel(r Ref) bool {
+func (sh *Shard) Cancel(r Ref) bool { return sh.cancelRef(r, 0) }
+
+// CancelUnindexed is Cancel for a ScheduleIndexed timer whose index entry
+// the caller has removed itself: if it cancels the timer, the worker does
+// not call Config.Unindex for it.
+func (sh *Shard) CancelUnindexed(r Ref) bool { return sh.cancelRef(r, indexedBit) }
+
+// cancelRef is Cancel, clearing the state bits drop in the same CAS.
+func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	n, gen, ok := sh.node(r)
 	if !ok {
 		return false
@@ -101,7 +109,7 @@ func (sh *Shard) Cancel(r Ref) bool {
 		if !mine || !s.live() {
 			return false
 		}
-		if ok, queue := cancel(n, s); ok {
+		if ok, queue := cancel(n, s, drop); ok {
 			_, l := sh.myLane()
 			l.cancels.Add(1)
 			l.quota.Add(1)

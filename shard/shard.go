@@ -47,7 +47,8 @@ type Config struct {
 	// timer's node: after the timer ran or was cancelled, before the node
 	// can be reused, and for a timer that fires normally before its task
 	// runs (after, if a Cancel or Reset had queued the node for attention).
-	// Timers claimed by Drain are not reported: the worker has stopped.
+	// Not reported: timers claimed by Drain (the worker has stopped) and
+	// timers CancelUnindexed stopped (their caller removed the entry).
 	// It runs on the worker goroutine and must not block.
 	Unindex func(key uint64, r Ref)
 	// Pin, optional, is called on the worker goroutine after it has locked

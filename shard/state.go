@@ -57,9 +57,9 @@ import (
 // generation (pool.Node.Gen) is checked first, so a stale handle could only
 // win if 2^22 recycles of one node happened between two of its instructions.
 //
-// indexedBit is written once, by the producer's store, and kept by every
-// transition (none of them touches it): the worker reads it when it frees the
-// node, to call Config.Unindex (see free).
+// indexedBit is written by the producer's store and kept by every
+// transition but a cancel from CancelUnindexed, which clears it: the worker
+// reads it when it frees the node, to call Config.Unindex (see free).
 const (
 	ticksBits  = 38
 	ticksMask  = 1<<ticksBits - 1
@@ -160,13 +160,14 @@ func unwrapTicks(t38, ref uint64) uint64 {
 // Transitions. Each is one CAS from the state s the caller loaded; false
 // means another goroutine changed the state first, and the caller reloads.
 
-// cancel moves a live timer to cancelled. It asks for the attention stack
-// (needsQueue) when the node may sit in the wheel: a pending node that is
-// not queued already (an unresolved one is still in a queue, where the
-// worker will find it cancelled).
-func cancel(n *pool.Node, s state) (ok, needsQueue bool) {
+// cancel moves a live timer to cancelled, clearing the bits in drop (0, or
+// indexedBit). It asks for the attention stack (needsQueue) when the node
+// may sit in the wheel: a pending node that is not queued already (an
+// unresolved one is still in a queue, where the worker will find it
+// cancelled).
+func cancel(n *pool.Node, s state, drop state) (ok, needsQueue bool) {
 	needsQueue = s.status() == statusPending && !s.queued()
-	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue)
+	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue) &^ drop
 	return n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
 

@@ -12,7 +12,8 @@ import (
 // exactly once per ScheduleIndexed timer, with its key and Ref, however the
 // timer ended (fired; cancelled while filed or while still queued; fired
 // after an earlier Reset re-filed it), after the timer ended and before a
-// firing timer's task runs, and never for a plain Schedule timer.
+// firing timer's task runs, and never for a plain Schedule timer or one
+// that CancelUnindexed stopped (its caller removed the entry itself).
 func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	type call struct {
 		key uint64
@@ -46,6 +47,10 @@ func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	earlier := indexed(5, time.Hour)
 	h.pass()
 	require.True(t, h.sh.Reset(earlier, 0), "an earlier deadline queues the node for attention")
+	unindexed := indexed(6, time.Hour)
+	h.pass()
+	require.True(t, h.sh.CancelUnindexed(unindexed))
+	require.False(t, h.sh.CancelUnindexed(unindexed), "once")
 	h.step(3 * testTick)
 
 	for _, key := range []uint64{1, 3, 4, 5} {
@@ -53,6 +58,7 @@ func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	}
 	assert.Equal(t, map[uint64]int{1: 1, 5: 1}, heardBeforeTask, "firing timers are unindexed before their task runs")
 	assert.Zero(t, heard[call{2, plain}], "a plain timer is never reported")
+	assert.Zero(t, heard[call{6, unindexed}], "nor one CancelUnindexed stopped")
 	assert.Len(t, heard, 4)
 	assert.Zero(t, h.pending())
 }
