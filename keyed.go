@@ -27,24 +27,31 @@ import (
 // # The index
 //
 // Each shard's index is an xsync.MapOf from key to shard.Ref, on the shard
-// the key routes to, so keyed calls on keys of different shards share no
-// memory. An entry is the right to cancel its timer by key: ScheduleKey
-// replaces an entry and CancelKey deletes one inside MapOf.Compute, which
-// holds the key's bucket lock, and cancels the timer the entry named in the
-// same critical section (with shard.CancelUnindexed, so that the worker does
-// not look for an entry that is gone already). So while the lock is free, a pending timer named
-// by an entry is the key's indexed timer and the only one: a replaced timer
-// is cancelled before anyone can see the new entry.
+// the key routes to, so keyed calls on keys of different shards write no
+// common line. An entry is the right to cancel its timer by key:
+// ScheduleKey replaces an entry and CancelKey deletes one inside
+// MapOf.Compute, which holds the key's bucket lock, and cancels the timer
+// the entry named in the same critical section (with
+// shard.CancelUnindexed, so that the worker does not look for an entry
+// that is gone already). So while the lock is free, a pending timer named
+// by an entry is the key's indexed timer and the only one.
+//
+// Ordering. MapOf fills an entry, which is immutable, before it publishes
+// it with an atomic store, so a lock-free Load sees a whole entry. The
+// cancel of the replaced timer precedes that store in the critical
+// section, and Go's atomics are sequentially consistent, so whoever loads
+// the new entry finds the old timer cancelled: no one sees two pending
+// indexed timers for a key.
 //
 // An entry can outlive its timer for a moment: a timer that ran, or that
 // was cancelled through its handle, leaves a stale entry, which the shard's
 // worker deletes when it frees the node (shard.Config.Unindex, which
 // deletes only if the entry still names that timer), before the node can
-// be reused for another timer. (The worker so takes bucket locks too, held
-// by any goroutine only for a cancel and a store, and may wait for a resize
-// of its index that a ScheduleKey or CancelKey is doing: never for another
-// shard.) Readers never trust an entry alone: the Ref
-// carries the node's generation, so a stale entry's timer reports not
+// be reused for another timer. The worker thus takes bucket locks too,
+// which any goroutine holds only for a cancel and a store; it may wait for
+// a resize of its own shard's index that a ScheduleKey or CancelKey is
+// doing, never for another shard. Readers never trust an entry alone: the
+// Ref carries the node's generation, so a stale entry's timer reports not
 // pending and its Cancel and Reset fail, even once the node is reused.
 
 // keyIndex is one shard's index. The slice of them is only read after New
@@ -69,8 +76,7 @@ func newKeyIndex() keyIndex {
 // unindex deletes key's entry if it still names r, a timer that has ended.
 // It is shard.Config.Unindex, called by the worker, and ScheduleKey's
 // clean-up for a timer that ended before it was indexed. The lock-free Load
-// skips the bucket lock when the entry is gone already (CancelKey deleted
-// it) or names a newer timer (ScheduleKey replaced it).
+// skips the bucket lock when the entry is gone or names another timer.
 func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 	if cur, ok := ix.m.Load(key); !ok || cur != r {
 		return
@@ -125,8 +131,9 @@ func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
 // ScheduleKey replaces it: the old timer is cancelled (its task never runs,
 // its handle reports not pending, and it counts as cancelled in Stats) and
 // the new one takes its place. Concurrent ScheduleKeys on one key leave
-// exactly one of their timers indexed and cancel the others. Timers from
-// Schedule are not indexed and are never replaced.
+// exactly one of their timers indexed; each of the others is replaced in
+// turn, unless it ran first. Timers from Schedule are not indexed and are
+// never replaced.
 //
 // Delays, errors and routing are Schedule's: the timer runs on the shard
 // that key routes to, a rejected call leaves no trace and replaces nothing.
@@ -160,10 +167,11 @@ func (s *Scheduler) CancelKey(key uint64) bool {
 	return stopped
 }
 
-// ResetKey moves the deadline of key's indexed timer to delay from now and
-// reports whether key had a pending indexed timer, as Timeout.Reset does
-// for a handle: if true, the timer runs delay after this call (never
-// earlier) and not at its old deadline. It is lock-free.
+// ResetKey moves the deadline of key's indexed timer to delay from now
+// (clamped like Schedule's) and reports whether key had a pending indexed
+// timer, as Timeout.Reset does for a handle: if true, the timer runs delay
+// after this call (never earlier) and not at its old deadline. It is
+// lock-free and, like Timeout.Reset, allocates nothing.
 func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
 	sh, ix := s.keyed(key)
 	_, ok := ix.find(key, func(r shard.Ref) bool { return sh.Reset(r, delay) })
