@@ -46,7 +46,7 @@ type Config struct {
 	// Ref of each timer scheduled with ScheduleIndexed when it frees the
 	// timer's node: after the timer ran or was cancelled, before the node
 	// can be reused, and for a timer that fires normally before its task
-	// runs (after, if a Cancel or Reset had queued the node for attention).
+	// runs (after, if a racing Reset had queued the node for attention).
 	// Not reported: timers claimed by Drain (the worker has stopped) and
 	// timers CancelUnindexed stopped (their caller removed the entry).
 	// It runs on the worker goroutine and must not block.

@@ -13,7 +13,7 @@ import (
 // store by the producer that owns a node it has just taken from the pool):
 //
 //	bits 63..42  tag      low 22 bits of the node's generation
-//	bit  41      indexed  set for the whole life of a ScheduleIndexed timer
+//	bit  41      indexed  set by ScheduleIndexed; cleared only by CancelUnindexed
 //	bit  40      flag     queuedBit for pending and terminal states (the
 //	                      node is on the attention stack); delayInTicksBit
 //	                      for unresolved ones (the delay is in ticks)
