@@ -41,7 +41,7 @@ var keyedImpls = []keyedImpl{
 	}, true},
 	{"handle", func(b *testing.B) keyedOps { // shardwheel's own handle path, no index: the bound
 		s := newBenchScheduler(b)
-		var last shardwheel.Timeout // one goroutine's: only scheduleCancel uses it
+		var last shardwheel.Timeout // the one goroutine's last timer: this way runs on one goroutine only
 		return keyedOps{
 			schedule: func(key uint64, d time.Duration) {
 				var err error
