@@ -9,6 +9,18 @@
 // hash routes every Schedule to a shard, and the returned Timeout remembers
 // its shard, so Cancel and Reset never touch another shard.
 //
+// # Two kinds of timers
+//
+// Schedule and AfterFunc make plain timers: the key only picks the shard,
+// keys need not be unique, and the Timeout handle is the only way to cancel
+// or reset the timer. ScheduleKey makes an indexed timer: the shard the key
+// routes to also indexes it by key, at most one per key, so that CancelKey,
+// ResetKey and Lookup reach it by key alone (a multiplexed client that
+// learns of a response by its request id needs no map of its own), and
+// ScheduleKey on a key replaces the key's pending indexed timer. Keyed
+// calls never see plain timers. Both kinds have the same handles and
+// guarantees, and Stop returns both.
+//
 // # Guarantees
 //
 //   - Never early: a task runs no earlier than the moment Schedule (or
@@ -45,19 +57,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
 var (
-	// ErrStopped is returned by Schedule and AfterFunc after Stop.
+	// ErrStopped is returned by Schedule, AfterFunc and ScheduleKey after Stop.
 	ErrStopped = errors.New("shardwheel: scheduler stopped")
-	// ErrTooManyPending is returned by Schedule and AfterFunc when the
+	// ErrTooManyPending is returned by Schedule, AfterFunc and ScheduleKey when the
 	// limit set by WithMaxPending is reached, or wrapped when a shard holds
 	// its capacity of ShardCapacity timers.
 	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
-	// ErrNilTask is returned by Schedule and AfterFunc for a nil task.
+	// ErrNilTask is returned by Schedule, AfterFunc and ScheduleKey for a nil task.
 	ErrNilTask = errors.New("shardwheel: nil task")
 
 	errShardFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, ShardCapacity)
@@ -68,12 +80,13 @@ var (
 const ShardCapacity = pool.Capacity
 
 // Scheduler runs timers on a set of shards. It must be created with New:
-// Schedule, AfterFunc, ShardOf, MaxDelay and Stop on a zero Scheduler panic
-// with "shardwheel: use New to create a Scheduler". All its methods are
+// Schedule, AfterFunc, the keyed calls, ShardOf, MaxDelay and Stop on a
+// zero Scheduler panic with "shardwheel: use New to create a Scheduler". All its methods are
 // safe for concurrent use, including from tasks, and none of them waits for
 // a shard to make progress, except Stop, which waits as it documents.
 type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
+	index      []keyIndex     // per shard; immutable slice after New (see keyed.go)
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
 	stopping   atomic.Bool
@@ -114,6 +127,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
+		index:   make([]keyIndex, c.shards),
 		tick:    c.tick,
 		stopped: make(chan struct{}),
 	}
@@ -131,8 +145,10 @@ func New(opts ...Option) (*Scheduler, error) {
 		if int64(i) < limit%n {
 			q++
 		}
+		s.index[i] = newKeyIndex()
 		cfg := c.shardConfig(q)
 		cfg.Dry = &s.dry
+		cfg.Unindex = s.index[i].unindex
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i)
 		}
@@ -193,6 +209,11 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
+	return s.schedule(key, delay, task, false)
+}
+
+// schedule is Schedule, and ScheduleKey's first step when indexed is set.
+func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), indexed bool) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
@@ -200,9 +221,17 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
-	ref, rej := sh.Schedule(key, delay, task)
-	for rej == shard.NoTokens && s.borrowTokens(sh) {
-		ref, rej = sh.Schedule(key, delay, task)
+	var ref shard.Ref
+	var rej shard.Reject
+	for {
+		if indexed {
+			ref, rej = sh.ScheduleIndexed(key, delay, task)
+		} else {
+			ref, rej = sh.Schedule(key, delay, task)
+		}
+		if rej != shard.NoTokens || !s.borrowTokens(sh) {
+			break
+		}
 	}
 	switch rej {
 	case shard.Accepted:
@@ -264,8 +293,10 @@ func (s *Scheduler) Pending() int {
 }
 
 // Stop stops every shard, waits for their goroutines to return, and returns
-// the timers that had not ended: they never run, and their handles report
-// not pending. After Stop, Schedule returns ErrStopped.
+// the timers that had not ended, plain and indexed: they never run, and
+// their handles report not pending. It empties the key index, so keyed
+// calls find nothing afterwards. After Stop, Schedule and ScheduleKey
+// return ErrStopped.
 //
 // What Stop waits for: each shard goroutine to return. With the default
 // inline executor that includes any task running when Stop is called, so
@@ -316,6 +347,12 @@ func (s *Scheduler) Stop() []Timeout {
 			out = append(out, Timeout{sh: sh, ref: r, key: key})
 		})
 	}
+	// Every indexed timer has ended: drop the index. A ScheduleKey racing
+	// with Stop that stores its entry after this sees its timer ended and
+	// deletes the entry itself.
+	for i := range s.index {
+		s.index[i].m.Clear()
+	}
 	close(s.stopped)
 	return out
 }
@@ -341,7 +378,10 @@ type Timeout struct {
 // Cancel stops the timer from running and reports whether this call did so:
 // true at most once per timer, and never after its task started, it was
 // cancelled, or Stop returned it. Cancel is lock-free and O(1); the shard
-// frees the timer's memory at its next pass.
+// frees the timer's memory at its next pass. An indexed timer (from
+// ScheduleKey) cancelled this way is no longer its key's: CancelKey,
+// ResetKey and Lookup no longer find it, and the shard drops its index
+// entry at that pass.
 func (t Timeout) Cancel() bool {
 	return t.sh != nil && t.sh.Cancel(t.ref)
 }

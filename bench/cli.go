@@ -24,6 +24,7 @@ type options struct {
 	load   Load
 	shards int
 	tick   time.Duration
+	keyed  bool // drive both implementations by key
 
 	// burst only.
 	burst BurstSpec
@@ -152,6 +153,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.load.Warmup, "warmup", o.load.Warmup, "load time before measuring")
 	fs.DurationVar(&o.load.Duration, "duration", o.load.Duration, "measured time per run")
 	fs.IntVar(&o.load.Workers, "workers", o.load.Workers, "load goroutines; follows -gomaxprocs unless set")
+	fs.BoolVar(&o.keyed, "keyed", false, "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey, time.AfterFunc through a sync.Map of timers")
 
 	switch o.cmd {
 	case "compare", "lag":

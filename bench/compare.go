@@ -18,6 +18,8 @@ type Comparison struct {
 	Host    Host     `json:"host"`
 	Load    Load     `json:"load"`
 	Results []Result `json:"results"`
+	// Keyed is set when both implementations were driven by key (-keyed).
+	Keyed bool `json:"keyed,omitempty"`
 	// Ratios are shardwheel / time.AfterFunc by metric; whether below 1
 	// is better depends on the metric (see the text report).
 	Ratios      map[string]float64 `json:"ratios,omitempty"`
@@ -27,8 +29,8 @@ type Comparison struct {
 // compare runs o's load against both implementations, one after the
 // other. When ctx is done it returns what was measured so far.
 func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
-	c := &Comparison{Command: "compare", Host: host(), Load: o.load}
-	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, progress: p}
+	c := &Comparison{Command: "compare", Host: host(), Load: o.load, Keyed: o.keyed}
+	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p}
 	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runStdlib} {
 		if ctx.Err() != nil {
 			break
@@ -76,6 +78,9 @@ func (c *Comparison) writeText(w io.Writer) error {
 		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
 	if sw != nil {
 		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v", sw.Shards, sw.Tick)
+	}
+	if c.Keyed {
+		b.WriteString("\nby key: shardwheel's ScheduleKey/CancelKey/ResetKey; time.AfterFunc through a sync.Map of timers")
 	}
 	b.WriteString("\n\n")
 

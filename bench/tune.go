@@ -67,7 +67,7 @@ sweep:
 				break sweep
 			}
 			p.note("round %d/%d, point %d/%d: %s", round, o.repeats, i+1, len(pts), pts[i].label())
-			r, err := runWheel(ctx, runSpec{load: o.load, shards: pts[i].Shards, tick: pts[i].Tick, progress: p})
+			r, err := runWheel(ctx, runSpec{load: o.load, shards: pts[i].Shards, tick: pts[i].Tick, keyed: o.keyed, progress: p})
 			if err != nil {
 				return t, err
 			}

@@ -177,8 +177,14 @@ func (sh *Shard) free(idx uint32, lane int) {
 	// this one ended as (detached, for one). Most nodes end that way
 	// already: skipping the write keeps their cache line clean, so the
 	// producer that reuses the node does not have to fetch it back.
-	if n := sh.arena.Node(idx); n.Prev != 0 {
+	n := sh.arena.Node(idx)
+	if n.Prev != 0 {
 		n.Next, n.Prev = 0, 0
+	}
+	// An indexed timer has ended, however it ended: tell its index while
+	// Key and Gen still describe it (Get reuses the node only after Add).
+	if state(n.State.Load())&indexedBit != 0 && sh.cfg.Unindex != nil {
+		sh.cfg.Unindex(n.Key, makeRef(idx, n.Gen.Load()))
 	}
 	sh.arena.Add(&sh.freed[lane&sh.laneMask], idx)
 }

@@ -27,6 +27,17 @@ const (
 // next tick; delay beyond MaxDelay is clamped. It never blocks. When it
 // rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, delay, task, 0)
+}
+
+// ScheduleIndexed is Schedule for a timer that a key index refers to: the
+// worker calls Config.Unindex with its key and Ref when it frees the node.
+func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, delay, task, indexedBit)
+}
+
+// schedule is Schedule with the extra state bits flags (0 or indexedBit).
+func (sh *Shard) schedule(key uint64, delay time.Duration, task func(), flags state) (Ref, Reject) {
 	li, l := sh.myLane()
 	if !sh.acquire(l) {
 		return 0, NoTokens
@@ -43,7 +54,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).
 	now := sh.clock.Now()
-	s := newState(gen, sh.ceilTick(now+sh.clampDelay(delay)))
+	s := newState(gen, sh.ceilTick(now+sh.clampDelay(delay))) | flags
 	n.State.Store(uint64(s))
 	l.queue.Push(sh.arena, idx, n)
 	if sh.parked.Load() != 0 {
@@ -55,7 +66,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	// consistent). Whoever CASes the node first owns its fate; the node
 	// stays in the queue, where a worker that is still running frees it.
 	if sh.closed.Load() {
-		if ok, _ := cancel(n, s); ok {
+		if ok, _ := cancel(n, s, 0); ok {
 			l.undone.Add(1)
 			sh.release()
 			return 0, Closed
@@ -100,7 +111,15 @@ func load(n *pool.Node, gen uint32) (state, bool) {
 
 // Cancel stops the timer r from running and reports whether this call did
 // so. It is lock-free and O(1).
-func (sh *Shard) Cancel(r Ref) bool {
+func (sh *Shard) Cancel(r Ref) bool { return sh.cancelRef(r, 0) }
+
+// CancelUnindexed is Cancel for a ScheduleIndexed timer whose index entry
+// the caller has removed itself: if it cancels the timer, the worker does
+// not call Config.Unindex for it.
+func (sh *Shard) CancelUnindexed(r Ref) bool { return sh.cancelRef(r, indexedBit) }
+
+// cancelRef is Cancel, clearing the state bits drop in the same CAS.
+func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	n, gen, ok := sh.node(r)
 	if !ok {
 		return false
@@ -110,7 +129,7 @@ func (sh *Shard) Cancel(r Ref) bool {
 		if !mine || !s.live() {
 			return false
 		}
-		if ok, queue := cancel(n, s); ok {
+		if ok, queue := cancel(n, s, drop); ok {
 			_, l := sh.myLane()
 			l.cancels.Add(1)
 			sh.giveBack(l)

@@ -46,6 +46,15 @@ type Config struct {
 	// time), which cost a clock read per tick and per sampled task.
 	// Counters are always kept.
 	Stats bool
+	// Unindex, optional, is called by the worker, once, with the key and
+	// Ref of each timer scheduled with ScheduleIndexed when it frees the
+	// timer's node: after the timer ran or was cancelled, before the node
+	// can be reused, and for a timer that fires normally before its task
+	// runs (after, if a racing Reset had queued the node for attention).
+	// Not reported: timers claimed by Drain (the worker has stopped) and
+	// timers CancelUnindexed stopped (their caller removed the entry).
+	// It runs on the worker goroutine and must not block.
+	Unindex func(key uint64, r Ref)
 	// Pin, optional, is called on the worker goroutine after it has locked
 	// its OS thread; an error goes to OnPinError and the worker carries on.
 	Pin        func() error

@@ -11,7 +11,8 @@ import (
 // A node's state word is one 64-bit value, changed only by CAS (or a plain
 // store by the producer that owns a node it has just taken from the pool):
 //
-//	bits 63..41  tag      low 23 bits of the node's generation
+//	bits 63..42  tag      low 22 bits of the node's generation
+//	bit  41      indexed  set by ScheduleIndexed; cleared only by CancelUnindexed
 //	bit  40      queued   the node is on the attention stack
 //	bits 39..38  status   new, pending, fired, cancelled
 //	bits 37..0   ticks    deadline tick modulo 2^38
@@ -54,17 +55,24 @@ import (
 // The tag makes a CAS from a stale handle fail even though the node was
 // recycled: a handle's CAS expects its own tag, and the node's full 32-bit
 // generation (pool.Node.Gen) is checked first, so a stale handle could only
-// win if 2^23 recycles of one node happened between two of its instructions.
+// win if 2^22 recycles of one node happened between two of its instructions.
+//
+// indexedBit is written by the producer's store and kept by every
+// transition but a cancel from CancelUnindexed, which clears it: the worker
+// reads it when it frees the node, to call Config.Unindex (see free).
 const (
 	ticksBits  = 38
 	ticksMask  = 1<<ticksBits - 1
 	statusShft = ticksBits
-	tagShift   = 41
+	tagShift   = 42
 	tagBits    = 64 - tagShift
 	tagMask    = 1<<tagBits - 1
 
 	// queuedBit marks a node that is on the attention stack.
 	queuedBit = 1 << 40
+	// indexedBit marks a timer that Config.Unindex must hear of when the
+	// worker frees its node.
+	indexedBit = 1 << 41
 )
 
 // Status values. new is what a producer writes when it takes a node.
@@ -126,13 +134,13 @@ func unwrapTicks(t38, ref uint64) uint64 {
 // Transitions. Each is one CAS from the state s the caller loaded; false
 // means another goroutine changed the state first, and the caller reloads.
 
-// cancel moves a live timer to cancelled. It asks for the attention stack
-// (needsQueue) when the node may sit in the wheel: a pending node that is
-// not queued already (a new one is still in a queue, where the worker will
-// find it cancelled).
-func cancel(n *pool.Node, s state) (ok, needsQueue bool) {
+// cancel moves a live timer to cancelled, clearing the bits in drop (0, or
+// indexedBit). It asks for the attention stack (needsQueue) when the node
+// may sit in the wheel: a pending node that is not queued already (a new
+// one is still in a queue, where the worker will find it cancelled).
+func cancel(n *pool.Node, s state, drop state) (ok, needsQueue bool) {
 	needsQueue = s.status() == statusPending && !s.queued()
-	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue)
+	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue) &^ drop
 	return n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
 

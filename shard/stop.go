@@ -57,7 +57,7 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64)) {
 			// freed: the worker is gone, or, when Stop runs in a
 			// task, busy running that task. The task is dropped now,
 			// so that a stopped scheduler does not keep closures alive.
-			if ok, _ := cancel(n, s); ok {
+			if ok, _ := cancel(n, s, 0); ok {
 				sh.release()
 				sh.stopped.Add(1)
 				*sh.arena.Task(idx) = nil
