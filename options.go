@@ -17,7 +17,11 @@ import (
 // fails with an error wrapping ErrInvalidOption that names the option and
 // the value.
 const (
-	DefaultTick        = 10 * time.Millisecond
+	// DefaultTick is 1ms: at it a loaded shard runs timers about as
+	// close to their deadline as time.AfterFunc does (README, "Choosing
+	// the tick"), and a shard costs its wake-ups only while it has
+	// timers due soon; an idle one parks.
+	DefaultTick        = time.Millisecond
 	DefaultWheelSize   = 512
 	DefaultRingSize    = 1024
 	DefaultTransferCap = 100000

@@ -25,9 +25,10 @@
 //
 //   - Never early: a task runs no earlier than the moment Schedule (or
 //     Reset) was called plus its delay, on the monotonic clock.
-//   - Bounded lateness: under normal load a task runs within two ticks of
-//     its deadline, one on average; a shard that falls behind (tasks that
-//     block it, a starved process) adds its tick lag.
+//   - Bounded lateness: a task runs less than a tick after its deadline
+//     (deadlines round up to the tick grid) plus its shard's tick lag, which
+//     is near zero unless the shard's goroutine waits for a CPU or runs long
+//     tasks; Stats shows it.
 //   - Exactly once: every timer Schedule accepted ends in exactly one way:
 //     its task ran once, one Cancel returned true for it, or Stop returned
 //     it. Pending counts the timers that have not ended yet.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
 )
 
 func TestParseArgsDefaults(t *testing.T) {
@@ -25,7 +27,7 @@ func TestParseArgsDefaults(t *testing.T) {
 		want.Workers = o.load.Workers
 		assert.Equal(t, want, o.load)
 		assert.Positive(t, o.shards)
-		assert.Equal(t, 10*time.Millisecond, o.tick)
+		assert.Equal(t, shardwheel.DefaultTick, o.tick, "the library's default")
 	}
 }
 
