@@ -31,6 +31,12 @@ func (sh *Shard) run() {
 		}
 		if !sh.more {
 			sh.sleep(timer)
+		} else {
+			// A scheduling point between back-to-back passes: the P
+			// then runs the timers due on it, other shards' wake-ups
+			// among them, instead of waiting up to 10ms for Go to
+			// preempt this goroutine.
+			runtime.Gosched()
 		}
 	}
 }
