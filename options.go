@@ -200,9 +200,9 @@ func WithAffinity(on bool) Option {
 }
 
 // WithStats turns the latency histograms of Stats (tick lag, timer lateness,
-// task run time) on or off; they are on by default. They cost one clock
-// read per tick that runs timers and per sampled task; see the README for
-// the measured overhead. Counters are kept either way.
+// pass time, task run time) on or off; they are on by default. They cost one
+// clock read per pass, per 64 tasks run and per sampled task; see the README
+// for the measured overhead. Counters are kept either way.
 func WithStats(on bool) Option {
 	return func(c *config) error {
 		c.stats = on

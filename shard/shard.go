@@ -42,9 +42,9 @@ type Config struct {
 	Run func(task func())
 	// OnPanic receives the value of a panicking task (or Run). Required.
 	OnPanic func(v any)
-	// Stats turns on the latency histograms (tick lag, lateness, task
-	// time), which cost a clock read per tick and per sampled task.
-	// Counters are always kept.
+	// Stats turns on the latency histograms (tick lag, lateness, pass
+	// time, task time), which cost a clock read per pass, per 64 tasks
+	// run and per sampled task. Counters are always kept.
 	Stats bool
 	// Unindex, optional, is called by the worker, once, with the key and
 	// Ref of each timer scheduled with ScheduleIndexed when it frees the
