@@ -395,3 +395,36 @@ func BenchmarkWithTimeout(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScheduleAtLimit measures Schedule at the WithMaxPending limit,
+// where it is rejected, beside one that is accepted (Schedule + Cancel),
+// with as many shards and lanes as a 64-CPU host has: a rejection must not
+// search every shard's lanes, as the system is overloaded exactly then.
+func BenchmarkScheduleAtLimit(b *testing.B) {
+	for _, procs := range []int{2, 64} {
+		b.Run(fmt.Sprintf("gomaxprocs=%d", procs), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			const limit = 1024
+			s := newBenchScheduler(b, shardwheel.WithShards(procs), shardwheel.WithMaxPending(limit))
+			b.Run("accepted", func(b *testing.B) {
+				b.ReportAllocs()
+				for key := range uint64(b.N) {
+					scheduleCancel(b, s, key)
+				}
+			})
+			for key := range uint64(limit) {
+				if _, err := s.Schedule(key, time.Hour, noop); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("rejected", func(b *testing.B) {
+				b.ReportAllocs()
+				for key := range uint64(b.N) {
+					if _, err := s.Schedule(key, time.Hour, noop); err == nil {
+						b.Fatal("accepted beyond the limit")
+					}
+				}
+			})
+		})
+	}
+}

@@ -120,8 +120,8 @@ func (s *Scheduler) WithDeadline(parent context.Context, d time.Time) (context.C
 // as package context does; if d has passed, a context that is already
 // done.
 //
-// Done is never closed before d, and normally within two ticks after it
-// (see the package documentation on lateness). The CancelFunc may be called
+// Done is never closed before d, and less than a tick after it plus the
+// shard's tick lag (see the package documentation on lateness). The CancelFunc may be called
 // any number of times from any goroutine; the first call before the
 // deadline cancels the wheel timer, so Pending drops at once. It does not
 // set the cause.
@@ -184,7 +184,7 @@ func (s *Scheduler) withDeadline(parent context.Context, now, d time.Time, cause
 	if pdone != nil {
 		c.stopParent = context.AfterFunc(parent, fire)
 	}
-	t, err := s.scheduleOn(c.sh, key, delay, fire)
+	t, err := s.scheduleOn(c.sh, key, delay, fire, false)
 	if err != nil {
 		if c.stopParent != nil {
 			c.stopParent()

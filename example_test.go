@@ -170,3 +170,40 @@ func ExampleScheduler_Stats() {
 	// Output:
 	// pending: 10 scheduled: 10 shards: 2
 }
+
+// A multiplexed client (HTTP/2 streams, RPC sequence numbers) learns of a
+// response by its request id alone. With ScheduleKey the scheduler keeps
+// the id → timeout index, so the client needs no map of its own:
+// CancelKey reports whether the response beat the timeout.
+func ExampleScheduler_CancelKey() {
+	s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	timedOut := make(chan uint64, 1)
+	send := func(id uint64, timeout time.Duration) {
+		if _, err := s.ScheduleKey(id, timeout, func() { timedOut <- id }); err != nil {
+			panic(err) // ErrStopped or ErrTooManyPending: fail the request
+		}
+	}
+	send(1, time.Minute)
+	send(2, time.Millisecond) // its response never comes
+	send(3, time.Minute)
+
+	// Responses arrive, carrying only their stream id.
+	for _, id := range []uint64{3, 1} {
+		fmt.Println("response", id, "in time:", s.CancelKey(id))
+	}
+	fmt.Println("request", <-timedOut, "timed out")
+	fmt.Println("late response 2 in time:", s.CancelKey(2))
+	_, pending := s.Lookup(1)
+	fmt.Println("request 1 still pending:", pending)
+	// Output:
+	// response 3 in time: true
+	// response 1 in time: true
+	// request 2 timed out
+	// late response 2 in time: false
+	// request 1 still pending: false
+}

@@ -74,3 +74,44 @@ func TestPendingLimitUnderConcurrency(t *testing.T) {
 	assert.Equal(t, scheduledBefore+uint64(limit)-uint64(accepted.Load()), s.Stats().Total.Scheduled,
 		"rejected calls did not reach a shard")
 }
+
+// TestRejectionAtTheLimitClearsWhenATokenReturns fills the limit, lets
+// rejections mark the scheduler dry, then frees room in each way a timer
+// can end: the next Schedule, on any shard, is accepted at once.
+func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
+	const limit = 8
+	s := newScheduler(t, shardwheel.WithShards(4), shardwheel.WithMaxPending(limit), shardwheel.WithTick(time.Millisecond))
+	var keys []uint64 // two on each shard
+	for i := range 4 {
+		keys = append(keys, keysFor(s, i, 2)...)
+	}
+	var handles []shardwheel.Timeout
+	for _, k := range keys {
+		tm, err := s.Schedule(k, time.Hour, func() {})
+		require.NoError(t, err)
+		handles = append(handles, tm)
+	}
+	reject := func() {
+		t.Helper()
+		for _, k := range keys {
+			_, err := s.Schedule(k, time.Hour, func() {})
+			require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+		}
+	}
+	reject()
+
+	// A cancel on shard 0 makes room for a timer on shard 3.
+	require.True(t, handles[0].Cancel())
+	tm, err := s.Schedule(keys[len(keys)-1], time.Millisecond, func() {})
+	require.NoError(t, err, "the returned token is found")
+	reject()
+
+	// That timer firing makes room too.
+	require.Eventually(t, func() bool { return !tm.Pending() }, waitFor, pollEvery)
+	require.Eventually(t, func() bool {
+		_, err := s.Schedule(keys[1], time.Hour, func() {})
+		return err == nil
+	}, waitFor, pollEvery, "a fired timer's token is found")
+	reject()
+	assert.Equal(t, limit, s.Pending())
+}

@@ -12,13 +12,16 @@ import (
 
 // FuzzSchedulerOps runs fuzzer-chosen sequences of every public entry point
 // (Schedule with any delay, nil tasks, Cancel, Reset, zero and foreign
-// handles, Stop and use after Stop) and checks each result against a model.
+// handles, Stop and use after Stop, and the keyed calls ScheduleKey,
+// CancelKey, ResetKey and Lookup on four keys that plain timers use too)
+// and checks each result against a model.
 // Timers either never fire during the run (delays of at least an hour) or
 // fire at once, so the model knows which are pending.
 func FuzzSchedulerOps(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0})
 	f.Add([]byte{0, 200, 0, 201, 0, 255, 6, 0, 1, 1, 2, 1})
 	f.Add([]byte{0, 5, 0, 6, 4, 1, 7, 1, 3, 0, 6, 0, 0, 1, 3, 1, 4, 1})
+	f.Add([]byte{8, 0, 8, 4, 11, 0, 9, 0, 9, 4, 8, 1, 10, 1, 0, 1, 9, 1, 8, 5, 11, 5, 6, 0, 9, 1, 8, 2})
 	s2, err := shardwheel.New(shardwheel.WithShards(1))
 	require.NoError(f, err)
 	foreign, err := s2.Schedule(1, time.Hour, func() {})
@@ -41,7 +44,33 @@ func FuzzSchedulerOps(f *testing.F) {
 		}
 		var timers []*timer
 		known := map[shardwheel.Timeout]*timer{}
+		indexed := map[uint64]*timer{} // model of the index: each key's indexed timer
 		stopped := false
+		add := func(tm shardwheel.Timeout, key uint64, d time.Duration) *timer {
+			require.Equal(t, key, tm.Key())
+			long := d >= time.Hour
+			tr := &timer{tm: tm, long: long, live: long, open: !long}
+			require.Nil(t, known[tm], "Schedule returned a handle it had returned before")
+			known[tm] = tr
+			timers = append(timers, tr)
+			return tr
+		}
+		// keyedResult checks got, a keyed call's result on a key whose
+		// indexed timer the model says is cur: it must be true while cur
+		// is a live long timer, may be for a short one not known to have
+		// ended (false then tells that it has), and must not be otherwise.
+		keyedResult := func(cur *timer, got bool) {
+			switch {
+			case cur == nil:
+				require.False(t, got, "a keyed call found a timer on a key with none")
+			case cur.long:
+				require.Equal(t, cur.live, got)
+			case got:
+				require.True(t, cur.open, "a keyed call found a short timer known to have ended")
+			default:
+				cur.open = false
+			}
+		}
 		for i := 0; i+1 < len(ops); i += 2 {
 			arg := int(ops[i+1])
 			pick := func() *timer {
@@ -50,7 +79,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				}
 				return timers[arg%len(timers)]
 			}
-			switch ops[i] % 8 {
+			switch ops[i] % 12 {
 			case 0, 1: // schedule
 				d := delays[arg%len(delays)]
 				tm, err := s.Schedule(uint64(arg), d, func() {})
@@ -59,12 +88,7 @@ func FuzzSchedulerOps(f *testing.F) {
 					continue
 				}
 				require.NoError(t, err)
-				require.Equal(t, uint64(arg), tm.Key())
-				long := d >= time.Hour
-				tr := &timer{tm: tm, long: long, live: long, open: !long}
-				require.Nil(t, known[tm], "Schedule returned a handle it had returned before")
-				known[tm] = tr
-				timers = append(timers, tr)
+				add(tm, uint64(arg), d)
 			case 2: // nil task
 				_, err := s.Schedule(1, time.Hour, nil)
 				require.ErrorIs(t, err, shardwheel.ErrNilTask)
@@ -116,6 +140,44 @@ func FuzzSchedulerOps(f *testing.F) {
 					tm.live, tm.open = false, false
 				}
 				stopped = true
+				require.Zero(t, shardwheel.IndexLen(s), "Stop empties the index")
+			case 8: // ScheduleKey: replaces the key's indexed timer
+				key, d := uint64(arg%4), delays[arg/4%len(delays)]
+				tm, err := s.ScheduleKey(key, d, func() {})
+				if stopped {
+					require.ErrorIs(t, err, shardwheel.ErrStopped)
+					continue
+				}
+				require.NoError(t, err)
+				if old := indexed[key]; old != nil {
+					require.False(t, old.tm.Pending(), "the replaced timer has ended")
+					old.live, old.open = false, false
+				}
+				indexed[key] = add(tm, key, d)
+			case 9: // CancelKey
+				key := uint64(arg % 4)
+				cur := indexed[key]
+				keyedResult(cur, s.CancelKey(key))
+				if cur != nil {
+					cur.live, cur.open = false, false
+				}
+				delete(indexed, key)
+			case 10: // ResetKey to a long delay
+				key := uint64(arg % 4)
+				cur := indexed[key]
+				got := s.ResetKey(key, delays[arg%longDelays])
+				keyedResult(cur, got)
+				if got && !cur.long {
+					cur.long, cur.live, cur.open = true, true, false
+				}
+			case 11: // Lookup
+				key := uint64(arg % 4)
+				cur := indexed[key]
+				tm, ok := s.Lookup(key)
+				keyedResult(cur, ok)
+				if ok {
+					require.Equal(t, cur.tm, tm, "Lookup returns the key's indexed timer")
+				}
 			default: // accessors on any handle
 				tm := pick()
 				if tm.long {

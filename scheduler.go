@@ -9,13 +9,26 @@
 // hash routes every Schedule to a shard, and the returned Timeout remembers
 // its shard, so Cancel and Reset never touch another shard.
 //
+// # Two kinds of timers
+//
+// Schedule and AfterFunc make plain timers: the key only picks the shard,
+// keys need not be unique, and the Timeout handle is the only way to cancel
+// or reset the timer. ScheduleKey makes an indexed timer: the shard the key
+// routes to also indexes it by key, at most one per key, so that CancelKey,
+// ResetKey and Lookup reach it by key alone (a multiplexed client that
+// learns of a response by its request id needs no map of its own), and
+// ScheduleKey on a key replaces the key's pending indexed timer. Keyed
+// calls never see plain timers. Both kinds have the same handles and
+// guarantees, and Stop returns both.
+//
 // # Guarantees
 //
 //   - Never early: a task runs no earlier than the moment Schedule (or
 //     Reset) was called plus its delay, on the monotonic clock.
-//   - Bounded lateness: under normal load a task runs within two ticks of
-//     its deadline, one on average; a shard that falls behind (tasks that
-//     block it, a starved process) adds its tick lag.
+//   - Bounded lateness: a task runs less than a tick after its deadline
+//     (deadlines round up to the tick grid) plus its shard's tick lag, which
+//     is near zero unless the shard's goroutine waits for a CPU or runs long
+//     tasks; Stats shows it.
 //   - Exactly once: every timer Schedule accepted ends in exactly one way:
 //     its task ran once, one Cancel returned true for it, or Stop claimed
 //     it (returned it, or handed it over: see Stop). Pending counts the
@@ -58,18 +71,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/pad"
 	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
 var (
-	// ErrStopped is returned by Schedule and AfterFunc after Stop.
+	// ErrStopped is returned by Schedule, AfterFunc and ScheduleKey after Stop.
 	ErrStopped = errors.New("shardwheel: scheduler stopped")
-	// ErrTooManyPending is returned by Schedule and AfterFunc when the
+	// ErrTooManyPending is returned by Schedule, AfterFunc and ScheduleKey when the
 	// limit set by WithMaxPending is reached, or wrapped when a shard holds
 	// its capacity of ShardCapacity timers.
 	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
-	// ErrNilTask is returned by Schedule and AfterFunc for a nil task.
+	// ErrNilTask is returned by Schedule, AfterFunc and ScheduleKey for a nil task.
 	ErrNilTask = errors.New("shardwheel: nil task")
 
 	errShardFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, ShardCapacity)
@@ -80,13 +94,15 @@ var (
 const ShardCapacity = pool.Capacity
 
 // Scheduler runs timers on a set of shards. It must be created with New:
-// Schedule, AfterFunc, ShardOf, MaxDelay, the context functions (WithTimeout
-// and its kin), Stop and Shutdown on a zero Scheduler panic with
-// "shardwheel: use New to create a Scheduler". All its methods are
+// Schedule, AfterFunc, the keyed calls, ShardOf, MaxDelay, the context
+// functions (WithTimeout and its kin), Stop and Shutdown on a zero
+// Scheduler panic with "shardwheel: use New to create a Scheduler". All
+// its methods are
 // safe for concurrent use, including from tasks, and none of them waits for
 // a shard to make progress, except Stop, which waits as it documents.
 type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
+	index      []keyIndex     // per shard; immutable slice after New (see keyed.go)
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
 	// epoch is the origin of the clock every shard shares (immutable
@@ -95,6 +111,13 @@ type Scheduler struct {
 	epoch    time.Time
 	stopping atomic.Bool
 	stopped  chan struct{} // closed when the first Stop has drained
+	// dry is set while no shard has a spare pending token (see
+	// shard/quota.go): read by rejected Schedules and by every token
+	// given back, written only as the limit is reached and left, so it
+	// stays apart from the lines written on every call.
+	_   [pad.CacheLineSize]byte
+	dry atomic.Bool
+	_   [pad.CacheLineSize - 1]byte
 }
 
 // errZero is the panic of a method called on a Scheduler not made by New.
@@ -125,6 +148,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	clock := shard.NewRealClock()
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
+		index:   make([]keyIndex, c.shards),
 		tick:    c.tick,
 		epoch:   clock.Epoch(),
 		stopped: make(chan struct{}),
@@ -143,8 +167,11 @@ func New(opts ...Option) (*Scheduler, error) {
 		if int64(i) < limit%n {
 			q++
 		}
+		s.index[i] = newKeyIndex()
 		cfg := c.shardConfig(q)
 		cfg.Clock, cfg.Epoch = clock, clock.Epoch()
+		cfg.Dry = &s.dry
+		cfg.Unindex = s.index[i].unindex
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i)
 		}
@@ -227,20 +254,33 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
+	return s.schedule(key, delay, task, false)
+}
+
+// schedule is Schedule, and ScheduleKey's first step when indexed is set.
+func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), indexed bool) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return s.scheduleOn(s.shards[s.ShardOf(key)], key, delay, task)
+	return s.scheduleOn(s.shards[s.ShardOf(key)], key, delay, task, indexed)
 }
 
-// scheduleOn is Schedule on sh, the shard key routes to.
-func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, delay time.Duration, task func()) (Timeout, error) {
+// scheduleOn is schedule on sh, the shard key routes to.
+func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, delay time.Duration, task func(), indexed bool) (Timeout, error) {
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
-	ref, rej := sh.Schedule(key, delay, task)
-	for rej == shard.NoTokens && s.borrowTokens(sh) {
-		ref, rej = sh.Schedule(key, delay, task)
+	var ref shard.Ref
+	var rej shard.Reject
+	for {
+		if indexed {
+			ref, rej = sh.ScheduleIndexed(key, delay, task)
+		} else {
+			ref, rej = sh.Schedule(key, delay, task)
+		}
+		if rej != shard.NoTokens || !s.borrowTokens(sh) {
+			break
+		}
 	}
 	switch rej {
 	case shard.Accepted:
@@ -256,9 +296,27 @@ func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, delay time.Duration,
 
 // borrowTokens moves pending tokens from another shard into sh. It runs
 // only when sh's own share is used up, i.e. near the WithMaxPending limit.
+// When no shard has any it marks the scheduler dry, so that later
+// rejections cost O(1), then looks once more (see shard/quota.go for why).
 func (s *Scheduler) borrowTokens(sh *shard.Shard) bool {
+	if s.dry.Load() {
+		return false
+	}
+	if s.takeFromAny(sh) {
+		return true
+	}
+	s.dry.Store(true)
+	if s.takeFromAny(sh) {
+		s.dry.Store(false)
+		return true
+	}
+	return false
+}
+
+// takeFromAny moves spare tokens from any shard, sh included, into sh.
+func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
 	for _, o := range s.shards {
-		if o != sh && sh.TakeTokens(o) {
+		if sh.TakeTokens(o) {
 			return true
 		}
 	}
@@ -284,9 +342,11 @@ func (s *Scheduler) Pending() int {
 }
 
 // Stop stops every shard, waits for their goroutines to return, and returns
-// the timers that had not ended: they never run, their handles report not
-// pending, and Timeout.Task gives back their tasks, so that their work can
-// be handed elsewhere. After Stop, Schedule returns ErrStopped.
+// the timers that had not ended, plain and indexed: they never run, their
+// handles report not pending, and Timeout.Task gives back their tasks, so
+// that their work can be handed elsewhere. It empties the key index, so
+// keyed calls find nothing afterwards. After Stop, Schedule and ScheduleKey
+// return ErrStopped.
 //
 // Timers whose task is the CancelFunc of a context from WithTimeout,
 // WithDeadline or their Cause variants (the context's own timer among
@@ -378,6 +438,12 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 			}
 		})
 	}
+	// Every indexed timer has ended: drop the index. A ScheduleKey racing
+	// with Stop that stores its entry after this sees its timer ended and
+	// deletes the entry itself.
+	for i := range s.index {
+		s.index[i].m.Clear()
+	}
 	close(s.stopped)
 	countLive(-1)
 	return out, err
@@ -420,7 +486,10 @@ type Timeout struct {
 // Cancel stops the timer from running and reports whether this call did so:
 // true at most once per timer, and never after its task started, it was
 // cancelled, or Stop returned it. Cancel is lock-free and O(1); the shard
-// frees the timer's memory at its next pass.
+// frees the timer's memory at its next pass. An indexed timer (from
+// ScheduleKey) cancelled this way is no longer its key's: CancelKey,
+// ResetKey and Lookup no longer find it, and the shard drops its index
+// entry at that pass.
 func (t Timeout) Cancel() bool {
 	return t.sh != nil && t.sh.Cancel(t.ref)
 }

@@ -24,6 +24,10 @@ type options struct {
 	load   Load
 	shards int
 	tick   time.Duration
+	keyed  bool // drive both implementations by key
+
+	// burst only.
+	burst BurstSpec
 
 	// proxy only.
 	proxy proxyConfig
@@ -33,6 +37,7 @@ type options struct {
 	tickList  []time.Duration
 	lagP99    time.Duration
 	lateP99   time.Duration
+	repeats   int
 }
 
 // usageError is a bad command line: the message names the command, or
@@ -47,7 +52,7 @@ func badFlag(name string, value any, rule string) error {
 }
 
 // commands are the commands parseArgs knows, the default first.
-var commands = []string{"compare", "tune", "lag", "proxy"}
+var commands = []string{"compare", "tune", "lag", "burst", "proxy"}
 
 // parseArgs parses the command line (without the program name). It
 // returns flag.ErrHelp for -h, or a usageError.
@@ -131,6 +136,16 @@ func newFlagSet(o *options) *flag.FlagSet {
 		wheelFlags(fs, o)
 		return fs
 	}
+	if o.cmd == "burst" {
+		o.burst = BurstSpec{Timers: 1_000_000, Producers: 2, DelayMin: time.Millisecond, Spread: 2 * time.Second, Runs: 3}
+		fs.IntVar(&o.burst.Timers, "timers", o.burst.Timers, "timers in the burst")
+		fs.IntVar(&o.burst.Producers, "producers", o.burst.Producers, "goroutines scheduling the burst")
+		fs.DurationVar(&o.burst.DelayMin, "delay-min", o.burst.DelayMin, "shortest delay")
+		fs.DurationVar(&o.burst.Spread, "spread", o.burst.Spread, "delays are -delay-min plus a uniform share of this")
+		fs.IntVar(&o.burst.Runs, "runs", o.burst.Runs, "runs of each implementation, interleaved; figures are their medians")
+		wheelFlags(fs, o)
+		return fs
+	}
 	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, "random seed; both implementations get the same one")
 
 	fs.Float64Var(&o.load.Rate, "rate", o.load.Rate, "requests per second (each schedules a timeout)")
@@ -146,6 +161,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.load.Warmup, "warmup", o.load.Warmup, "load time before measuring")
 	fs.DurationVar(&o.load.Duration, "duration", o.load.Duration, "measured time per run")
 	fs.IntVar(&o.load.Workers, "workers", o.load.Workers, "load goroutines; follows -gomaxprocs unless set")
+	fs.BoolVar(&o.keyed, "keyed", false, "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey, time.AfterFunc through a sync.Map of timers")
 
 	switch o.cmd {
 	case "compare", "lag":
@@ -163,6 +179,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		})
 		fs.DurationVar(&o.lagP99, "lag-p99", o.lagP99, "tick lag p99 target")
 		fs.DurationVar(&o.lateP99, "lateness-p99", 0, "timer lateness p99 target (0: none)")
+		fs.IntVar(&o.repeats, "repeats", 3, "runs per point, in interleaved rounds; the pick uses their medians")
 	}
 	return fs
 }
@@ -224,6 +241,24 @@ func (o *options) validate() error {
 		{!validTick(o.tick), "tick", tickRule, o.tick},
 		{o.lagP99 <= 0, "lag-p99", "must be > 0", o.lagP99},
 		{o.lateP99 < 0, "lateness-p99", "must not be negative", o.lateP99},
+		{o.cmd == "tune" && o.repeats < 1, "repeats", "must be >= 1", o.repeats},
+	}
+	if o.cmd == "burst" {
+		b := &o.burst
+		checks = []struct {
+			bad        bool
+			name, rule string
+			value      any
+		}{
+			{o.procs < 0, "gomaxprocs", "must not be negative", o.procs},
+			{b.Timers < 1 || b.Timers > 100_000_000, "timers", "must be in [1, 1e8]", b.Timers},
+			{b.Producers < 1, "producers", "must be >= 1", b.Producers},
+			{b.DelayMin < 0, "delay-min", "must not be negative", b.DelayMin},
+			{b.Spread < 0 || b.Spread > time.Hour, "spread", "must be in [0, 1h]", b.Spread},
+			{b.Runs < 1, "runs", "must be >= 1", b.Runs},
+			{o.shards < 1 || o.shards > shardwheel.MaxShards, "shards", fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards), o.shards},
+			{!validTick(o.tick), "tick", tickRule, o.tick},
+		}
 	}
 	for _, c := range checks {
 		if c.bad {

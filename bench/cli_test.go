@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
 )
 
 func TestParseArgsDefaults(t *testing.T) {
@@ -25,7 +27,7 @@ func TestParseArgsDefaults(t *testing.T) {
 		want.Workers = o.load.Workers
 		assert.Equal(t, want, o.load)
 		assert.Positive(t, o.shards)
-		assert.Equal(t, 10*time.Millisecond, o.tick)
+		assert.Equal(t, shardwheel.DefaultTick, o.tick, "the library's default")
 	}
 }
 
@@ -112,6 +114,14 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"proxy", "-rounds", "0"}, "invalid value 0 for -rounds"},
 		{[]string{"proxy", "-tick", "0s"}, "invalid value 0s for -tick"},
 		{[]string{"proxy", "-rate", "5"}, "flag provided but not defined: -rate"},
+		{[]string{"tune", "-repeats", "0"}, "invalid value 0 for -repeats"},
+		{[]string{"burst", "-timers", "0"}, "invalid value 0 for -timers"},
+		{[]string{"burst", "-producers", "0"}, "invalid value 0 for -producers"},
+		{[]string{"burst", "-spread", "-1s"}, "invalid value -1s for -spread"},
+		{[]string{"burst", "-delay-min", "-1ms"}, "invalid value -1ms for -delay-min"},
+		{[]string{"burst", "-runs", "0"}, "invalid value 0 for -runs"},
+		{[]string{"burst", "-tick", "10us"}, "invalid value 10µs for -tick"},
+		{[]string{"burst", "-rate", "5"}, "flag provided but not defined: -rate"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"compare", "-ticks", "1ms"}, "flag provided but not defined: -ticks"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},

@@ -18,6 +18,8 @@ type Comparison struct {
 	Host    Host     `json:"host"`
 	Load    Load     `json:"load"`
 	Results []Result `json:"results"`
+	// Keyed is set when both implementations were driven by key (-keyed).
+	Keyed bool `json:"keyed,omitempty"`
 	// Ratios are shardwheel / time.AfterFunc by metric; whether below 1
 	// is better depends on the metric (see the text report).
 	Ratios      map[string]float64 `json:"ratios,omitempty"`
@@ -27,8 +29,8 @@ type Comparison struct {
 // compare runs o's load against both implementations, one after the
 // other. When ctx is done it returns what was measured so far.
 func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
-	c := &Comparison{Command: "compare", Host: host(), Load: o.load}
-	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, progress: p}
+	c := &Comparison{Command: "compare", Host: host(), Load: o.load, Keyed: o.keyed}
+	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p}
 	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runStdlib} {
 		if ctx.Err() != nil {
 			break
@@ -76,6 +78,9 @@ func (c *Comparison) writeText(w io.Writer) error {
 		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
 	if sw != nil {
 		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v", sw.Shards, sw.Tick)
+	}
+	if c.Keyed {
+		b.WriteString("\nby key: shardwheel's ScheduleKey/CancelKey/ResetKey; time.AfterFunc through a sync.Map of timers")
 	}
 	b.WriteString("\n\n")
 
@@ -135,8 +140,9 @@ func (c *Comparison) notes(sw, af *Result) []string {
 	}
 	if sw != nil {
 		notes = append(notes,
-			fmt.Sprintf("shardwheel files timers on a %v tick grid, rounding up: by design it runs them up to about", sw.Tick),
-			"  2 ticks late. Tick lag and Stats lateness (against the tick) come from its Stats; go run ./bench tune picks a tick.")
+			fmt.Sprintf("shardwheel files timers on a %v tick grid, rounding up: by design it runs them up to a tick", sw.Tick),
+			"  late, plus its tick lag. Tick lag and Stats lateness (against the deadline's tick, so up to a tick less",
+			"  than what tasks see) come from its Stats; go run ./bench tune shows the trade-off of shorter ticks.")
 	}
 	for _, r := range []*Result{sw, af} {
 		if r == nil {

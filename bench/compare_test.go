@@ -82,6 +82,31 @@ func TestCompareJSONAndOut(t *testing.T) {
 	assert.Contains(t, stderr.String(), "results written to "+filepath.Join(dir, "compare.txt")+" and "+filepath.Join(dir, "compare.json")+"\n")
 }
 
+// TestCompareKeyed runs the load through the keyed API: requests are
+// cancelled and connections reset by id, and the report says so.
+func TestCompareKeyed(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(tinyArgs("compare", "-keyed", "-json"), &stdout, &stderr), stderr.String())
+	var c Comparison
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c))
+	require.Len(t, c.Results, 2)
+	assert.True(t, c.Keyed)
+	for _, r := range c.Results {
+		assert.True(t, r.Keyed, r.Impl)
+		assert.Positive(t, r.Lateness.Count, "%s: timers fired in the window", r.Impl)
+		require.Positive(t, r.Ops.Cancels, r.Impl)
+		require.Positive(t, r.Ops.Resets, r.Impl)
+		assert.Less(t, r.Ops.Missed, r.Ops.Cancels/10, "%s: Cancel finds the requests by id", r.Impl)
+		// A 300ms idle timeout reset 5 times a second still expires at
+		// times; a Reset that never found its timer would reopen always.
+		assert.Less(t, r.Ops.Reopened, r.Ops.Resets/2, "%s: Reset finds the connections by id", r.Impl)
+	}
+
+	stdout.Reset()
+	require.Equal(t, exitOK, run(tinyArgs("compare", "-keyed"), &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "by key: shardwheel's ScheduleKey")
+}
+
 func TestCompareInterruptedMidRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

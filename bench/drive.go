@@ -15,6 +15,7 @@ type runSpec struct {
 	load     Load
 	shards   int
 	tick     time.Duration
+	keyed    bool // by key: keyedWheel and stdlibKeyed
 	progress *progress
 	// window, if set, is called for the measured window instead of just
 	// waiting it out (lag captures a profile there). shardwheel only.
@@ -48,16 +49,25 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 	if spec.window != nil {
 		win = func(ctx context.Context, d time.Duration) error { return spec.window(ctx, s, d) }
 	}
-	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick}
-	err = drive(ctx, spec, &r, base, wheel{s}, win, s.Stats)
+	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick, Keyed: spec.keyed}
+	if spec.keyed {
+		err = drive(ctx, spec, &r, base, keyedWheel{s}, win, s.Stats)
+	} else {
+		err = drive(ctx, spec, &r, base, wheel{s}, win, s.Stats)
+	}
 	return r, err
 }
 
 // runStdlib runs spec against time.AfterFunc.
 func runStdlib(ctx context.Context, spec runSpec) (Result, error) {
 	base := liveHeap()
-	r := Result{Impl: nameStdlib}
-	err := drive(ctx, spec, &r, base, stdlib{}, sleepCtx, nil)
+	r := Result{Impl: nameStdlib, Keyed: spec.keyed}
+	var err error
+	if spec.keyed {
+		err = drive(ctx, spec, &r, base, stdlibKeyed{new(sync.Map)}, sleepCtx, nil)
+	} else {
+		err = drive(ctx, spec, &r, base, stdlib{}, sleepCtx, nil)
+	}
 	return r, err
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
@@ -51,6 +52,33 @@ func (w wheel) Reset(t shardwheel.Timeout, key uint64, d time.Duration, f func()
 // handles are not needed.
 func (w wheel) Close(iter.Seq[shardwheel.Timeout]) { w.s.Stop() }
 
+// keyedWheel adapts a shardwheel.Scheduler through its keyed API, as a
+// multiplexed client uses it: the load's handle is the timer's key (a
+// request or connection id), and the scheduler's index finds the timer.
+type keyedWheel struct{ s *shardwheel.Scheduler }
+
+func (w keyedWheel) Schedule(key uint64, d time.Duration, f func()) (uint64, error) {
+	_, err := w.s.ScheduleKey(key, d, f)
+	return key, err
+}
+
+func (w keyedWheel) Cancel(key uint64) bool { return w.s.CancelKey(key) }
+
+// Reset falls back to ScheduleKey when the key's timer has ended, as
+// wheel's Reset falls back to Schedule.
+func (w keyedWheel) Reset(key, _ uint64, d time.Duration, f func()) (uint64, bool) {
+	if w.s.ResetKey(key, d) {
+		return key, true
+	}
+	// On an error (the run is stopping) the key simply has no timer, as
+	// wheel's Reset keeps its ended handle.
+	_, _ = w.s.ScheduleKey(key, d, f)
+	return key, false
+}
+
+// Close stops the scheduler, as wheel's does.
+func (w keyedWheel) Close(iter.Seq[uint64]) { w.s.Stop() }
+
 // stdlib adapts time.AfterFunc: Timer.Stop cancels, Timer.Reset resets.
 type stdlib struct{}
 
@@ -75,4 +103,40 @@ func (stdlib) Close(live iter.Seq[*time.Timer]) {
 			t.Stop()
 		}
 	}
+}
+
+// stdlibKeyed is what a multiplexed client writes today to reach
+// time.AfterFunc timers by id: a sync.Map from key to timer, whose entry
+// the timer's own task deletes when it fires (a wrapping closure: one more
+// allocation per timer, part of this way's cost).
+type stdlibKeyed struct{ m *sync.Map }
+
+func (k stdlibKeyed) Schedule(key uint64, d time.Duration, f func()) (uint64, error) {
+	k.m.Store(key, time.AfterFunc(d, func() { k.m.Delete(key); f() }))
+	return key, nil
+}
+
+func (k stdlibKeyed) Cancel(key uint64) bool {
+	t, ok := k.m.LoadAndDelete(key)
+	return ok && t.(*time.Timer).Stop()
+}
+
+// Reset re-arms the key's timer, as stdlib's Reset does, or schedules a
+// new one once the timer has fired and deleted its entry. (A Reset that
+// races the firing re-arms a timer whose entry is being deleted: like a
+// client written this way, it then runs once more without being found.)
+func (k stdlibKeyed) Reset(key, _ uint64, d time.Duration, f func()) (uint64, bool) {
+	if t, ok := k.m.Load(key); ok {
+		return key, t.(*time.Timer).Reset(d)
+	}
+	_, _ = k.Schedule(key, d, f)
+	return key, false
+}
+
+// Close stops every timer still in the map.
+func (k stdlibKeyed) Close(iter.Seq[uint64]) {
+	k.m.Range(func(_, t any) bool {
+		t.(*time.Timer).Stop()
+		return true
+	})
 }

@@ -56,7 +56,7 @@ func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 		}
 		return err
 	}
-	r, err := runWheel(ctx, runSpec{load: o.load, shards: o.shards, tick: o.tick, progress: p, window: capture})
+	r, err := runWheel(ctx, runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p, window: capture})
 	if r.Measured > 0 {
 		doc.Result = &r
 	}

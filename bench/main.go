@@ -89,6 +89,8 @@ func dispatch(ctx context.Context, o options, p *progress) (document, error) {
 		return lag(ctx, o, p)
 	case "proxy":
 		return proxyCompare(ctx, o, p)
+	case "burst":
+		return burst(ctx, o, p)
 	}
 	return compare(ctx, o, p)
 }

@@ -18,6 +18,9 @@ type Result struct {
 	Impl   string        `json:"impl"`
 	Shards int           `json:"shards,omitempty"`
 	Tick   time.Duration `json:"tick_ns,omitempty"`
+	// Keyed is set when the load reached timers by key (-keyed):
+	// shardwheel's keyed API, or a sync.Map of time.AfterFunc timers.
+	Keyed bool `json:"keyed,omitempty"`
 
 	// Measured is the length of the measured window; shorter than asked
 	// when Partial (the run was interrupted).

@@ -33,42 +33,99 @@ type Tuning struct {
 	Interrupted bool     `json:"interrupted"`
 }
 
-// TunePoint is one configuration tried, and why it fails the targets
-// ("" when it meets them).
+// TunePoint is one configuration tried: its runs, their medians in Result
+// (CPU per call, tick lag and lateness p99, rates, heap; kept up only if
+// every run did), the range of the figures the pick depends on, and why
+// it fails the targets ("" when it meets them).
 type TunePoint struct {
 	Shards int           `json:"shards"`
 	Tick   time.Duration `json:"tick_ns"`
 	Result Result        `json:"result"`
-	Fails  string        `json:"fails,omitempty"`
+	Runs   []Result      `json:"runs,omitempty"`
+	// Ranges over the runs: [min, max].
+	CPUPerOpRange    [2]float64       `json:"cpu_per_op_range"`
+	LagP99Range      [2]time.Duration `json:"lag_p99_range_ns"`
+	LatenessP99Range [2]time.Duration `json:"lateness_p99_range_ns"`
+	Fails            string           `json:"fails,omitempty"`
 }
 
-// tune runs o's load at every (shards, tick) of o's lists, then picks.
+// tune runs o's load at every (shards, tick) of o's lists, in rounds that
+// visit every point once, so that a noisy spell of the host spreads over
+// the points instead of spoiling one; then it picks on the medians.
 func tune(ctx context.Context, o options, p *progress) (*Tuning, error) {
 	t := &Tuning{Command: "tune", Host: host(), Load: o.load, LagTarget: o.lagP99, LatenessTarget: o.lateP99, Recommended: -1}
-	n, i := len(o.shardList)*len(o.tickList), 0
-sweep:
+	var pts []TunePoint
 	for _, shards := range o.shardList {
 		for _, tick := range o.tickList {
+			pts = append(pts, TunePoint{Shards: shards, Tick: tick})
+		}
+	}
+sweep:
+	for round := 1; round <= o.repeats; round++ {
+		for i := range pts {
 			if ctx.Err() != nil {
 				break sweep
 			}
-			i++
-			pt := TunePoint{Shards: shards, Tick: tick}
-			p.note("point %d/%d: %s", i, n, pt.label())
-			r, err := runWheel(ctx, runSpec{load: o.load, shards: shards, tick: tick, progress: p})
+			p.note("round %d/%d, point %d/%d: %s", round, o.repeats, i+1, len(pts), pts[i].label())
+			r, err := runWheel(ctx, runSpec{load: o.load, shards: pts[i].Shards, tick: pts[i].Tick, keyed: o.keyed, progress: p})
 			if err != nil {
 				return t, err
 			}
 			if r.Measured > 0 {
-				pt.Result, pt.Fails = r, t.fails(&r)
-				t.Points = append(t.Points, pt)
+				pts[i].Runs = append(pts[i].Runs, r)
 			}
 			settle()
+		}
+	}
+	for _, pt := range pts {
+		if len(pt.Runs) > 0 {
+			pt.summarize()
+			pt.Fails = t.fails(&pt.Result)
+			t.Points = append(t.Points, pt)
 		}
 	}
 	t.Interrupted = ctx.Err() != nil
 	t.recommend()
 	return t, nil
+}
+
+// summarize sets pt's Result to the medians of its runs, and its ranges.
+func (pt *TunePoint) summarize() {
+	runs := pt.Runs
+	mid := func(f func(r *Result) float64) (med, lo, hi float64) {
+		v := make([]float64, len(runs))
+		for i := range runs {
+			v[i] = f(&runs[i])
+		}
+		slices.Sort(v)
+		med = v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + med) / 2
+		}
+		return med, v[0], v[len(v)-1]
+	}
+	cpu, cpuLo, cpuHi := mid(func(r *Result) float64 { return r.CPUPerOp })
+	lag, lagLo, lagHi := mid(func(r *Result) float64 { return float64(lagP99(r)) })
+	late, lateLo, lateHi := mid(func(r *Result) float64 { return float64(r.Lateness.P99) })
+	res := runs[0]
+	res.CPUPerOp = cpu
+	cores, _, _ := mid(func(r *Result) float64 { return r.CPU.Seconds() / r.Measured.Seconds() })
+	res.CPU = time.Duration(cores * float64(res.Measured))
+	res.AchievedRate, _, _ = mid(func(r *Result) float64 { return r.AchievedRate })
+	res.BytesPerTimer, _, _ = mid(func(r *Result) float64 { return r.BytesPerTimer })
+	if res.TickLag != nil {
+		p := *res.TickLag
+		p.P99 = time.Duration(lag)
+		res.TickLag = &p
+	}
+	res.Lateness.P99 = time.Duration(late)
+	for _, r := range runs {
+		res.KeptUp = res.KeptUp && r.KeptUp
+	}
+	pt.Result = res
+	pt.CPUPerOpRange = [2]float64{cpuLo, cpuHi}
+	pt.LagP99Range = [2]time.Duration{time.Duration(lagLo), time.Duration(lagHi)}
+	pt.LatenessP99Range = [2]time.Duration{time.Duration(lateLo), time.Duration(lateHi)}
 }
 
 // fails says which target r misses, or "" if it meets them all.
@@ -96,7 +153,8 @@ func lagP99(r *Result) time.Duration {
 
 // cpuNoise is how far apart two points' CPU per call may be and still
 // count as equal: runs of a few seconds differ by a few percent between
-// repeats of the same point.
+// repeats of the same point. Where the cheapest point's own runs spread
+// wider, that spread is the noise instead.
 const cpuNoise = 0.05
 
 // recommend picks, among the points that meet the targets, the one with
@@ -118,10 +176,15 @@ func (t *Tuning) recommend() {
 	byCPU := func(a, b int) int { return cmp.Compare(res(a).CPUPerOp, res(b).CPUPerOp) }
 	t.MetTarget = len(ok) > 0
 	var tied []int
+	noise := cpuNoise
 	if t.MetTarget {
 		slices.SortFunc(ok, byCPU)
+		cheapest := &t.Points[ok[0]]
+		if c := cheapest.Result.CPUPerOp; c > 0 {
+			noise = max(noise, (cheapest.CPUPerOpRange[1]-cheapest.CPUPerOpRange[0])/c)
+		}
 		for _, i := range ok {
-			if res(i).CPUPerOp <= res(ok[0]).CPUPerOp*(1+cpuNoise) {
+			if res(i).CPUPerOp <= res(ok[0]).CPUPerOp*(1+noise) {
 				tied = append(tied, i)
 			}
 		}
@@ -139,14 +202,14 @@ func (t *Tuning) recommend() {
 	}
 	best := &t.Points[t.Recommended]
 	t.Options = fmt.Sprintf("shardwheel.WithShards(%d), shardwheel.WithTick(%s)", best.Shards, goDuration(best.Tick))
-	t.Reasoning = t.reasons(ok, tied)
+	t.Reasoning = t.reasons(ok, tied, noise)
 }
 
 // reasons explains the pick: why this point, what the next cheapest
 // costs, which points failed and why, and what the tick means for
 // lateness. ok are the points that meet the targets, cheapest first, and
-// tied those that cost the same as the cheapest within cpuNoise.
-func (t *Tuning) reasons(ok, tied []int) []string {
+// tied those that cost the same as the cheapest within noise.
+func (t *Tuning) reasons(ok, tied []int, noise float64) []string {
 	best := &t.Points[t.Recommended]
 	r := &best.Result
 	target := fmt.Sprintf("tick lag p99 <= %s", units.Duration(t.LagTarget))
@@ -159,7 +222,7 @@ func (t *Tuning) reasons(ok, tied []int) []string {
 			best.label(), target, units.Duration(lagP99(r)), len(ok), len(t.Points), units.Duration(time.Duration(r.CPUPerOp)), units.Sig(r.CPU.Seconds()/r.Measured.Seconds())))
 		if len(tied) > 1 {
 			out = append(out, fmt.Sprintf("%d points cost the same within %.0f%% (run-to-run noise); of those it runs timers least late (lateness p99 %s).",
-				len(tied), cpuNoise*100, units.Duration(r.Lateness.P99)))
+				len(tied), noise*100, units.Duration(r.Lateness.P99)))
 		}
 		for _, i := range ok {
 			if i != t.Recommended && !slices.Contains(tied, i) {
@@ -184,12 +247,27 @@ func (t *Tuning) reasons(ok, tied []int) []string {
 	if busy > 0 {
 		out = append(out, fmt.Sprintf("WARNING: other processes kept the host busy during %d of the %d points: their lag is inflated; rerun on a quiet host.", busy, len(t.Points)))
 	}
-	out = append(out, fmt.Sprintf("Trade-off: a timer runs up to about 2 ticks after its deadline; with a %v tick the measured lateness p99 is %s. Use -lateness-p99 to bound it.",
-		best.Tick, units.Duration(r.Lateness.P99)))
+	out = append(out, t.tradeOff(best.Shards))
 	if t.Interrupted {
 		out = append(out, "INTERRUPTED: only the points above were measured.")
 	}
 	return out
+}
+
+// tradeOff says what the tick buys at a shard count: a timer runs up to a
+// tick plus the tick lag after its deadline, and a shorter tick wakes busy
+// shards more often.
+func (t *Tuning) tradeOff(shards int) string {
+	var parts []string
+	for _, pt := range t.Points {
+		if pt.Shards == shards {
+			parts = append(parts, fmt.Sprintf("tick %v: lateness p99 %s, CPU per call %s",
+				pt.Tick, units.Duration(pt.Result.Lateness.P99), units.Duration(time.Duration(pt.Result.CPUPerOp))))
+		}
+	}
+	return fmt.Sprintf("Trade-off at %d shards (timers run up to a tick plus the tick lag after their deadline; "+
+		"shorter ticks cost CPU only while shards are busy): %s. Use -lateness-p99 to require a bound.",
+		shards, strings.Join(parts, "; "))
 }
 
 // label names the point in prose.
@@ -222,9 +300,13 @@ func (t *Tuning) writeText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "shardwheel tuning on %s\n", t.Host)
 	t.Load.describe(&b)
-	fmt.Fprintf(&b, "measured %v per point after %v warm-up\n\n", t.Load.Duration, t.Load.Warmup)
-	tb := &table{align: "rrrrrrrrrrl"}
-	tb.add("shards", "tick", "req/s", "CPU/call", "cores", "lag p50", "lag p99", "lag max", "lateness p99", "heap/timer", "")
+	runs := 0
+	for _, pt := range t.Points {
+		runs = max(runs, len(pt.Runs))
+	}
+	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %d runs per point: medians (min-max)\n\n", t.Load.Duration, t.Load.Warmup, runs)
+	tb := &table{align: "rrrrrrrrrl"}
+	tb.add("shards", "tick", "req/s", "CPU/call", "cores", "lag p50", "lag p99", "lateness p99", "heap/timer", "")
 	for i, pt := range t.Points {
 		r := &pt.Result
 		verdict := "ok"
@@ -234,14 +316,19 @@ func (t *Tuning) writeText(w io.Writer) error {
 		if i == t.Recommended {
 			verdict += " <- recommended"
 		}
-		var lag50, lagMax time.Duration
+		var lag50 time.Duration
 		if r.TickLag != nil {
-			lag50, lagMax = r.TickLag.P50, r.TickLag.Max
+			lag50 = r.TickLag.P50
+		}
+		span := func(v string, lo, hi time.Duration) string {
+			return fmt.Sprintf("%s (%s-%s)", v, units.Duration(lo), units.Duration(hi))
 		}
 		tb.add(fmt.Sprint(pt.Shards), pt.Tick.String(),
 			fmt.Sprintf("%s (%.0f%%)", units.SI(r.AchievedRate), 100*r.AchievedRate/r.TargetRate),
-			units.Duration(time.Duration(r.CPUPerOp)), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()),
-			units.Duration(lag50), units.Duration(lagP99(r)), units.Duration(lagMax), units.Duration(r.Lateness.P99),
+			span(units.Duration(time.Duration(r.CPUPerOp)), time.Duration(pt.CPUPerOpRange[0]), time.Duration(pt.CPUPerOpRange[1])),
+			units.Sig(r.CPU.Seconds()/r.Measured.Seconds()), units.Duration(lag50),
+			span(units.Duration(lagP99(r)), pt.LagP99Range[0], pt.LagP99Range[1]),
+			span(units.Duration(r.Lateness.P99), pt.LatenessP99Range[0], pt.LatenessP99Range[1]),
 			fmt.Sprintf("%.0f B", r.BytesPerTimer), verdict)
 	}
 	if err := tb.write(&b); err != nil {

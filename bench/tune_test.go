@@ -20,7 +20,7 @@ import (
 func TestTuneRun(t *testing.T) {
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	args := tinyArgs("tune", "-shards", "1,2", "-ticks", "5ms", "-duration", "500ms", "-json", "-out", dir)
+	args := tinyArgs("tune", "-shards", "1,2", "-ticks", "5ms", "-duration", "500ms", "-repeats", "2", "-json", "-out", dir)
 	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
 
 	var tu Tuning
@@ -37,8 +37,11 @@ func TestTuneRun(t *testing.T) {
 	for _, pt := range tu.Points {
 		require.NotNil(t, pt.Result.TickLag)
 		assert.Equal(t, pt.Shards, pt.Result.Shards)
+		require.Len(t, pt.Runs, 2, "two rounds")
+		assert.LessOrEqual(t, pt.CPUPerOpRange[0], pt.Result.CPUPerOp, "the median lies in the range")
+		assert.GreaterOrEqual(t, pt.CPUPerOpRange[1], pt.Result.CPUPerOp)
 	}
-	assert.Contains(t, stderr.String(), "point 2/2: 2 shards, tick 5ms")
+	assert.Contains(t, stderr.String(), "round 2/2, point 2/2: 2 shards, tick 5ms")
 
 	text, err := os.ReadFile(filepath.Join(dir, "tune.txt"))
 	require.NoError(t, err)
@@ -118,6 +121,39 @@ func TestRecommendTieOnCPU(t *testing.T) {
 	assert.Equal(t, 1, tu.Recommended, "3% more CPU is noise; the finer tick runs timers less late")
 	assert.Contains(t, tu.Reasoning[1], "2 points cost the same within 5%")
 	assert.Contains(t, tu.Reasoning[2], "Next cheapest: 2 shards, tick 1ms at +46% CPU per call.")
+}
+
+func TestSummarizeTakesMedians(t *testing.T) {
+	pt := TunePoint{Shards: 1, Tick: time.Millisecond}
+	for _, f := range []struct {
+		cpu       float64
+		lag, late time.Duration
+	}{{100, 3 * time.Millisecond, 9 * time.Millisecond}, {300, time.Millisecond, 2 * time.Millisecond}, {200, 2 * time.Millisecond, 4 * time.Millisecond}} {
+		r := point(1, time.Millisecond, f.lag, f.cpu, true).Result
+		r.Lateness.P99 = f.late
+		pt.Runs = append(pt.Runs, r)
+	}
+	pt.Runs[2].KeptUp = false
+	pt.summarize()
+	assert.InDelta(t, 200, pt.Result.CPUPerOp, 1e-9)
+	assert.Equal(t, 2*time.Millisecond, pt.Result.TickLag.P99)
+	assert.Equal(t, 4*time.Millisecond, pt.Result.Lateness.P99)
+	assert.False(t, pt.Result.KeptUp, "kept up only if every run did")
+	assert.Equal(t, [2]float64{100, 300}, pt.CPUPerOpRange)
+	assert.Equal(t, [2]time.Duration{time.Millisecond, 3 * time.Millisecond}, pt.LagP99Range)
+	assert.Equal(t, [2]time.Duration{2 * time.Millisecond, 9 * time.Millisecond}, pt.LatenessP99Range)
+}
+
+func TestRecommendTieWidensWithSpread(t *testing.T) {
+	cheap := point(1, 5*time.Millisecond, time.Millisecond, 100, true)
+	cheap.CPUPerOpRange = [2]float64{80, 120} // its own runs spread 40%
+	cheap.Result.Lateness.P99 = 10 * time.Millisecond
+	fine := point(1, time.Millisecond, time.Millisecond, 130, true)
+	fine.Result.Lateness.P99 = 2 * time.Millisecond
+	tu := &Tuning{LagTarget: 2 * time.Millisecond, Points: []TunePoint{cheap, fine}}
+	tu.recommend()
+	assert.Equal(t, 1, tu.Recommended, "30% apart is within the cheapest point's own 40% spread")
+	assert.Contains(t, tu.Reasoning[1], "2 points cost the same within 40%")
 }
 
 func TestRecommendLatenessTarget(t *testing.T) {

@@ -16,6 +16,7 @@ Commands:
   tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
   lag      profile shardwheel under the load (fgprof + HTML report in -out)
   proxy    a net/http reverse proxy on loopback, its request deadlines from context.WithTimeout vs s.WithTimeout
+  burst    a million timers at once: how late each runs, shardwheel against time.AfterFunc
 
 `)
 	if cmd == "help" {

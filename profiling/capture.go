@@ -215,6 +215,7 @@ type sample struct {
 	TickLag         dist          `json:"tick_lag"`
 	Lateness        dist          `json:"lateness"`
 	TaskTime        dist          `json:"task_time"`
+	PassTime        dist          `json:"pass_time"`
 }
 
 // recording is what Capture saw.
@@ -283,6 +284,7 @@ func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 		Panics:          v.Panics,
 		TickLag:         v.TickLag,
 		Lateness:        v.Lateness,
+		PassTime:        v.PassTime,
 		TaskTime:        v.TaskTime,
 	}
 }

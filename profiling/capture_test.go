@@ -64,7 +64,7 @@ func readReport(t *testing.T, rep *profiling.Report) (html string, js reportJSON
 	require.NoError(t, err)
 	html = string(b)
 	requireWellFormed(t, html) // the page is XHTML-clean, not just its plots
-	assert.Equal(t, 6, requireDrawable(t, html), "plots")
+	assert.Equal(t, 7, requireDrawable(t, html), "plots")
 
 	f, err := os.Open(rep.ProfilePath)
 	require.NoError(t, err)
@@ -127,7 +127,7 @@ func TestCapture(t *testing.T) {
 	for _, want := range []string{"2 shards", "tick 1ms", "lateness", "tick lag", "task time", "p99.9", "diagnosis"} {
 		assert.Contains(t, rep.Summary, want)
 	}
-	for _, want := range []string{"Timer lateness", "Tick lag", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "p99.9"} {
+	for _, want := range []string{"Timer lateness", "Pass time", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "Pending timers", "Queued new timers", "p99.9"} {
 		assert.Contains(t, html, want)
 	}
 }

@@ -68,7 +68,8 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 			r.shards, units.Duration(r.tick), units.Duration(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
 			len(r.samples), units.Duration(r.cfg.Interval)),
 		Cards: []card{
-			{"lateness p99", units.Duration(t.Lateness.P99), "max " + units.Duration(t.Lateness.Max), t.Lateness.P99 > limit},
+			{"lateness p99", units.Duration(t.Lateness.P99), "max " + units.Duration(t.Lateness.Max) +
+				" (from the deadline's tick; tasks see up to a tick more)", t.Lateness.P99 > limit},
 			{"tick lag p99", units.Duration(t.TickLag.P99), "max " + units.Duration(t.TickLag.Max), t.TickLag.P99 > limit},
 			{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > r.tick},
 			{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
@@ -79,6 +80,7 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 			latencyOf("tick lag", t.TickLag, sm.shards, func(v view) dist { return v.TickLag }),
 			latencyOf("lateness", t.Lateness, sm.shards, func(v view) dist { return v.Lateness }),
 			latencyOf("task time", t.TaskTime, sm.shards, func(v view) dist { return v.TaskTime }),
+			latencyOf("pass time", t.PassTime, sm.shards, func(v view) dist { return v.PassTime }),
 		},
 		Config: [][2]string{
 			{"shards", strconv.Itoa(r.shards)},
@@ -113,12 +115,13 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		}
 		return pts
 	}
-	percentiles := func(d func(sample) dist) []line {
+	// Per interval, the median and the worst: an interval often holds too
+	// few samples for p99 and p99.9 to differ from the maximum (the
+	// distribution chart has them over the whole capture).
+	medianAndMax := func(d func(sample) dist) []line {
 		return []line{
 			{"p50", "#0072b2", "", pick(func(s sample) float64 { return float64(d(s).P50) })},
-			{"p99", "#e69f00", "", pick(func(s sample) float64 { return float64(d(s).P99) })},
-			{"p99.9", "#d55e00", "", pick(func(s sample) float64 { return float64(d(s).P999) })},
-			{"max", "#7f7f7f", "5 4", pick(func(s sample) float64 { return float64(d(s).Max) })},
+			{"max", "#d55e00", "", pick(func(s sample) float64 { return float64(d(s).Max) })},
 		}
 	}
 	throughput := []line{
@@ -135,22 +138,28 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		caption string
 	}{
 		{overTime("Timer lateness", "lateness", yDuration,
-			percentiles(func(s sample) dist { return s.Lateness }), limitRef),
-			"How late timers ran after the start of their deadline's tick, per interval. Up to a tick is the wheel's resolution, " +
-				"and Go's timers wake a sleeping shard up to about 1ms late (golang/go#44343); above the dotted line a shard fell behind."},
-		{overTime("Tick lag", "tick lag", yDuration,
-			percentiles(func(s sample) dist { return s.TickLag }), limitRef),
-			"How late shard goroutines started the ticks they woke for. Lag with little task time points at CPU starvation: GOMAXPROCS, CPU quotas, GC, busy goroutines (see the profile)."},
-		{r.distribution(&t), "The whole capture's distributions by percentile, on a log scale that spreads out the tail: read a curve's height at 99% for p99."},
+			medianAndMax(func(s sample) dist { return s.Lateness }), limitRef),
+			"How late tasks started after the start of their deadline's tick (their requested deadline rounded up to the tick grid), " +
+				"median and worst per interval. Go's timers wake a sleeping shard up to about 1ms late (golang/go#44343); " +
+				"above the dotted line a shard fell behind."},
+		{overTime("Pass time", "pass time", yDuration,
+			medianAndMax(func(s sample) dist { return s.PassTime }), tickRef),
+			"How long the shards' passes took, median and longest per interval: a pass taking in new timers, moving timers " +
+				"down the wheel and running due tasks. A pass longer than a tick is a stall; the summary's slowest pass says what it did."},
+		{r.distribution(&t), "The whole capture's lateness and tick lag (how late shards started the ticks they planned to wake for) " +
+			"by percentile, on a log scale that spreads out the tail: read a curve's height at 99% for p99."},
 		{overTime("Throughput", "timers", yRate, throughput, nil),
 			"Timers fired, scheduled and cancelled per second, per interval."},
 		{overTime("Task time", "task time", yDuration,
-			percentiles(func(s sample) dist { return s.TaskTime }), tickRef),
+			medianAndMax(func(s sample) dist { return s.TaskTime }), tickRef),
 			"Run time of tasks (one in 16 is timed). A task longer than a tick delays every later timer of its shard."},
-		{overTime("Backlog", "timers", yCount, []line{
+		{overTime("Pending timers", "timers", yCount, []line{
 			{"pending", "#0072b2", "", pick(func(s sample) float64 { return float64(s.Pending) })},
-			{"ring depth", "#e69f00", "", pick(func(s sample) float64 { return float64(s.RingDepth) })},
-		}, nil), "Timers pending at the end of each interval, and new timers still waiting in the queues for their shard."},
+		}, nil), "Timers pending at the end of each interval."},
+		{overTime("Queued new timers", "timers", yCount, []line{
+			{"in queues", "#e69f00", "", pick(func(s sample) float64 { return float64(s.RingDepth) })},
+		}, nil), "New timers still waiting in the queues for their shard at the end of each interval: " +
+			"normally near zero; a rising line means shards cannot keep up with Schedule."},
 	}
 	for _, c := range charts {
 		p.Charts = append(p.Charts, htmlChart{template.HTML(c.c.svg()), c.caption})

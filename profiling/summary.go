@@ -10,6 +10,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 // belowOne is the largest float64 under 1. Its quantile is the midpoint of
@@ -40,8 +41,9 @@ func summarize(cur, prev hist.Snapshot) dist {
 
 // view is a ShardStats over a window: counters are differences between the
 // window's end and start, gauges (Resident, RingDepth, TransferLast) are
-// read at its end, and peaks (RingPeak, TransferPeak) stay the peaks since
-// the scheduler started, since they cannot be differenced. The embedded
+// read at its end, and peaks (RingPeak, TransferPeak, RefiledPeak,
+// SlowestPass) stay the peaks since the scheduler started, since they
+// cannot be differenced. The embedded
 // histograms hold the window's values (hist.Snapshot.Sub); the dist fields
 // summarize them and, being shallower, replace them in JSON.
 type view struct {
@@ -49,6 +51,7 @@ type view struct {
 	TickLag  dist `json:"tick_lag"`
 	Lateness dist `json:"lateness"`
 	TaskTime dist `json:"task_time"`
+	PassTime dist `json:"pass_time"`
 }
 
 // newView returns the window from prev to cur. A zero prev makes the window
@@ -78,9 +81,11 @@ func newView(cur, prev shardwheel.ShardStats) view {
 	st.TickLag = cur.TickLag.Sub(prev.TickLag)
 	st.Lateness = cur.Lateness.Sub(prev.Lateness)
 	st.TaskTime = cur.TaskTime.Sub(prev.TaskTime)
+	st.PassTime = cur.PassTime.Sub(prev.PassTime)
 	v.TickLag = summarize(cur.TickLag, prev.TickLag)
 	v.Lateness = summarize(cur.Lateness, prev.Lateness)
 	v.TaskTime = summarize(cur.TaskTime, prev.TaskTime)
+	v.PassTime = summarize(cur.PassTime, prev.PassTime)
 	return v
 }
 
@@ -144,12 +149,14 @@ func (sm *summary) write(w io.Writer) error {
 	p("ring depth\t%d\n", t.RingDepth)
 	p("ring peak (since start)\t%d\n", t.RingPeak)
 	p("transfer peak (since start)\t%d\n", t.TransferPeak)
+	p("re-filed by one pass, peak (since start)\t%d\n", t.RefiledPeak)
+	p("slowest pass (since start)\t%s\n", describePass(t.SlowestPass))
 
 	p("\nlatency\tcount\tp50\tp90\tp99\tp99.9\tmax\tmean\n")
 	for _, d := range []struct {
 		name string
 		d    dist
-	}{{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"task time", t.TaskTime}} {
+	}{{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"task time", t.TaskTime}, {"pass time", t.PassTime}} {
 		p("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.name, d.d.Count,
 			units.Duration(d.d.P50), units.Duration(d.d.P90), units.Duration(d.d.P99), units.Duration(d.d.P999),
 			units.Duration(d.d.Max), units.Duration(d.d.Mean))
@@ -224,6 +231,9 @@ func (sm *summary) findings() []finding {
 			"or its goroutine waited for a CPU: check GOMAXPROCS, CPU quotas, GC and busy goroutines in the fgprof profile",
 			units.Duration(t.TickLag.P99))
 	}
+	if sp := t.SlowestPass; sp.Duration > limit {
+		warn("the slowest pass: %s; %s", describePass(sp), stallCause(sp, t.TaskTime))
+	}
 	if t.TaskTime.Max > sm.tick {
 		warn("tasks ran for up to %s (p99 %s): a task longer than a tick delays the rest of its shard; "+
 			"keep tasks short or hand them off with WithExecutor", units.Duration(t.TaskTime.Max), units.Duration(t.TaskTime.P99))
@@ -236,6 +246,26 @@ func (sm *summary) findings() []finding {
 		warn("%d tasks panicked (see the panic handler's output)", t.Panics)
 	}
 	return out
+}
+
+// describePass says what one worker pass did.
+func describePass(p shard.PassWork) string {
+	return fmt.Sprintf("%s, %d new timers taken in, %d re-filed, %d tasks run",
+		units.Duration(p.Duration), p.Transferred, p.Refiled, p.Fired)
+}
+
+// stallCause names the likeliest cause of a slow pass.
+func stallCause(p shard.PassWork, tasks dist) string {
+	const nodeCost = 200 * time.Nanosecond // a generous cost of moving one node
+	work := time.Duration(p.Transferred+p.Refiled) * nodeCost
+	switch {
+	case p.Fired > 0 && tasks.Max > p.Duration/2:
+		return "its tasks took most of it: keep tasks short or hand them off with WithExecutor"
+	case work > p.Duration/2:
+		return "moving timers took most of it"
+	}
+	return "it did too little work to take that long: the shard's goroutine waited for a CPU " +
+		"(GOMAXPROCS, CPU quota, GC or busy goroutines: see the profile)"
 }
 
 // worstShard returns the shard with the highest lateness p99, or -1 when

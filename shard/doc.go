@@ -17,38 +17,42 @@
 // origin + k*Tick. A timer due at time D is filed at tick ceil(D/Tick) and
 // runs when the worker processes that tick, which it does only after its
 // clock has reached the tick's start. Rounding up is what makes the headline
-// guarantee hold: a timer never fires before its deadline.
+// guarantee hold: a timer never fires before its deadline. D is the clock
+// reading Schedule (or Reset) takes plus the delay: the deadline is anchored
+// at the call, not at the moment the worker sees the timer.
 //
-// The wheel is hierarchical (see wheel): WheelSize slots per level, enough
-// levels to cover twice maxDelayTicks = 2^36 ticks; longer delays are
-// clamped to that horizon. With the default 512 slots (the table is checked
-// against the constants by TestRangeTable):
+// The wheel is hierarchical (see wheel): WheelSize slots per level, read as
+// rings; level l's slots are (WheelSize/2)^l ticks wide, and enough levels
+// reach twice maxDelayTicks = 2^36 ticks; longer delays are clamped to that
+// horizon. With the default 512 slots (the table is checked against the
+// constants by TestRangeTable):
 //
-//	level  slot width    range at 1ms tick    range at 10ms tick
+//	level  slot width    reach at 1ms tick    reach at 10ms tick
 //	0      1 tick        512ms                5.12s
-//	1      2^9 ticks     4m22s                43m41s
-//	2      2^18 ticks    37h16m               15.5 days
-//	3      2^27 ticks    795 days             21.8 years
-//	4      2^36 ticks    (wrap guard only)    (wrap guard only)
+//	1      2^8 ticks     2m11s                21m50s
+//	2      2^16 ticks    9h19m                93h12m
+//	3      2^24 ticks    99.4 days            994 days
+//	4      2^32 ticks    795 days (MaxDelay)  21.8 years (MaxDelay)
 //
-// A timer is touched once when filed, at most once per level when its slot
-// cascades, and once when it fires: the cost of a tick does not grow with
+// A timer is touched once when filed, at most once per level as it moves
+// down, and once when it fires: the cost of a tick does not grow with
 // timers that are not yet due, unlike Netty's single wheel whose every tick
-// walks a bucket and decrements round counters.
+// walks a bucket and decrements round counters. A level's ring is twice as
+// long as a slot of the level above, so a higher slot's timers fit into the
+// level below one slot-width before the first of them is due; the worker
+// moves them in shares over that window (as Erlang's timer wheel moves its
+// "later" slots into its "soon" wheel), so no pass stalls on a cascade.
 //
 // # Producers and the worker
 //
-// A producer takes a node from the shard's pool.Arena, fills it, and pushes
-// it on its lane's incoming queue (ring.Queue, an unbounded intrusive MPSC
-// list through the nodes): a push never blocks and never fails, so no
-// Schedule, from any goroutine or task, waits for any worker. The node is
-// "unresolved": it carries a delay, not a deadline, because reading the
-// clock costs more than the rest of Schedule. The worker resolves it after
-// taking it off the queue: it takes a batch first and reads the clock
-// second, so the reading is later than every push it resolves, and
-// deadline = reading + delay can only be late, never early. It moves at
-// most TransferCap new timers into the wheel per tick; the rest wait in the
-// queue, none lost.
+// A producer takes a node from the shard's pool.Arena, fills it (the
+// deadline tick from its own clock reading), and pushes it on its lane's
+// incoming queue (ring.Queue, an unbounded intrusive MPSC list through the
+// nodes): a push never blocks and never fails, so no Schedule, from any
+// goroutine or task, waits for any worker. The worker files new timers in
+// the wheel on its passes: at most TransferCap per tick, and, shared with
+// cascades, at most passBudget nodes per pass, passing again at once while
+// more wait; the rest wait in the queue, none lost.
 //
 // Cancel and Reset act on the node's state word with one CAS (see state.go)
 // and never wait for the worker. When the node already sits in the wheel,
@@ -59,15 +63,19 @@
 // the node in its old slot, sees the later deadline and re-files it, as
 // tokio does.
 //
-// The worker sleeps until the earliest occupied slot; when nothing is due
-// and the queues are empty it parks, and the first producer to see the
-// parked flag wakes it. An idle shard therefore costs nothing.
+// The worker sleeps until the next tick the wheel needs (a due slot, or a
+// cascade window's opening and the ticks in it while the window holds more
+// than one share). With no timers and empty queues it parks untimed, and
+// the first producer to see the parked flag wakes it. An idle shard
+// therefore costs nothing.
 //
 // # Lateness
 //
-// A timer waits in its queue until the worker's next pass (at most one tick
-// while the shard is ticking, or the wake-up latency when it was parked),
-// then rounding to the tick grid adds less than one tick: a timer normally
-// runs between 0 and 2 ticks after its deadline, plus any time the worker
-// spends behind (tick lag).
+// Rounding to the tick grid adds less than one tick: with the worker on
+// time, a timer runs between 0 and 1 tick after its deadline. What comes on
+// top is the worker's own lateness (tick lag): its timer's wake-up latency,
+// the tasks it runs, and the processor it waits for. The last is the large
+// one when producers keep every P busy, since Go preempts a running
+// goroutine only after 10ms: a producer that finds the worker behind a
+// tick therefore yields its P, once per tick (see yieldIfBehind).
 package shard

@@ -43,18 +43,19 @@ func TestRangeTable(t *testing.T) {
 	levels := wheelLevels(size)
 	require.Equal(t, 5, levels, "the table has one row per level")
 	var b strings.Builder
-	fmt.Fprintf(&b, "//\tlevel  slot width    range at 1ms tick    range at 10ms tick\n")
+	fmt.Fprintf(&b, "//\tlevel  slot width    reach at 1ms tick    reach at 10ms tick\n")
 	for l := range levels {
-		width := fmt.Sprintf("2^%d ticks", 9*l)
+		width := fmt.Sprintf("2^%d ticks", 8*l)
 		if l == 0 {
 			width = "1 tick"
 		}
-		r1, r10 := "(wrap guard only)", "(wrap guard only)"
-		if uint64(1)<<(9*(l+1)) <= 2*maxDelayTicks && l < levels-1 {
-			ticks := time.Duration(1) << (9 * (l + 1))
-			r1, r10 = humanSpan(ticks*time.Millisecond), humanSpan(ticks*10*time.Millisecond)
+		reach := time.Duration(size) << (8 * l) // the level's ring
+		suffix := ""
+		if l == levels-1 {
+			reach, suffix = maxDelayTicks, " (MaxDelay)"
 		}
-		fmt.Fprintf(&b, "//\t%-6d %-13s %-20s %s\n", l, width, r1, r10)
+		fmt.Fprintf(&b, "//\t%-6d %-13s %-20s %s\n", l, width,
+			humanSpan(reach*time.Millisecond)+suffix, humanSpan(reach*10*time.Millisecond)+suffix)
 	}
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)

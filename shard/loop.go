@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"runtime"
 	"time"
 )
@@ -28,13 +29,28 @@ func (sh *Shard) run() {
 		if !sh.pass() {
 			return
 		}
-		sh.sleep(timer)
+		if !sh.more {
+			sh.sleep(timer)
+		} else {
+			// A scheduling point between back-to-back passes: the P
+			// then runs the timers due on it, other shards' wake-ups
+			// among them, instead of waiting up to 10ms for Go to
+			// preempt this goroutine.
+			runtime.Gosched()
+		}
 	}
 }
 
-// pass does one round of work: attention, transfer, expiry. It returns
-// false if a task closed the shard, in which case it abandons the round:
-// Drain has claimed every live node, and the wheel is never used again.
+// passBudget bounds the nodes one pass moves, cascades and transfers
+// together (tasks that are due always run): a pass at 30-100ns a node then
+// takes well under a millisecond, so timers that come due while a burst is
+// being taken in run on time.
+const passBudget = 8192
+
+// pass does one round of work: attention, cascades, transfer, expiry. It
+// returns false if a task closed the shard, in which case it abandons the
+// round: Drain has claimed every live node, and the wheel is never used
+// again.
 func (sh *Shard) pass() bool {
 	now := sh.clock.Now()
 	target := sh.floorTick(now)
@@ -50,48 +66,61 @@ func (sh *Shard) pass() bool {
 		// target and runs in this pass, as it would have while ticking.
 		sh.w.elapsed = target - 1
 	}
+	sh.work = passWork{}
 	sh.processAttention()
-	sh.transfer(target)
+	moved := sh.cascadeAhead(target)
+	sh.more = sh.transfer(target, max(passBudget-moved, 0))
 	ok := sh.advance(target, now)
 	for i := range sh.freed {
 		sh.arena.PutChain(i, &sh.freed[i])
 	}
 	sh.stats.counts[cResident] = uint64(sh.w.count)
+	sh.recordPass(now)
 	sh.stats.publish()
 	if debug && ok {
 		sh.verify()
 	}
 	// Unless sleep plans otherwise, the next tick is the one due next.
-	sh.wakeTick, sh.slept = sh.w.elapsed+1, false
+	sh.wakeTick, sh.slept, sh.timed = sh.w.elapsed+1, false, true
+	sh.dueTick.Store(sh.wakeTick)
 	return ok
 }
 
 // plan decides when the worker wakes next: at the next tick while work is
-// in flight, else at the earliest occupied slot, parked (timed reports
-// whether there is such a slot; a shard with no timers parks untimed).
+// in flight, else at the tick the wheel needs next, parked (timed reports
+// whether there is such a tick; a shard with no timers parks untimed).
 func (sh *Shard) plan() (next uint64, park, timed bool) {
 	next = sh.w.elapsed + 1
-	e, any := sh.w.next()
-	park = !sh.busy() && (!any || e.deadline > next)
+	t, any := sh.w.nextWake()
+	park = !sh.busy() && (!any || t > next)
 	if park && any {
-		next = e.deadline
+		next = t
 	}
-	sh.wakeTick, sh.slept = next, park
-	return next, park, !park || any
+	timed = !park || any
+	sh.wakeTick, sh.slept, sh.timed = next, park, timed
+	if timed {
+		sh.dueTick.Store(next)
+	} else {
+		sh.dueTick.Store(math.MaxUint64)
+	}
+	return next, park, timed
 }
 
 // busy reports whether producers have left work for the next pass: new
 // timers in a queue (or being pushed) or nodes on the attention stack.
 func (sh *Shard) busy() bool {
-	if sh.attention.Load() != 0 {
-		return true
-	}
+	return sh.attention.Load() != 0 || !sh.queuesEmpty()
+}
+
+// queuesEmpty reports whether every lane's incoming queue is empty, with no
+// push in progress.
+func (sh *Shard) queuesEmpty() bool {
 	for i := range sh.lanes {
 		if !sh.lanes[i].queue.Empty() {
-			return true
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // sleep waits until the planned tick, a producer's signal, or Close. When

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
@@ -21,17 +22,29 @@ const (
 	Closed                  // the shard was closed
 )
 
-// Schedule files task to run delay from now. delay <= 0 runs at the next
-// tick; delay beyond MaxDelay is clamped. It never blocks. When it rejects
-// the timer (see Reject), it leaves no trace.
+// Schedule files task to run delay from now: at the first tick that starts
+// at or after the clock reading it takes plus delay. delay <= 0 runs at the
+// next tick; delay beyond MaxDelay is clamped. It never blocks. When it
+// rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, delay, task, 0)
+}
+
+// ScheduleIndexed is Schedule for a timer that a key index refers to: the
+// worker calls Config.Unindex with its key and Ref when it frees the node.
+func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, delay, task, indexedBit)
+}
+
+// schedule is Schedule with the extra state bits flags (0 or indexedBit).
+func (sh *Shard) schedule(key uint64, delay time.Duration, task func(), flags state) (Ref, Reject) {
 	li, l := sh.myLane()
 	if !sh.acquire(l) {
 		return 0, NoTokens
 	}
 	idx, gen, slot, ok := sh.arena.Get(li)
 	if !ok {
-		l.quota.Add(1)
+		sh.giveBack(l)
 		return 0, ArenaFull
 	}
 	n := slot.Node()
@@ -40,7 +53,8 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	// Storing the state before the push publishes the fields above to
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).
-	s := newState(gen, sh.clampDelay(delay), sh.tick)
+	now := sh.clock.Now()
+	s := newState(gen, sh.ceilTick(now+sh.clampDelay(delay))) | flags
 	n.State.Store(uint64(s))
 	l.queue.Push(sh.arena, idx, n)
 	if sh.parked.Load() != 0 {
@@ -52,14 +66,31 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 	// consistent). Whoever CASes the node first owns its fate; the node
 	// stays in the queue, where a worker that is still running frees it.
 	if sh.closed.Load() {
-		if ok, _ := cancel(n, s); ok {
+		if ok, _ := cancel(n, s, 0); ok {
 			l.undone.Add(1)
 			sh.release()
 			return 0, Closed
 		}
 	}
 	l.scheduled.Add(1)
+	sh.yieldIfBehind(l, now)
 	return makeRef(idx, gen), Accepted
+}
+
+// yieldIfBehind gives up the caller's processor, at most once per tick per
+// lane, while the worker has not started a tick that began before now. A
+// producer in a tight loop otherwise keeps its P until Go preempts it, up
+// to 10ms later, and the worker, whose timer that P must run and which is
+// readied on it, waits as long: every timer of the shard runs late. It
+// never waits for the worker: runtime.Gosched returns as soon as the
+// scheduler has looked at the other runnable goroutines.
+func (sh *Shard) yieldIfBehind(l *lane, now time.Duration) {
+	t := sh.floorTick(now)
+	if t <= sh.dueTick.Load() || l.yielded.Load() == t {
+		return
+	}
+	l.yielded.Store(t)
+	runtime.Gosched()
 }
 
 // node returns the node of r if r is a plausible reference into this arena.
@@ -80,7 +111,15 @@ func load(n *pool.Node, gen uint32) (state, bool) {
 
 // Cancel stops the timer r from running and reports whether this call did
 // so. It is lock-free and O(1).
-func (sh *Shard) Cancel(r Ref) bool {
+func (sh *Shard) Cancel(r Ref) bool { return sh.cancelRef(r, 0) }
+
+// CancelUnindexed is Cancel for a ScheduleIndexed timer whose index entry
+// the caller has removed itself: if it cancels the timer, the worker does
+// not call Config.Unindex for it.
+func (sh *Shard) CancelUnindexed(r Ref) bool { return sh.cancelRef(r, indexedBit) }
+
+// cancelRef is Cancel, clearing the state bits drop in the same CAS.
+func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	n, gen, ok := sh.node(r)
 	if !ok {
 		return false
@@ -90,10 +129,10 @@ func (sh *Shard) Cancel(r Ref) bool {
 		if !mine || !s.live() {
 			return false
 		}
-		if ok, queue := cancel(n, s); ok {
+		if ok, queue := cancel(n, s, drop); ok {
 			_, l := sh.myLane()
 			l.cancels.Add(1)
-			l.quota.Add(1)
+			sh.giveBack(l)
 			if queue {
 				sh.pushAttention(r)
 			}
@@ -110,7 +149,7 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 	if !ok {
 		return false
 	}
-	t := sh.ceilTick(sh.clock.Now() + sh.clampDelay(delay))
+	t := sh.deadlineTick(delay)
 	for {
 		s, mine := load(n, gen)
 		if !mine || !s.live() {
@@ -137,9 +176,8 @@ func (sh *Shard) Pending(r Ref) bool {
 	return mine && s.live()
 }
 
-// Deadline returns the clock reading at which the timer r is due, and false
-// if it is no longer pending. Before the worker has resolved a new timer
-// (normally within a tick) it reports the earliest time the timer may run.
+// Deadline returns the clock reading at which the timer r is due (the start
+// of its deadline tick), and false if it is no longer pending.
 func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 	n, gen, ok := sh.node(r)
 	if !ok {
@@ -153,11 +191,7 @@ func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
 }
 
 // due returns the clock reading at which a live timer in state s is due,
-// given a clock reading now taken after its Schedule call: an unresolved
-// timer is given the earliest time it can run.
+// given a clock reading now within 2^37 ticks of its deadline.
 func (sh *Shard) due(s state, now time.Duration) time.Duration {
-	if s.status() == statusUnresolved {
-		return sh.tickTime(sh.deadlineTick(s, now))
-	}
 	return sh.tickTime(unwrapTicks(s.ticks38(), sh.floorTick(now)))
 }

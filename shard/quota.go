@@ -6,6 +6,16 @@ package shard
 // runs on. A lane that runs dry steals from the shard's other lanes, and a
 // shard that runs dry takes tokens from other shards (TakeTokens), so the
 // limit needs no global counter and costs nothing until it is near.
+//
+// At the limit a rejection would scan every lane of every shard. Instead,
+// the scan that finds nothing sets the scheduler-wide Dry flag, and a
+// Schedule that runs out of local tokens while Dry is set fails at once:
+// rejection costs O(1), exactly when the system is overloaded. Whoever
+// gives a token back clears Dry after adding it, and the scan that sets Dry
+// scans once more after setting it (package shardwheel's borrowTokens), so
+// with sequentially consistent atomics either that rescan sees the token or
+// the giver sees Dry and clears it: Dry never hides a spare token for
+// longer than a concurrent rescan.
 
 // acquire takes a pending token for a Schedule on lane l, stealing from the
 // shard's other lanes when l has none.
@@ -15,7 +25,7 @@ func (sh *Shard) acquire(l *lane) bool {
 			return true
 		}
 		l.quota.Add(1)
-		if !sh.stealInto(l) {
+		if sh.dry.Load() || !sh.stealInto(l) {
 			return false
 		}
 	}
@@ -24,7 +34,16 @@ func (sh *Shard) acquire(l *lane) bool {
 // release gives one pending token back, to the lane of the caller's P.
 func (sh *Shard) release() {
 	_, l := sh.myLane()
+	sh.giveBack(l)
+}
+
+// giveBack returns one pending token to lane l, then clears Dry: in that
+// order, so that a Schedule that sees Dry clear can find the token.
+func (sh *Shard) giveBack(l *lane) {
 	l.quota.Add(1)
+	if sh.dry.Load() {
+		sh.dry.Store(false)
+	}
 }
 
 // stealInto moves up to half of the spare tokens of the first lane of sh

@@ -31,6 +31,10 @@ type Config struct {
 	// Quota is the number of timers this shard may hold before Schedule
 	// fails. Tokens move between shards with TakeTokens.
 	Quota int64
+	// Dry, shared by the shards whose tokens move between them, is set
+	// when a search for spare tokens found none (see quota.go); nil gives
+	// the shard a flag of its own.
+	Dry *atomic.Bool
 	// Lanes is the number of producer lanes, rounded up to a power of
 	// two; runtime.GOMAXPROCS(0) is the natural value.
 	Lanes int
@@ -38,10 +42,19 @@ type Config struct {
 	Run func(task func())
 	// OnPanic receives the value of a panicking task (or Run). Required.
 	OnPanic func(v any)
-	// Stats turns on the latency histograms (tick lag, lateness, task
-	// time), which cost a clock read per tick and per sampled task.
-	// Counters are always kept.
+	// Stats turns on the latency histograms (tick lag, lateness, pass
+	// time, task time), which cost a clock read per pass, per 64 tasks
+	// run and per sampled task. Counters are always kept.
 	Stats bool
+	// Unindex, optional, is called by the worker, once, with the key and
+	// Ref of each timer scheduled with ScheduleIndexed when it frees the
+	// timer's node: after the timer ran or was cancelled, before the node
+	// can be reused, and for a timer that fires normally before its task
+	// runs (after, if a racing Reset had queued the node for attention).
+	// Not reported: timers claimed by Drain (the worker has stopped) and
+	// timers CancelUnindexed stopped (their caller removed the entry).
+	// It runs on the worker goroutine and must not block.
+	Unindex func(key uint64, r Ref)
 	// Pin, optional, is called on the worker goroutine after it has locked
 	// its OS thread; an error goes to OnPinError and the worker carries on.
 	Pin        func() error
@@ -58,6 +71,7 @@ type Shard struct {
 	tick     int64         // ns
 	origin   time.Duration // clock reading at tick 0
 	maxDelay time.Duration
+	dry      *atomic.Bool
 	arena    *pool.Arena
 	lanes    []lane
 	laneMask int
@@ -74,12 +88,16 @@ type Shard struct {
 	attention atomic.Uint32 // attention stack head: index+1, 0 = empty
 	_         [pad.CacheLineSize - 4]byte
 
-	// Read on every Schedule, written only when the worker parks or on
-	// Close: kept apart from written lines so reads stay cache hits.
+	// Read on every Schedule, written by the worker once per pass (and on
+	// Close): kept apart from lines producers write, so that reads stay
+	// cache hits between passes.
 	parked atomic.Uint32 // 1 while the worker sleeps beyond the next tick
 	closed atomic.Bool
 	gid    atomic.Uint64 // worker goroutine id, for Stop from a task
-	_      [pad.CacheLineSize - 16]byte
+	// dueTick is the tick the worker plans to process next, MaxUint64
+	// while it is parked with nothing due (see yieldIfBehind).
+	dueTick atomic.Uint64
+	_       [pad.CacheLineSize - 24]byte
 
 	stopped atomic.Uint64 // timers claimed by Drain; Stop's goroutine
 	// inTask is true while the worker runs a task (or the executor or
@@ -94,8 +112,11 @@ type Shard struct {
 
 	// Worker only, except where workerStats says otherwise.
 	stats    workerStats
-	slept    bool   // the last sleep passed over ticks with nothing due
-	wakeTick uint64 // the tick the worker last planned to process next
+	work     passWork // what the current pass did
+	slept    bool     // the last sleep passed over ticks with nothing due
+	timed    bool     // the worker planned to process wakeTick when due
+	more     bool     // the pass left work for another one at once
+	wakeTick uint64   // the tick the worker last planned to process next
 	w        *wheel
 	freed    []pool.Chain // per lane
 	rr       int          // lane transfer starts at, rotated for fairness
@@ -125,7 +146,10 @@ type lane struct {
 	undone    atomic.Uint64
 	resets    atomic.Uint64
 	cancels   atomic.Uint64
-	_         [pad.CacheLineSize - 40]byte
+	// yielded is the last tick in which a producer on this lane yielded
+	// its processor to a late worker (see yieldIfBehind).
+	yielded atomic.Uint64
+	_       [pad.CacheLineSize - 48]byte
 }
 
 // New returns a shard; its worker starts with Start. It allocates no node
@@ -161,6 +185,9 @@ func New(cfg Config) (*Shard, error) {
 		sh.lanes[i].queue.Init()
 	}
 	sh.lanes[0].quota.Store(cfg.Quota)
+	if sh.dry = cfg.Dry; sh.dry == nil {
+		sh.dry = new(atomic.Bool)
+	}
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
 	return sh, nil
 }

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
 )
@@ -12,13 +11,17 @@ import (
 // A node's state word is one 64-bit value, changed only by CAS (or a plain
 // store by the producer that owns a node it has just taken from the pool):
 //
-//	bits 63..41  tag      low 23 bits of the node's generation
-//	bit  40      flag     queuedBit for pending and terminal states (the
-//	                      node is on the attention stack); delayInTicksBit
-//	                      for unresolved ones (the delay is in ticks)
-//	bits 39..38  status   unresolved, pending, fired, cancelled
-//	bits 37..0   ticks    pending and later: deadline tick modulo 2^38;
-//	                      unresolved: the delay (ns, or ticks)
+//	bits 63..42  tag      low 22 bits of the node's generation
+//	bit  41      indexed  set by ScheduleIndexed; cleared only by CancelUnindexed
+//	bit  40      queued   the node is on the attention stack
+//	bits 39..38  status   new, pending, fired, cancelled
+//	bits 37..0   ticks    deadline tick modulo 2^38
+//
+// The producer computes the deadline tick from its own clock reading when
+// it schedules, as Netty, Go's runtime and tokio do: a deadline is anchored
+// at the call, however late the worker picks the timer up. "new" means
+// "not yet in the wheel": Cancel and Reset of a new timer need not tell the
+// worker, which files or frees it when it takes it off its queue.
 //
 // Where the node is, the worker knows from two worker-only fields: Prev (0:
 // not in the wheel; detached: out of the wheel but still on the attention
@@ -26,21 +29,19 @@ import (
 // lane's incoming queue or the batch being transferred (then Prev is 0).
 // Together, the states a node goes through in one life are:
 //
-//	name          status      flag    Prev      in queue  free-list link
+//	name          status      queued  Prev      in queue  free-list link
 //	free          (old)       -       0         no        next free node
-//	new           unresolved  ticks?  0         yes       -
-//	reset-new     pending     queued? 0         yes       attention if queued
-//	filed         pending     queued? slot      no        attention if queued
-//	ended-new     fired/canc. queued? 0         yes       attention if queued
-//	ended-filed   cancelled   queued? slot      no        attention if queued
-//	detached      fired/canc. queued  detached  no        attention
+//	new           new         no      0         yes       -
+//	filed         pending     ?       slot      no        attention if queued
+//	ended-new     cancelled   no      0         yes       -
+//	ended-filed   cancelled   ?       slot      no        attention if queued
+//	detached      fired/canc. yes     detached  no        attention
 //
 // and the transitions, each a named function below:
 //
 //	free -> new                 schedule     producer (plain store)
-//	new -> reset-new            reset        any goroutine
-//	new -> filed                resolve      worker, on transfer
-//	reset-new -> filed          (file)       worker, on transfer
+//	new -> new                  reset        any goroutine (deadline only)
+//	new -> filed                settle       worker, on transfer
 //	filed -> filed              reset        any goroutine (deadline, queued)
 //	*-new, filed -> ended-*     cancel       any goroutine; Drain; Schedule undone by Stop
 //	filed -> fired, detached    fire         worker, when its tick comes
@@ -54,28 +55,29 @@ import (
 // The tag makes a CAS from a stale handle fail even though the node was
 // recycled: a handle's CAS expects its own tag, and the node's full 32-bit
 // generation (pool.Node.Gen) is checked first, so a stale handle could only
-// win if 2^23 recycles of one node happened between two of its instructions.
+// win if 2^22 recycles of one node happened between two of its instructions.
+//
+// indexedBit is written by the producer's store and kept by every
+// transition but a cancel from CancelUnindexed, which clears it: the worker
+// reads it when it frees the node, to call Config.Unindex (see free).
 const (
 	ticksBits  = 38
 	ticksMask  = 1<<ticksBits - 1
 	statusShft = ticksBits
-	tagShift   = 41
+	tagShift   = 42
 	tagBits    = 64 - tagShift
 	tagMask    = 1<<tagBits - 1
 
-	// queuedBit, in a pending or terminal state, marks a node that is on
-	// the attention stack.
+	// queuedBit marks a node that is on the attention stack.
 	queuedBit = 1 << 40
-	// delayInTicksBit, in an unresolved state, says that the delay field
-	// counts ticks rather than nanoseconds. It is the same bit as
-	// queuedBit: an unresolved node is never queued.
-	delayInTicksBit = queuedBit
+	// indexedBit marks a timer that Config.Unindex must hear of when the
+	// worker frees its node.
+	indexedBit = 1 << 41
 )
 
-// Status values. The zero value, unresolved, is what a producer writes when
-// it takes a node: the node carries a relative delay, not yet a deadline.
+// Status values. new is what a producer writes when it takes a node.
 const (
-	statusUnresolved = iota
+	statusNew = iota
 	statusPending
 	statusFired
 	statusCancelled
@@ -100,17 +102,10 @@ func (s state) tagOK(g uint32) bool {
 }
 
 // queued reports whether the node is on the attention stack.
-func (s state) queued() bool {
-	return uint64(s)&queuedBit != 0 && s.status() != statusUnresolved
-}
+func (s state) queued() bool { return uint64(s)&queuedBit != 0 }
 
-// to returns s moved to status, keeping the flag bit only where it means
-// queued.
+// to returns s moved to status; the queued bit stays as it was.
 func (s state) to(status uint64) state {
-	return s.with(status).withQueued(s.queued())
-}
-
-func (s state) with(status uint64) state {
 	return state(uint64(s)&^(3<<statusShft) | status<<statusShft)
 }
 
@@ -125,22 +120,9 @@ func (s state) withQueued(q bool) state {
 	return s &^ queuedBit
 }
 
-// newState returns the state a producer stores for a new timer (schedule).
-// Delays of 2^38 ns (4m34s) or more are kept in ticks, rounded up: the timer
-// may run up to a tick later, never earlier.
-func newState(gen uint32, delay time.Duration, tick int64) state {
-	if delay < 1<<ticksBits {
-		return makeState(gen, statusUnresolved, uint64(delay))
-	}
-	ticks := (int64(delay) + tick - 1) / tick
-	return makeState(gen, statusUnresolved, uint64(ticks)) | delayInTicksBit
-}
-
-// delay returns an unresolved state's delay: in nanoseconds, or in ticks
-// (inTicks) for long delays.
-func (s state) delay() (v int64, inTicks bool) {
-	return int64(s.ticks38()), uint64(s)&delayInTicksBit != 0
-}
+// newState returns the state a producer stores for a new timer due at
+// tick t (schedule).
+func newState(gen uint32, t uint64) state { return makeState(gen, statusNew, t) }
 
 // unwrapTicks returns the full tick whose low 38 bits are t38 and which lies
 // within 2^37 of ref.
@@ -152,13 +134,13 @@ func unwrapTicks(t38, ref uint64) uint64 {
 // Transitions. Each is one CAS from the state s the caller loaded; false
 // means another goroutine changed the state first, and the caller reloads.
 
-// cancel moves a live timer to cancelled. It asks for the attention stack
-// (needsQueue) when the node may sit in the wheel: a pending node that is
-// not queued already (an unresolved one is still in a queue, where the
-// worker will find it cancelled).
-func cancel(n *pool.Node, s state) (ok, needsQueue bool) {
+// cancel moves a live timer to cancelled, clearing the bits in drop (0, or
+// indexedBit). It asks for the attention stack (needsQueue) when the node
+// may sit in the wheel: a pending node that is not queued already (a new
+// one is still in a queue, where the worker will find it cancelled).
+func cancel(n *pool.Node, s state, drop state) (ok, needsQueue bool) {
 	needsQueue = s.status() == statusPending && !s.queued()
-	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue)
+	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue) &^ drop
 	return n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
 
@@ -169,13 +151,14 @@ func reset(n *pool.Node, s state, t uint64) (ok, needsQueue bool) {
 	if s.status() == statusPending {
 		needsQueue = t < unwrapTicks(s.ticks38(), t) && !s.queued()
 	}
-	ns := s.withTicks(statusPending, t).withQueued(s.queued() || needsQueue)
+	ns := s.withTicks(s.status(), t).withQueued(s.queued() || needsQueue)
 	return n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
 
-// resolve gives an unresolved timer its deadline tick t. Worker only.
-func resolve(n *pool.Node, s state, t uint64) (state, bool) {
-	ns := s.withTicks(statusPending, t).withQueued(false)
+// settle marks a new timer as filed in the wheel, so that from now on a
+// Cancel or an earlier Reset tells the worker. Worker only.
+func settle(n *pool.Node, s state) (state, bool) {
+	ns := s.to(statusPending)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
 

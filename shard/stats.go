@@ -47,14 +47,30 @@ type Stats struct {
 	// Refiled counts timers moved within the wheel: cascades from a
 	// higher level, and Resets found at their old slot.
 	Refiled uint64 `json:"refiled"`
+	// RefiledPeak is the most timers one pass moved within the wheel.
+	// Cascades are spread over the ticks before a slot comes due, so it
+	// stays near a slot's size divided by its window (see the package
+	// comment), unless the worker fell that far behind.
+	RefiledPeak int `json:"refiled_peak"`
+	// SlowestPass is the longest pass the worker made and what it did:
+	// the cause of the worst stall a shard had.
+	SlowestPass PassWork `json:"slowest_pass"`
 	// Panics counts tasks that panicked.
 	Panics uint64 `json:"panics"`
 	// TickLag is how late the worker started processing a tick it had
-	// planned to wake for, versus the tick's start.
+	// planned to wake for, versus the tick's start. A worker parked with
+	// nothing due plans no tick: the pass a producer wakes it for records
+	// no lag.
 	TickLag hist.Snapshot `json:"tick_lag"`
-	// Lateness is how late timers ran versus their deadline's tick. Timers
-	// of one tick share one sample: the time the worker started it.
+	// Lateness is how late tasks started versus their deadline tick's
+	// start, which is the requested deadline (the clock reading of the
+	// Schedule or Reset call plus the delay) rounded up to the tick grid:
+	// what the task sees is Lateness plus less than one tick. Up to
+	// lateSample tasks of one tick share a sample.
 	Lateness hist.Snapshot `json:"lateness"`
+	// PassTime is how long each pass took: picking up new timers,
+	// cascades, and the due tasks it ran.
+	PassTime hist.Snapshot `json:"pass_time"`
 	// TaskTime is the run time of tasks run inline (or handed to the
 	// executor), sampled one task in taskSampleEvery.
 	TaskTime hist.Snapshot `json:"task_time"`
@@ -77,9 +93,14 @@ func (s *Stats) Add(o Stats) {
 	s.Ticks += o.Ticks
 	s.TicksSkipped += o.TicksSkipped
 	s.Refiled += o.Refiled
+	s.RefiledPeak = max(s.RefiledPeak, o.RefiledPeak)
+	if o.SlowestPass.Duration > s.SlowestPass.Duration {
+		s.SlowestPass = o.SlowestPass
+	}
 	s.Panics += o.Panics
 	s.TickLag.Merge(o.TickLag)
 	s.Lateness.Merge(o.Lateness)
+	s.PassTime.Merge(o.PassTime)
 	s.TaskTime.Merge(o.TaskTime)
 }
 
@@ -100,9 +121,29 @@ const (
 	cTicks
 	cTicksSkipped
 	cRefiled
+	cRefiledPeak
 	cPanics
+	cSlowNs // the slowest pass: duration and work
+	cSlowTransferred
+	cSlowRefiled
+	cSlowFired
 	numCounters
 )
+
+// PassWork describes one pass of a shard's worker.
+type PassWork struct {
+	// Duration is how long the pass took (zero with Stats off).
+	Duration time.Duration `json:"duration"`
+	// Transferred, Refiled and Fired count the new timers it moved into
+	// the wheel, the timers it moved within the wheel, and the tasks it
+	// ran.
+	Transferred int `json:"transferred"`
+	Refiled     int `json:"refiled"`
+	Fired       int `json:"fired"`
+}
+
+// passWork is the worker's tally of the current pass.
+type passWork struct{ transferred, refiled, fired int }
 
 // workerStats is the worker's side of Stats. counts and the histograms'
 // recording side belong to the worker; published and the histograms'
@@ -112,6 +153,7 @@ type workerStats struct {
 	published [numCounters]atomic.Uint64
 	tickLag   hist.Histogram
 	lateness  hist.Histogram
+	passTime  hist.Histogram
 	taskTime  hist.Histogram
 	tasks     uint64 // tasks run, for sampling
 }
@@ -154,9 +196,17 @@ func (sh *Shard) Stats() Stats {
 	st.Ticks = p[cTicks].Load()
 	st.TicksSkipped = p[cTicksSkipped].Load()
 	st.Refiled = p[cRefiled].Load()
+	st.RefiledPeak = int(p[cRefiledPeak].Load())
+	st.SlowestPass = PassWork{
+		Duration:    time.Duration(p[cSlowNs].Load()),
+		Transferred: int(p[cSlowTransferred].Load()),
+		Refiled:     int(p[cSlowRefiled].Load()),
+		Fired:       int(p[cSlowFired].Load()),
+	}
 	st.Panics = p[cPanics].Load()
 	st.TickLag = sh.stats.tickLag.Snapshot()
 	st.Lateness = sh.stats.lateness.Snapshot()
+	st.PassTime = sh.stats.passTime.Snapshot()
 	st.TaskTime = sh.stats.taskTime.Snapshot()
 	return st
 }
@@ -172,7 +222,27 @@ func (sh *Shard) recordTick(now time.Duration, target uint64) {
 	if sh.slept {
 		c[cTicksSkipped] += target - sh.w.elapsed - 1
 	}
-	if sh.cfg.Stats && target >= sh.wakeTick {
+	if sh.cfg.Stats && sh.timed && target >= sh.wakeTick {
 		sh.stats.tickLag.Record(int64(now - sh.tickTime(sh.wakeTick)))
+	}
+}
+
+// recordPass accounts for the work of the pass that started at clock
+// reading start. Worker only.
+func (sh *Shard) recordPass(start time.Duration) {
+	c, w := &sh.stats.counts, sh.work
+	c[cRefiledPeak] = max(c[cRefiledPeak], uint64(w.refiled))
+	var took time.Duration
+	if sh.cfg.Stats {
+		took = sh.clock.Now() - start
+		sh.stats.passTime.Record(int64(took))
+	}
+	// Ties (every pass takes 0 with Stats off) go to the pass that did
+	// the most.
+	work, slowWork := uint64(w.transferred+w.refiled+w.fired), c[cSlowTransferred]+c[cSlowRefiled]+c[cSlowFired]
+	if uint64(took) > c[cSlowNs] || uint64(took) == c[cSlowNs] && work > slowWork {
+		c[cSlowNs] = uint64(took)
+		c[cSlowTransferred], c[cSlowRefiled], c[cSlowFired] =
+			uint64(w.transferred), uint64(w.refiled), uint64(w.fired)
 	}
 }

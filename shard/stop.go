@@ -88,7 +88,7 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64, due time.Duration)) {
 			// the task, which nobody writes again: the node is
 			// cancelled and never freed, since its worker has
 			// exited or is quiet and will exit without touching it.
-			if ok, _ := cancel(n, s); ok {
+			if ok, _ := cancel(n, s, 0); ok {
 				sh.release()
 				sh.stopped.Add(1)
 				claimed[idx/64].Or(1 << (idx % 64)) // after the CAS: see Claimed

@@ -39,12 +39,8 @@ func (sh *Shard) tickTime(t uint64) time.Duration {
 	return sh.origin + time.Duration(int64(t)*sh.tick)
 }
 
-// deadlineTick returns the deadline tick of an unresolved state given a
-// clock reading no earlier than the Schedule call.
-func (sh *Shard) deadlineTick(s state, now time.Duration) uint64 {
-	v, inTicks := s.delay()
-	if inTicks {
-		return sh.ceilTick(now) + uint64(v)
-	}
-	return sh.ceilTick(now + time.Duration(v))
+// deadlineTick returns the tick a timer set delay from now is due at: the
+// first tick that starts at or after the deadline, so never early.
+func (sh *Shard) deadlineTick(delay time.Duration) uint64 {
+	return sh.ceilTick(sh.clock.Now() + sh.clampDelay(delay))
 }

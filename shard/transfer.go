@@ -1,46 +1,35 @@
 package shard
 
-import "time"
-
-// transferChunk is how many nodes transfer takes off the queues before it
-// reads the clock and files them: small enough that their cache lines are
-// still at hand when it files them, large enough that the clock read costs
-// under a nanosecond a node.
-const transferChunk = 64
-
 // transfer moves new timers from the lanes' queues into the wheel, at most
-// TransferCap per tick; the rest wait in the queues for the next tick.
-//
-// It takes a chunk of nodes first and reads the clock second: every node it
-// took was pushed (and its Schedule call began) before the reading, so
-// resolving deadline = reading + delay is never early.
-func (sh *Shard) transfer(target uint64) {
+// TransferCap per tick and budget in this pass; the rest wait in the
+// queues, none lost. It reports whether it stopped for the pass budget
+// alone, with timers waiting and the tick's cap not reached: the worker
+// then passes again at once, after it has run what is due.
+func (sh *Shard) transfer(target uint64, budget int) (more bool) {
 	if target != sh.capTick {
 		sh.capTick, sh.capUsed = target, 0
 	}
-	budget := sh.cfg.TransferCap - sh.capUsed
-	var chunk [transferChunk]taken
-	n, total := 0, 0
+	capLeft := sh.cfg.TransferCap - sh.capUsed
+	limit := min(budget, capLeft)
+	total := 0
 	for i := range sh.lanes {
 		j := (sh.rr + i) & sh.laneMask
 		q := &sh.lanes[j].queue
-		for total+n < budget {
+		for total < limit {
 			idx, ok := q.TryPop(sh.arena)
 			if !ok {
 				break
 			}
-			chunk[n] = taken{idx, uint32(j)}
-			if n++; n == transferChunk {
-				sh.acceptChunk(chunk[:n])
-				total, n = total+n, 0
-			}
+			sh.accept(idx, j)
+			total++
 		}
 	}
-	sh.acceptChunk(chunk[:n])
-	if total += n; total == 0 {
-		return
+	more = total == limit && limit < capLeft && !sh.queuesEmpty()
+	if total == 0 {
+		return more
 	}
 	sh.rr++
+	sh.work.transferred += total
 	c := &sh.stats.counts
 	sh.capUsed += total
 	c[cConsumed] += uint64(total)
@@ -50,18 +39,7 @@ func (sh *Shard) transfer(target uint64) {
 		c[cCapHits]++
 	}
 	c[cRingPeak] = max(c[cRingPeak], sh.queued()+uint64(total))
-}
-
-// acceptChunk files the nodes of chunk with a clock reading taken after
-// they were taken off their queues.
-func (sh *Shard) acceptChunk(chunk []taken) {
-	if len(chunk) == 0 {
-		return
-	}
-	now := sh.clock.Now()
-	for _, t := range chunk {
-		sh.accept(t.idx, now, int(t.lane))
-	}
+	return more
 }
 
 // queued returns how many pushes the worker has not consumed yet.
@@ -73,24 +51,20 @@ func (sh *Shard) queued() uint64 {
 	return pushed - min(sh.stats.counts[cConsumed], pushed)
 }
 
-// taken is a node transfer took off the queue of lane.
-type taken struct{ idx, lane uint32 }
-
-// accept files a node taken off lane's queue, resolving its deadline from
-// now if it has none yet.
-func (sh *Shard) accept(idx uint32, now time.Duration, lane int) {
+// accept files a node taken off lane's queue.
+func (sh *Shard) accept(idx uint32, lane int) {
 	n := sh.arena.Node(idx)
 	for {
 		s := state(n.State.Load())
 		switch s.status() {
-		case statusUnresolved:
-			ns, ok := resolve(n, s, sh.deadlineTick(s, now))
+		case statusNew:
+			ns, ok := settle(n, s)
 			if !ok {
 				continue // cancelled or reset meanwhile
 			}
 			sh.file(idx, ns)
 		case statusPending:
-			sh.file(idx, s) // a Reset resolved it already
+			badNode(idx, s, "filed while still in its queue")
 		default:
 			// Cancelled before it reached the wheel (fired needs the
 			// wheel, so it cannot be). Back to the lane it came from:

@@ -14,8 +14,10 @@ const debug = false
 //   - each slot's list is well formed: its ends name the slot, every inner
 //     link is mirrored, and it holds only pending or cancelled nodes;
 //   - a level's occupancy bit is set exactly for its non-empty slots;
-//   - count is the number of nodes linked;
+//   - count is the number of nodes linked, and each slot's filed at least
+//     its length;
 //   - no slot lies at or behind elapsed: everything due has been processed;
+//   - no higher-level slot is past its cascade deadline;
 //   - placement: a pending node that is not queued for re-filing is due no
 //     earlier than its slot's start, or is overdue and in the next tick's
 //     slot (producers may move deadlines later, or earlier with the node
@@ -34,10 +36,16 @@ func (sh *Shard) verify() {
 			if sl.head == 0 {
 				continue
 			}
-			start := w.slotStart(l, slot)
-			if start <= w.elapsed {
-				w.fail("level %d slot %d starts at tick %d, not after elapsed %d", l, slot, start, w.elapsed)
+			cur := w.num(l, w.elapsed)
+			if slot == cur&(w.size-1) {
+				w.fail("level %d slot %d holds elapsed %d", l, slot, w.elapsed)
 			}
+			num := cur + 1 + (slot-cur-1)&(w.size-1)
+			start := num << (uint(l) * w.shift)
+			if l > 0 && num == cur+1 && w.elapsed > w.cascadeDeadline(l, num) {
+				w.fail("level %d slot %d is past its cascade deadline %d at elapsed %d", l, slot, w.cascadeDeadline(l, num), w.elapsed)
+			}
+			length := 0
 			prev := slotEnd | si
 			for idx := sl.head; idx&slotEnd == 0; {
 				n := w.arena.Node(idx)
@@ -46,12 +54,13 @@ func (sh *Shard) verify() {
 				}
 				s := state(n.State.Load())
 				switch {
-				case s.status() == statusUnresolved || s.status() == statusFired:
-					badNode(idx, s, "unresolved or fired node in the wheel")
+				case s.status() == statusNew || s.status() == statusFired:
+					badNode(idx, s, "new or fired node in the wheel")
 				case s.status() == statusPending && !s.queued() && max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1) < start:
 					w.fail("node %d due at tick %d sits in a slot starting at %d", idx, unwrapTicks(s.ticks38(), w.elapsed), start)
 				}
 				linked++
+				length++
 				if linked > w.count {
 					w.fail("more nodes linked than count %d (a cycle?)", w.count)
 				}
@@ -59,6 +68,9 @@ func (sh *Shard) verify() {
 				if idx == slotEnd|si && sl.tail != prev {
 					w.fail("level %d slot %d: tail %d, list ends at %d", l, slot, sl.tail, prev)
 				}
+			}
+			if uint32(length) > sl.filed {
+				w.fail("level %d slot %d: %d nodes, filed %d", l, slot, length, sl.filed)
 			}
 		}
 	}

@@ -9,21 +9,28 @@ import (
 // wheel is a hierarchical timing wheel over arena nodes, owned by the shard
 // worker: no field is touched by any other goroutine.
 //
-// Level l has size slots, each size^l ticks wide. A node due at tick t is
-// filed at the level of the highest bit group in which t differs from
-// elapsed (the last tick fully processed), so every node in level 0 is due
-// within the current level-1 slot, every node in level 1 within the current
-// level-2 slot, and so on. Hence the earliest occupied slot is found by
-// scanning levels from 0 upward and taking the first hit (next).
+// Every level has size slots and is read as a ring. Level l's slots are
+// h^l ticks wide, h = size/2, so slot number N of level l (N = t >> l*shift)
+// holds the deadlines in [N*h^l, (N+1)*h^l), and the ring covers twice a
+// slot of the level above. A node due at tick t is filed at the lowest level
+// whose ring reaches it: the first l with N_l(t) - N_l(elapsed) < size,
+// elapsed being the last tick fully processed. Level 0 then holds exactly
+// the nodes due within size ticks, one tick a slot.
 //
-// When a slot at level l > 0 comes due, its nodes are re-filed: each lands at
-// a lower level, so a node is moved at most once per level over its life
-// (levels-1 times in all), never once per wheel revolution as in a single
-// wheel with round counters. Deadlines that cross a boundary above the top
-// level are filed in the top level, whose slots are read as a ring: next
-// adds one level range to a slot start that lies behind elapsed. Keeping
-// every deadline within maxDelayTicks < size^levels / 2 of elapsed makes that
-// unambiguous.
+// Cascades happen ahead of time and in pieces, as in Erlang's timer wheel:
+// because a level's ring is twice as long as a slot of the level above, the
+// nodes of level l's slot N fit into level l-1 as soon as elapsed enters
+// slot N-1 (its window opens), long before the first of them is due. The
+// worker moves them down a share at a time over the window (cascadeAhead),
+// and must have moved them all before its deadline (cascadeDeadline): the
+// tick before the slot's first tick for level 1, or before the window of
+// the first slot they land in opens, for higher levels. A node filed by
+// insert never lands in a slot whose window is open (its level would be
+// lower), so a window's work is known when it opens. Each node moves at
+// most once per level over its life.
+//
+// Deadlines more than 2^37 ticks from elapsed do not occur: every delay is
+// clamped to maxDelayTicks, and the top level reaches past twice that.
 //
 // Slots are doubly-linked lists threaded through pool.Node.Next and Prev,
 // whose ends live in slots, outside the arena, so that the wheel takes no
@@ -34,8 +41,8 @@ import (
 // empty ones.
 type wheel struct {
 	arena    *pool.Arena
-	bits     uint   // log2(size)
-	size     uint64 // slots per level, a power of two
+	shift    uint   // log2(size/2): level l's slots are 2^(l*shift) ticks wide
+	size     uint64 // slots per level, a power of two >= 4
 	levels   int
 	elapsed  uint64     // every deadline <= elapsed has been processed
 	occupied [][]uint64 // occupied[l] has one bit per slot of level l
@@ -43,8 +50,11 @@ type wheel struct {
 	count    int        // nodes linked in the wheel
 }
 
-// slotList holds the ends of one slot's list: node indices, 0 when empty.
-type slotList struct{ head, tail uint32 }
+// slotList holds the ends of one slot's list (node indices, 0 when empty)
+// and filed, the nodes inserted since it was last empty: an upper bound of
+// its length (a node unlinked from the middle does not find its slot), which
+// paces cascades.
+type slotList struct{ head, tail, filed uint32 }
 
 const (
 	// slotEnd marks a Next or Prev link that names a slot, not a node:
@@ -54,19 +64,24 @@ const (
 	// must not free yet, because it is still on the attention stack. It is
 	// never a slot link: slot numbers stay far below 2^31-1.
 	detached = ^uint32(0)
+	// minWheelSize is the smallest ring a level can have: two slots of the
+	// level above.
+	minWheelSize = 4
 )
 
-// wheelLevels returns how many levels of size slots cover 2*maxDelayTicks.
+// wheelLevels returns how many levels of size slots (rounded up to
+// minWheelSize) reach twice maxDelayTicks.
 func wheelLevels(size int) int {
-	b := bits.Len(uint(size)) - 1
+	b := bits.Len(uint(max(size, minWheelSize))) - 1
 	need := bits.Len64(2 * maxDelayTicks) // strictly more than twice: a margin for every size
-	return (need + b - 1) / b
+	return 1 + (max(need-b, 0)+b-2)/(b-1)
 }
 
 func newWheel(a *pool.Arena, size int) *wheel {
+	size = max(size, minWheelSize)
 	w := &wheel{
 		arena:  a,
-		bits:   uint(bits.Len(uint(size)) - 1),
+		shift:  uint(bits.Len(uint(size)) - 2),
 		size:   uint64(size),
 		levels: wheelLevels(size),
 	}
@@ -88,128 +103,194 @@ func (w *wheel) setElapsed(t uint64) {
 	w.elapsed = t
 }
 
+// num returns the number of level l's slot that holds tick t.
+func (w *wheel) num(l int, t uint64) uint64 { return t >> (uint(l) * w.shift) }
+
 // levelFor returns the level a deadline t > elapsed is filed at.
 func (w *wheel) levelFor(t uint64) int {
-	masked := (w.elapsed ^ t) | (w.size - 1)
-	l := (bits.Len64(masked) - 1) / int(w.bits)
-	return min(l, w.levels-1)
+	l := 0
+	for l < w.levels-1 && w.num(l, t)-w.num(l, w.elapsed) >= w.size {
+		l++
+	}
+	return l
+}
+
+// slotIndex returns the index in slots of level l's slot number num.
+func (w *wheel) slotIndex(l int, num uint64) uint32 {
+	return uint32(uint64(l)*w.size + num&(w.size-1))
 }
 
 // insert files node idx, due at tick t, in the wheel. t must be > elapsed.
 func (w *wheel) insert(idx uint32, t uint64) {
 	l := w.levelFor(t)
-	slot := t >> (uint(l) * w.bits) & (w.size - 1)
-	si := uint32(uint64(l)*w.size + slot)
+	si := w.slotIndex(l, w.num(l, t))
 	sl := &w.slots[si]
 	n := w.arena.Node(idx)
 	n.Next = slotEnd | si
 	if sl.tail == 0 {
 		n.Prev = slotEnd | si
 		sl.head = idx
+		w.mark(si, true)
 	} else {
 		n.Prev = sl.tail
 		w.arena.Node(sl.tail).Next = idx
 	}
 	sl.tail = idx
-	w.occupied[l][slot/64] |= 1 << (slot % 64)
+	sl.filed++
 	w.count++
+}
+
+// mark sets or clears the occupancy bit of slot si.
+func (w *wheel) mark(si uint32, occupied bool) {
+	l, slot := uint64(si)/w.size, uint64(si)&(w.size-1)
+	if occupied {
+		w.occupied[l][slot/64] |= 1 << (slot % 64)
+	} else {
+		w.occupied[l][slot/64] &^= 1 << (slot % 64)
+	}
 }
 
 // unlink removes node idx from its slot list. It must be linked.
 func (w *wheel) unlink(idx uint32) {
 	n := w.arena.Node(idx)
 	p, nx := n.Prev, n.Next
-	var sl *slotList
 	if p&slotEnd != 0 {
-		sl = &w.slots[p&^slotEnd]
+		sl := &w.slots[p&^slotEnd]
 		sl.head = nx
 		if nx&slotEnd != 0 {
-			sl.head = 0
+			*sl = slotList{} // idx was its only node
+			w.mark(p&^slotEnd, false)
 		}
 	} else {
 		w.arena.Node(p).Next = nx
 	}
 	if nx&slotEnd != 0 {
-		sl = &w.slots[nx&^slotEnd]
-		sl.tail = p
-		if p&slotEnd != 0 {
-			sl.tail = 0
+		if sl := &w.slots[nx&^slotEnd]; sl.head != 0 {
+			sl.tail = p
 		}
 	} else {
 		w.arena.Node(nx).Prev = p
-	}
-	if sl != nil && sl.head == 0 {
-		si := uint64(nx &^ slotEnd) // the list is empty: idx was its only node
-		l, slot := si>>w.bits, si&(w.size-1)
-		w.occupied[l][slot/64] &^= 1 << (slot % 64)
 	}
 	n.Next, n.Prev = 0, 0
 	w.count--
 }
 
-// expiration names the earliest occupied slot and the tick it comes due.
-type expiration struct {
-	level    int
-	slot     uint64
-	deadline uint64
-}
-
-// next returns the earliest occupied slot, or false if the wheel is empty.
-func (w *wheel) next() (expiration, bool) {
-	if w.count == 0 {
-		return expiration{}, false
-	}
-	for l := 0; l < w.levels; l++ {
-		if slot, ok := w.nextOccupied(l, w.elapsed>>(uint(l)*w.bits)&(w.size-1)); ok {
-			return expiration{level: l, slot: slot, deadline: w.slotStart(l, slot)}, true
+// popHead unlinks and returns the first node of slot si, or 0 if it is
+// empty.
+func (w *wheel) popHead(si uint32) uint32 {
+	idx := w.slots[si].head
+	if idx != 0 {
+		w.unlink(idx)
+		if sl := &w.slots[si]; sl.head != 0 {
+			sl.filed--
 		}
 	}
-	panic("shardwheel: wheel count is positive but no slot is occupied")
+	return idx
 }
 
-// slotStart returns the first tick that slot of level l stands for, given
-// elapsed: the slot at or after elapsed's own slot in the current lap, or in
-// the next lap if it lies behind.
-func (w *wheel) slotStart(l int, slot uint64) uint64 {
-	shift := uint(l) * w.bits
-	levelRange := w.size << shift
-	start := w.elapsed&^(levelRange-1) + slot<<shift
-	if start < w.elapsed&^(1<<shift-1) {
-		start += levelRange
-	}
-	return start
-}
-
-// nextOccupied finds the first occupied slot of level l at or after from,
-// wrapping around.
-func (w *wheel) nextOccupied(l int, from uint64) (uint64, bool) {
+// nextOccupied returns the number of level l's first occupied slot after
+// the one holding elapsed, or false if the level is empty. No occupied slot
+// lies at or behind elapsed's (verify checks it), so the ring scan from the
+// next slot finds the earliest.
+func (w *wheel) nextOccupied(l int) (uint64, bool) {
+	base := w.num(l, w.elapsed) + 1
+	from := base & (w.size - 1)
 	occ := w.occupied[l]
 	nw := uint64(len(occ))
 	wi := from / 64
-	// First word: ignore bits below from.
+	var slot uint64
 	if m := occ[wi] &^ (1<<(from%64) - 1); m != 0 {
-		return wi*64 + uint64(bits.TrailingZeros64(m)), true
-	}
-	for i := uint64(1); i <= nw; i++ {
-		j := (wi + i) % nw
-		if occ[j] != 0 {
-			s := j*64 + uint64(bits.TrailingZeros64(occ[j]))
-			return s, true
+		slot = wi*64 + uint64(bits.TrailingZeros64(m))
+	} else {
+		found := false
+		for i := uint64(1); i <= nw; i++ {
+			if j := (wi + i) % nw; occ[j] != 0 {
+				slot, found = j*64+uint64(bits.TrailingZeros64(occ[j])), true
+				break
+			}
+		}
+		if !found {
+			return 0, false
 		}
 	}
-	return 0, false
+	return base + (slot-from)&(w.size-1), true
 }
 
-// take empties the slot of e and returns the first node of its former list:
-// the caller walks it with detach, which returns each node's successor (0
-// at the end), before it re-files or frees the node. Nodes re-filed
-// meanwhile never land in this slot: a level-0 slot holds one tick, and a
-// higher slot's nodes move to lower levels.
-func (w *wheel) take(e expiration) uint32 {
-	sl := &w.slots[uint64(e.level)*w.size+e.slot]
-	first := sl.head
-	*sl = slotList{}
-	w.occupied[e.level][e.slot/64] &^= 1 << (e.slot % 64)
+// nextDue returns the earliest tick with a level-0 slot occupied.
+func (w *wheel) nextDue() (uint64, bool) {
+	if w.count == 0 {
+		return 0, false
+	}
+	return w.nextOccupied(0)
+}
+
+// cascade names a higher-level slot whose nodes must move down.
+type cascade struct {
+	level    int
+	num      uint64 // slot number
+	deadline uint64 // the slot must be empty before elapsed passes this tick
+}
+
+// windowOpen returns the tick from which level l's slot num may be moved
+// down: the start of slot num-1.
+func (w *wheel) windowOpen(l int, num uint64) uint64 {
+	return (num - 1) << (uint(l) * w.shift)
+}
+
+// cascadeDeadline returns the last elapsed value at which level l's slot num
+// may still hold nodes: the tick before its first for level 1, or the tick
+// before the window of its first lower slot opens.
+func (w *wheel) cascadeDeadline(l int, num uint64) uint64 {
+	return num<<(uint(l)*w.shift) - 1<<(uint(l-1)*w.shift)
+}
+
+// nextCascade returns the occupied higher-level slot with the earliest
+// cascade deadline.
+func (w *wheel) nextCascade() (cascade, bool) {
+	var best cascade
+	found := false
+	if w.count == 0 {
+		return best, false
+	}
+	for l := 1; l < w.levels; l++ {
+		if num, ok := w.nextOccupied(l); ok {
+			if d := w.cascadeDeadline(l, num); !found || d < best.deadline {
+				best, found = cascade{l, num, d}, true
+			}
+		}
+	}
+	return best, found
+}
+
+// nextWake returns the tick the worker must process next for the wheel's
+// sake: the earliest due level-0 slot, or the opening of a higher slot's
+// cascade window, or the next tick while an open window still holds nodes.
+func (w *wheel) nextWake() (uint64, bool) {
+	next, found := w.nextDue()
+	if w.count == 0 {
+		return 0, false
+	}
+	for l := 1; l < w.levels; l++ {
+		if num, ok := w.nextOccupied(l); ok {
+			t := max(w.windowOpen(l, num), w.elapsed+1)
+			if !found || t < next {
+				next, found = t, true
+			}
+		}
+	}
+	return next, found
+}
+
+// take empties level-0 slot number num and returns the first node of its
+// former list: the caller walks it with detach, which returns each node's
+// successor (0 at the end), before it re-files or frees the node. Nodes
+// re-filed meanwhile never land in this slot, which holds one tick, now
+// processed.
+func (w *wheel) take(num uint64) uint32 {
+	si := w.slotIndex(0, num)
+	first := w.slots[si].head
+	w.slots[si] = slotList{}
+	w.mark(si, false)
 	return first
 }
 

@@ -10,33 +10,39 @@ import (
 )
 
 func TestWheelLevels(t *testing.T) {
-	tests := []struct{ size, levels int }{
-		{2, 38}, {4, 19}, {8, 13}, {64, 7}, {512, 5}, {1 << 16, 3},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.levels, wheelLevels(tt.size), "size %d", tt.size)
-		// The top level must reach past twice the longest delay, so a
-		// wrapped top-level slot is never mistaken for a current one.
-		span := 1.0
-		for range tt.levels {
-			span *= float64(tt.size)
+	assert.Equal(t, 5, wheelLevels(512), "the package comment's table")
+	assert.Equal(t, wheelLevels(minWheelSize), wheelLevels(2), "sizes below the minimum use it")
+	for _, size := range []int{4, 8, 16, 64, 512, 1 << 16} {
+		// Level l's ring covers size * (size/2)^l ticks. The top level's
+		// must reach past twice the longest delay, so that a wrapped slot
+		// is never mistaken for a current one, and one level fewer must
+		// not: levels are not wasted.
+		levels := wheelLevels(size)
+		span := func(levels int) float64 {
+			s := float64(size)
+			for range levels - 1 {
+				s *= float64(size / 2)
+			}
+			return s
 		}
-		assert.Greater(t, span, 2.0*maxDelayTicks)
+		assert.Greater(t, span(levels), 2.0*maxDelayTicks, "size %d", size)
+		assert.LessOrEqual(t, span(levels-1), 2.0*maxDelayTicks, "size %d", size)
 	}
 }
 
 func TestLevelFor(t *testing.T) {
-	h := newHarness(t) // 8 slots per level
+	h := newHarness(t) // 8 slots per level: level l's are 4^l ticks wide
 	w := h.sh.w
-	w.elapsed = 1000 // 0b1111101000
+	w.elapsed = 1000
 	tests := []struct {
 		t     uint64
 		level int
 	}{
-		{1001, 0}, {1007, 0}, // differ from 1000 in bits 0-2 only
-		{1008, 1}, {1023, 1}, // highest differing bit 3 or 4
-		{1024, 3}, {1535, 3}, // bit 10 differs: level 10/3
-		{1 << 40, 12}, {1 << 62, 12}, // above the top level: clamped to it
+		{1001, 0}, {1007, 0}, // fewer than 8 ticks ahead
+		{1008, 1}, {1031, 1}, // slot 1031>>2 = 257 is fewer than 8 after 1000>>2 = 250
+		{1032, 2}, {1119, 2}, // 1119>>4 = 69, 62 + 7
+		{1120, 3},
+		{1 << 40, w.levels - 1}, {1 << 62, w.levels - 1}, // beyond every ring: the top level
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.level, w.levelFor(tt.t), "t=%d", tt.t)
@@ -67,24 +73,22 @@ func TestStateEncoding(t *testing.T) {
 	assert.True(t, q.to(statusCancelled).queued(), "a queued node stays queued when it ends")
 	assert.Equal(t, uint64(statusFired), q.to(statusFired).status())
 
-	// An unresolved state's bit 40 is a delay unit, never a queue mark.
-	long := newState(3, time.Duration(1<<ticksBits)+1, int64(time.Millisecond))
-	assert.False(t, long.queued())
-	v, inTicks := long.delay()
-	assert.True(t, inTicks)
-	assert.Equal(t, int64((1<<ticksBits+1+999_999)/1_000_000), v, "rounded up to whole ticks")
-	assert.False(t, long.to(statusCancelled).queued())
-	short := newState(3, 12345, int64(time.Millisecond))
-	v, inTicks = short.delay()
-	assert.False(t, inTicks)
-	assert.Equal(t, int64(12345), v)
+	// A new timer's state: not queued, its deadline tick kept.
+	n := newState(3, 12345)
+	assert.Equal(t, uint64(statusNew), n.status())
+	assert.Equal(t, uint64(12345), n.ticks38())
+	assert.False(t, n.queued())
+	assert.True(t, n.live())
+	assert.False(t, n.to(statusCancelled).live())
 }
 
 func TestEachTimerIsFiledAtMostOncePerLevel(t *testing.T) {
-	// With an 8-slot wheel, timers up to 8^5 ticks away sit in levels 0-4.
+	// With an 8-slot wheel, timers up to 8^5 ticks away sit in levels 0-7.
 	// However long they wait, each is filed at most once per level: the
 	// cost of a tick does not depend on timers that are not yet due.
 	h := newHarness(t)
+	top := h.sh.w.levelFor(h.sh.w.elapsed + 8*8*8*8*8)
+	require.Equal(t, 7, top)
 	r := rand.New(rand.NewPCG(1, 2))
 	const n = 500 // the harness verifies the whole wheel after each of 32K passes
 	for i := range n {
@@ -93,24 +97,34 @@ func TestEachTimerIsFiledAtMostOncePerLevel(t *testing.T) {
 	h.step(8*8*8*8*8*testTick + 2*testTick)
 	require.Len(t, h.fired, n)
 	// Filed once on arrival, then at most once per level below its first.
-	assert.LessOrEqual(t, h.sh.Stats().Refiled, uint64(n*4), "re-files per timer above the level count")
+	assert.LessOrEqual(t, h.sh.Stats().Refiled, uint64(n*top), "re-files per timer above the level count")
 }
 
-func TestNextFindsEarliestSlotAcrossLevels(t *testing.T) {
-	h := newHarness(t)
+func TestNextWakeCoversDueSlotsAndCascadeWindows(t *testing.T) {
+	h := newHarness(t) // 8 slots per level: level l's are 4^l ticks wide
 	w := h.sh.w
-	_, ok := w.next()
+	_, ok := w.nextWake()
 	assert.False(t, ok, "empty wheel")
-	// A far timer alone: next is its top-level slot start, not its tick.
+	// A far timer alone: the worker must wake when its slot's cascade
+	// window opens, well before it is due, to move it down in time.
 	h.schedule(1, 300*testTick)
-	e, ok := w.next()
+	due := w.elapsed + 300
+	_, ok = w.nextDue()
+	assert.False(t, ok, "nothing in level 0")
+	c, ok := w.nextCascade()
 	require.True(t, ok)
-	assert.Equal(t, 2, e.level)
-	assert.LessOrEqual(t, e.deadline, w.elapsed+300)
+	assert.Equal(t, 3, c.level)
+	assert.Equal(t, due>>(3*w.shift), c.num)
+	wake, ok := w.nextWake()
+	require.True(t, ok)
+	assert.Equal(t, w.windowOpen(c.level, c.num), wake)
+	assert.Less(t, wake, due)
 	// A near one takes precedence.
 	h.schedule(2, 3*testTick)
-	e, ok = w.next()
+	wake, ok = w.nextWake()
 	require.True(t, ok)
-	assert.Equal(t, 0, e.level)
-	assert.Equal(t, w.elapsed+3, e.deadline)
+	assert.Equal(t, w.elapsed+3, wake)
+	next, ok := w.nextDue()
+	require.True(t, ok)
+	assert.Equal(t, w.elapsed+3, next)
 }

@@ -1,0 +1,190 @@
+package shardwheel
+
+import (
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+// Keyed timers.
+//
+// A Scheduler keeps two kinds of timers side by side:
+//
+//   - Plain timers, from Schedule and AfterFunc. Their key only routes them
+//     to a shard; any number of them may share a key, and only their
+//     Timeout handle reaches them.
+//   - Indexed timers, from ScheduleKey. Each shard keeps an index from key
+//     to the key's one indexed timer, so CancelKey, ResetKey and Lookup
+//     reach it by key alone, and ScheduleKey on a key replaces the key's
+//     pending indexed timer. Their handles work like any other.
+//
+// The kinds never mix: the index holds only timers from ScheduleKey, so
+// CancelKey and Lookup never see a plain timer, even one with the same key.
+//
+// # The index
+//
+// Each shard's index is an xsync.MapOf from key to shard.Ref, on the shard
+// the key routes to, so keyed calls on keys of different shards write no
+// common line. An entry is the right to cancel its timer by key:
+// ScheduleKey replaces an entry and CancelKey deletes one inside
+// MapOf.Compute, which holds the key's bucket lock, and cancels the timer
+// the entry named in the same critical section (with
+// shard.CancelUnindexed, so that the worker does not look for an entry
+// that is gone already). So while the lock is free, a pending timer named
+// by an entry is the key's indexed timer and the only one.
+//
+// Ordering. MapOf fills an entry, which is immutable, before it publishes
+// it with an atomic store, so a lock-free Load sees a whole entry. The
+// cancel of the replaced timer precedes that store in the critical
+// section, and Go's atomics are sequentially consistent, so whoever loads
+// the new entry finds the old timer cancelled: no one sees two pending
+// indexed timers for a key.
+//
+// An entry can outlive its timer for a moment: a timer that ran, or that
+// was cancelled through its handle, leaves a stale entry, which the shard's
+// worker deletes when it frees the node (shard.Config.Unindex, which
+// deletes only if the entry still names that timer), before the node can
+// be reused for another timer. The worker thus takes bucket locks too,
+// which any goroutine holds only for a cancel and a store; it may wait for
+// a resize of its own shard's index that a ScheduleKey or CancelKey is
+// doing, never for another shard. Readers never trust an entry alone: the
+// Ref carries the node's generation, so a stale entry's timer reports not
+// pending and its Cancel and Reset fail, even once the node is reused.
+
+// keyIndex is one shard's index. The slice of them is only read after New
+// (writes go to each MapOf's own buckets), but it is a small allocation
+// that would share its lines with whatever the allocator puts beside it:
+// the padding keeps each shard's map pointer on a line that nothing else
+// writes, so keyed calls on different shards never share a line here.
+type keyIndex struct {
+	_ [pad.CacheLineSize]byte
+	m *xsync.MapOf[uint64, shard.Ref] // immutable after New
+	_ [pad.CacheLineSize]byte
+}
+
+func newKeyIndex() keyIndex {
+	// The hash is seeded per table by MapOf; mix64 spreads it, as it
+	// spreads keys over shards.
+	return keyIndex{m: xsync.NewMapOfWithHasher[uint64, shard.Ref](func(k, seed uint64) uint64 {
+		return mix64(k ^ seed)
+	})}
+}
+
+// unindex deletes key's entry if it still names r, a timer that has ended.
+// It is shard.Config.Unindex, called by the worker, and ScheduleKey's
+// clean-up for a timer that ended before it was indexed. The lock-free Load
+// skips the bucket lock when the entry is gone or names another timer.
+func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
+	if cur, ok := ix.m.Load(key); !ok || cur != r {
+		return
+	}
+	ix.m.Compute(key, func(cur shard.Ref, loaded bool) (shard.Ref, bool) {
+		return cur, !loaded || cur == r // deleting when not loaded stores nothing
+	})
+}
+
+// add makes t its key's indexed timer, cancelling the one it replaces.
+func (ix *keyIndex) add(t Timeout) {
+	ix.m.Compute(t.key, func(old shard.Ref, loaded bool) (shard.Ref, bool) {
+		if loaded {
+			t.sh.CancelUnindexed(old) // false if old had ended already
+		}
+		return t.ref, false
+	})
+	// t may have ended before its entry was stored (it ran, was cancelled
+	// through a copy of its handle, or Stop returned it and cleared the
+	// index), so that the worker's unindex found nothing to delete.
+	// Pending is read after the store: either the worker's unindex follows
+	// the store, or Pending sees t ended.
+	if !t.sh.Pending(t.ref) {
+		ix.unindex(t.key, t.ref)
+	}
+}
+
+// find returns the Ref of key's entry for which try succeeds. When try
+// fails it looks again, so that an entry replaced meanwhile is tried too:
+// it gives up only when the entry is gone or still names the timer try
+// failed on, which has then ended with no other indexed timer for key.
+func (ix *keyIndex) find(key uint64, try func(shard.Ref) bool) (shard.Ref, bool) {
+	r, ok := ix.m.Load(key)
+	for ok && !try(r) {
+		next, loaded := ix.m.Load(key)
+		if !loaded || next == r {
+			return 0, false
+		}
+		r = next
+	}
+	return r, ok
+}
+
+// keyed returns the shard and index of key.
+func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
+	i := s.ShardOf(key)
+	return s.shards[i], &s.index[i]
+}
+
+// ScheduleKey runs task once, delay from now, as key's indexed timer, and
+// returns its handle. If key already has a pending indexed timer,
+// ScheduleKey replaces it: the old timer is cancelled (its task never runs,
+// its handle reports not pending, and it counts as cancelled in Stats) and
+// the new one takes its place. Concurrent ScheduleKeys on one key leave
+// exactly one of their timers indexed; each of the others is replaced in
+// turn, unless it ran first. Timers from Schedule are not indexed and are
+// never replaced.
+//
+// Delays, errors and routing are Schedule's: the timer runs on the shard
+// that key routes to, a rejected call leaves no trace and replaces nothing.
+// Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
+// shard's index for a few instructions, never waiting for a shard (it waits
+// only while another call is resizing that index, which the caller whose
+// insert or delete crossed a size threshold does at once), and allocates
+// the index entry (16 bytes).
+func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
+	t, err := s.schedule(key, delay, task, true)
+	if err != nil {
+		return Timeout{}, err
+	}
+	s.index[s.ShardOf(key)].add(t)
+	return t, nil
+}
+
+// CancelKey cancels key's indexed timer and reports whether this call
+// stopped it: false if key has no pending indexed timer (none was
+// scheduled, it ran, it was cancelled or replaced, or Stop returned it).
+// Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
+// lock of one bucket of the key's index for a few instructions, as
+// ScheduleKey does. Timers from Schedule are never cancelled by key.
+func (s *Scheduler) CancelKey(key uint64) bool {
+	sh, ix := s.keyed(key)
+	stopped := false
+	ix.m.Compute(key, func(r shard.Ref, loaded bool) (shard.Ref, bool) {
+		stopped = loaded && sh.CancelUnindexed(r)
+		return r, true
+	})
+	return stopped
+}
+
+// ResetKey moves the deadline of key's indexed timer to delay from now
+// (clamped like Schedule's) and reports whether key had a pending indexed
+// timer, as Timeout.Reset does for a handle: if true, the timer runs delay
+// after this call (never earlier) and not at its old deadline. It is
+// lock-free and, like Timeout.Reset, allocates nothing.
+func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
+	sh, ix := s.keyed(key)
+	_, ok := ix.find(key, func(r shard.Ref) bool { return sh.Reset(r, delay) })
+	return ok
+}
+
+// Lookup returns the handle of key's pending indexed timer, and false if key
+// has none. It is lock-free. Timers from Schedule are never found.
+func (s *Scheduler) Lookup(key uint64) (Timeout, bool) {
+	sh, ix := s.keyed(key)
+	r, ok := ix.find(key, sh.Pending)
+	if !ok {
+		return Timeout{}, false
+	}
+	return Timeout{sh: sh, ref: r, key: key}, true
+}
