@@ -184,7 +184,9 @@ func (s *Scheduler) withDeadline(parent context.Context, now, d time.Time, cause
 	if pdone != nil {
 		c.stopParent = context.AfterFunc(parent, fire)
 	}
-	t, err := s.scheduleOn(c.sh, key, delay, fire, false)
+	t, err := s.scheduleOn(c.sh, key, func() (shard.Ref, shard.Reject) {
+		return c.sh.ScheduleAt(key, elapsed, delay, fire) // elapsed is a reading of the shards' clock
+	})
 	if err != nil {
 		if c.stopParent != nil {
 			c.stopParent()

@@ -262,23 +262,26 @@ func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), index
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return s.scheduleOn(s.shards[s.ShardOf(key)], key, delay, task, indexed)
+	sh := s.shards[s.ShardOf(key)]
+	return s.scheduleOn(sh, key, func() (shard.Ref, shard.Reject) {
+		if indexed {
+			return sh.ScheduleIndexed(key, delay, task)
+		}
+		return sh.Schedule(key, delay, task)
+	})
 }
 
-// scheduleOn is schedule on sh, the shard key routes to.
-func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, delay time.Duration, task func(), indexed bool) (Timeout, error) {
+// scheduleOn makes a timer keyed key on sh, the shard key routes to, with
+// try, which calls one of sh's Schedule methods; it borrows pending tokens
+// from other shards and tries again while try reports none.
+func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, try func() (shard.Ref, shard.Reject)) (Timeout, error) {
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
 	var ref shard.Ref
 	var rej shard.Reject
 	for {
-		if indexed {
-			ref, rej = sh.ScheduleIndexed(key, delay, task)
-		} else {
-			ref, rej = sh.Schedule(key, delay, task)
-		}
-		if rej != shard.NoTokens || !s.borrowTokens(sh) {
+		if ref, rej = try(); rej != shard.NoTokens || !s.borrowTokens(sh) {
 			break
 		}
 	}

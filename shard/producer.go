@@ -27,17 +27,27 @@ const (
 // next tick; delay beyond MaxDelay is clamped. It never blocks. When it
 // rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, delay, task, 0)
+	return sh.schedule(key, -1, delay, task, 0)
 }
 
 // ScheduleIndexed is Schedule for a timer that a key index refers to: the
 // worker calls Config.Unindex with its key and Ref when it frees the node.
 func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, delay, task, indexedBit)
+	return sh.schedule(key, -1, delay, task, indexedBit)
 }
 
-// schedule is Schedule with the extra state bits flags (0 or indexedBit).
-func (sh *Shard) schedule(key uint64, delay time.Duration, task func(), flags state) (Ref, Reject) {
+// ScheduleAt is Schedule from a reading of the shard's clock the caller
+// took already (a clock read is a good part of a Schedule): task runs at
+// the first tick that starts at or after now plus delay. now must be a
+// non-negative reading taken before the call.
+func (sh *Shard) ScheduleAt(key uint64, now, delay time.Duration, task func()) (Ref, Reject) {
+	return sh.schedule(key, now, delay, task, 0)
+}
+
+// schedule is Schedule from clock reading now (or the clock's reading
+// when it takes the node, if now < 0), with the extra state bits flags (0
+// or indexedBit).
+func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), flags state) (Ref, Reject) {
 	li, l := sh.myLane()
 	if !sh.acquire(l) {
 		return 0, NoTokens
@@ -53,7 +63,9 @@ func (sh *Shard) schedule(key uint64, delay time.Duration, task func(), flags st
 	// Storing the state before the push publishes the fields above to
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).
-	now := sh.clock.Now()
+	if now < 0 {
+		now = sh.clock.Now()
+	}
 	s := newState(gen, sh.ceilTick(now+sh.clampDelay(delay))) | flags
 	n.State.Store(uint64(s))
 	l.queue.Push(sh.arena, idx, n)
