@@ -97,9 +97,9 @@ const ShardCapacity = pool.Capacity
 // Schedule, AfterFunc, the keyed calls, ShardOf, MaxDelay, the context
 // functions (WithTimeout and its kin), Stop and Shutdown on a zero
 // Scheduler panic with "shardwheel: use New to create a Scheduler". All
-// its methods are
-// safe for concurrent use, including from tasks, and none of them waits for
-// a shard to make progress, except Stop, which waits as it documents.
+// its methods are safe for concurrent use, including from tasks, and none
+// of them waits for a shard to make progress, except Stop and Shutdown,
+// which wait as they document.
 type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
 	index      []keyIndex     // per shard; immutable slice after New (see keyed.go)
