@@ -48,8 +48,8 @@ const (
 	ctxPublished uint32 = 8
 )
 
-// timerCtx is the context of WithDeadlineCause: about 100 bytes, so that
-// with fire it stays within two allocations and 128 bytes.
+// timerCtx is the context of WithDeadlineCause: 96 bytes, so that with
+// fire it stays within two allocations and 112 bytes.
 type timerCtx struct {
 	// Immutable once the context is published (to the wheel by Schedule,
 	// to the parent by context.AfterFunc, to the caller by the return).
@@ -64,7 +64,10 @@ type timerCtx struct {
 
 	ref   atomic.Uint64 // the wheel timer's shard.Ref; 0 until Schedule returned
 	state atomic.Uint32 // see the constants: CAS from ctxLive by finish only
-	done  atomic.Value  // chan struct{}: made by Done; closed by whoever swaps in closedChan
+	// done is Done's channel: made by Done, by CAS from nil, or sealed by
+	// finish with &closedChan, by CAS from nil. finish is its only closer:
+	// when its CAS fails, Done made a channel first, and finish closes it.
+	done atomic.Pointer[chan struct{}]
 	// x holds what most contexts never need. Created by the constructor
 	// (a cause) or by AfterFunc, by CAS; never replaced.
 	x atomic.Pointer[ctxExtra]
@@ -245,7 +248,9 @@ func (c *timerCtx) finish(why uint32) {
 		x.causeCtx = cc
 	}
 	c.state.Store(why)
-	c.closeDone()
+	if !c.done.CompareAndSwap(nil, &closedChan) {
+		close(*c.done.Load())
+	}
 	c.state.Store(why | ctxPublished)
 	if why == ctxParentDone {
 		c.cancelTimer()
@@ -270,30 +275,14 @@ func (c *timerCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // Done returns a channel that is closed when the context is done.
 func (c *timerCtx) Done() <-chan struct{} {
-	if d := c.done.Load(); d != nil {
-		return d.(chan struct{})
+	if p := c.done.Load(); p != nil {
+		return *p
 	}
-	if c.state.Load() > ctxClosing {
-		return closedChan
+	ch := make(chan struct{})
+	if c.done.CompareAndSwap(nil, &ch) {
+		return ch
 	}
-	c.done.CompareAndSwap(nil, make(chan struct{}))
-	// finish may have looked for a channel before ours landed: it stored
-	// the state before it looked, and we stored the channel before we
-	// look at the state, so one of us sees the other.
-	if c.state.Load() > ctxClosing {
-		c.closeDone()
-	}
-	return c.done.Load().(chan struct{})
-}
-
-// closeDone closes the channel Done made, if there is one and nobody else
-// has: whoever replaces it with closedChan closes it. An empty done is
-// left empty (Done then answers from the state), which spares finish the
-// atomic.Value's costly first store when nobody asked for Done.
-func (c *timerCtx) closeDone() {
-	if d := c.done.Load(); d != nil && d != any(closedChan) && c.done.CompareAndSwap(d, closedChan) {
-		close(d.(chan struct{}))
-	}
+	return *c.done.Load() // finish sealed it, or another Done made one
 }
 
 // Err returns nil until Done is closed, then why the context is done. A

@@ -1,5 +1,11 @@
 package shardwheel
 
+import "unsafe"
+
+// TimerCtxSize is the size of a context's struct, which with its closure
+// makes the bytes a context costs.
+const TimerCtxSize = unsafe.Sizeof(timerCtx{})
+
 // LiveSchedulers returns the number of Schedulers made by New and not yet
 // stopped, and RearmLiveWarning lets the next New beyond WarnSchedulers
 // warn again: the warning is once per process, and tests need to see it.
