@@ -130,9 +130,10 @@ func WithRingSize(n int) Option {
 	}
 }
 
-// WithTransferCap sets how many new timers a shard moves from its ring into
-// its wheel per tick. The rest wait in the ring for the next tick. The
-// default is DefaultTransferCap; n must be at least 1.
+// WithTransferCap sets how many new timers a shard moves from its queues
+// into its wheel per tick. The rest wait in the queues for the next tick
+// (those whose deadline passed meanwhile then run at once). The default is
+// DefaultTransferCap; n must be at least 1.
 func WithTransferCap(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

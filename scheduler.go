@@ -36,8 +36,10 @@
 //   - Stale handles are inert: once a timer has ended, its Timeout reports
 //     not pending, and Cancel and Reset on it return false, even after the
 //     node behind it was reused for another timer.
-//   - delay <= 0 runs at the next tick; a delay beyond MaxDelay is clamped
-//     to MaxDelay (795 days at a 1ms tick, 21.8 years at 10ms).
+//   - delay <= 0 runs at the first tick at or after the call (the next
+//     tick, unless the call falls exactly on a tick's start); a delay
+//     beyond MaxDelay is clamped to MaxDelay (795 days at a 1ms tick, 21.8
+//     years at 10ms).
 //   - A panicking task is recovered and reported to the panic handler; its
 //     shard keeps running.
 //
@@ -244,8 +246,9 @@ func (s *Scheduler) ShardOf(key uint64) int {
 
 // Schedule runs task once, delay from now, on the shard that key routes to,
 // and returns a handle to the timer. Timers with equal keys share a shard;
-// keys need not be unique. delay <= 0 runs task at the next tick, and a
-// delay beyond MaxDelay is clamped.
+// keys need not be unique. delay <= 0 runs task at the first tick at or
+// after the call, normally the next, and a delay beyond MaxDelay is
+// clamped.
 //
 // It returns ErrNilTask for a nil task, ErrStopped after Stop, and
 // ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the

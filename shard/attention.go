@@ -60,6 +60,7 @@ func (sh *Shard) processAttention() {
 			// Reset to an earlier deadline: re-file it.
 			sh.w.unlink(idx)
 			sh.stats.counts[cRefiled]++
+			sh.work.refiled++
 			sh.file(idx, s)
 		}
 	}

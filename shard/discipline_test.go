@@ -144,3 +144,34 @@ func TestLatenessIsMeasuredFromTheDeadlineTick(t *testing.T) {
 	assert.Equal(t, int64(3*testTick), st.Lateness.Max())
 	assert.Equal(t, PassWork{Fired: 3}, st.SlowestPass, "the busiest pass and what it did")
 }
+
+// TestForcedCascadeEmptiesTheSlotWhateverFiledSays has a slot whose filed
+// count is short of its length, as 2^32 inserts would leave it were it not
+// saturating: the cascade at its deadline still empties it.
+func TestForcedCascadeEmptiesTheSlotWhateverFiledSays(t *testing.T) {
+	h := newHarness(t)
+	h.pass()
+	w := h.sh.w
+	num := w.num(1, w.elapsed) + 4
+	for id := range 2 {
+		h.schedule(id, h.sh.tickTime(num<<w.shift)-h.clock.Now())
+	}
+	si := w.slotIndex(1, num)
+	require.NotZero(t, w.slots[si].head)
+	w.slots[si].filed = 1
+	h.clock.Advance(20 * testTick) // past the slot's cascade deadline in one pass
+	h.pass()
+	assert.Zero(t, w.slots[si].head)
+	assert.Len(t, h.fired, 2)
+}
+
+// TestFootprintCountsTheWheelNewBuilds: sizes below the minimum get the
+// minimum's wheel, and Footprint says so.
+func TestFootprintCountsTheWheelNewBuilds(t *testing.T) {
+	a, err := New(Config{Tick: 1, WheelSize: 2, TransferCap: 1, OnPanic: func(any) {}})
+	require.NoError(t, err)
+	b, err := New(Config{Tick: 1, WheelSize: minWheelSize, TransferCap: 1, OnPanic: func(any) {}})
+	require.NoError(t, err)
+	require.Len(t, a.w.slots, len(b.w.slots))
+	assert.Equal(t, Footprint(minWheelSize, 2), Footprint(2, 2))
+}

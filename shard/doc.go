@@ -50,9 +50,11 @@
 // incoming queue (ring.Queue, an unbounded intrusive MPSC list through the
 // nodes): a push never blocks and never fails, so no Schedule, from any
 // goroutine or task, waits for any worker. The worker files new timers in
-// the wheel on its passes: at most TransferCap per tick, and, shared with
-// cascades, at most passBudget nodes per pass, passing again at once while
-// more wait; the rest wait in the queue, none lost.
+// the wheel on its passes: at most TransferCap per tick and passBudget per
+// pass, passing again at once while more wait; the rest wait in the queue,
+// none lost. A timer whose tick the worker has already processed (it waited
+// in the queue, or was reset to an earlier deadline) runs at the start of
+// the next pass, before elapsed moves on.
 //
 // Cancel and Reset act on the node's state word with one CAS (see state.go)
 // and never wait for the worker. When the node already sits in the wheel,

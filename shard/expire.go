@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
@@ -13,12 +14,16 @@ import (
 // started with. It returns false if a task closed the shard.
 func (sh *Shard) advance(target uint64, now time.Duration) bool {
 	w := sh.w
+	now, ok := sh.runDue(now)
+	if !ok {
+		return false
+	}
 	for {
 		due, okDue := w.nextDue()
 		c, okC := w.nextCascade()
 		if okC && c.deadline <= target && (!okDue || c.deadline < due) {
 			w.setElapsed(c.deadline)
-			sh.cascade(c.level, c.num, int(w.slots[w.slotIndex(c.level, c.num)].filed))
+			sh.cascade(c.level, c.num, math.MaxInt) // all of it: filed may be short after a wrap
 			continue
 		}
 		if !okDue || due > target {
@@ -34,62 +39,86 @@ func (sh *Shard) advance(target uint64, now time.Duration) bool {
 	return true
 }
 
+// runDue runs the timers file found due already (see insertDue), if any.
+func (sh *Shard) runDue(now time.Duration) (time.Duration, bool) {
+	if !sh.w.dueNow() {
+		return now, true
+	}
+	return sh.runSlot(sh.w.elapsed, now)
+}
+
 // lateSample is how many tasks of one tick share a lateness sample: the
 // clock is read again after that many, so that a tick with many tasks does
 // not report its last ones as on time.
 const lateSample = 64
 
 // runSlot expires the nodes of level-0 slot number due (the tick elapsed
-// just reached) and returns the clock reading after their tasks. now is a
-// reading taken before it started.
+// just reached, or elapsed itself for the timers insertDue filed) and
+// returns the clock reading after their tasks. now is a reading taken
+// before it started. Lateness is measured from each task's own deadline
+// tick, one sample for a run of up to lateSample tasks of the same tick.
 func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
-	start, ran := sh.tickTime(due), uint64(0)
+	var tick, ran uint64
+	record := func() {
+		if ran > 0 && sh.cfg.Stats {
+			sh.stats.lateness.RecordN(int64(now-sh.tickTime(tick)), ran)
+			now = sh.clock.Now() // tasks took time: later ones start later
+		}
+		ran = 0
+	}
 	for idx := sh.w.take(due); idx != 0; {
 		n := sh.arena.Node(idx)
 		next := sh.w.detach(n)
-		fired, ok := sh.expire(idx, n)
+		t, fired, ok := sh.expire(idx, n)
 		if !ok {
 			return now, false
 		}
 		if fired {
-			if ran++; ran == lateSample && sh.cfg.Stats {
-				sh.stats.lateness.RecordN(int64(now-start), ran)
-				now, ran = sh.clock.Now(), 0
+			if t != tick || ran == lateSample {
+				record()
+				tick = t
 			}
+			ran++
 		}
 		idx = next
 	}
-	if ran > 0 && sh.cfg.Stats {
-		sh.stats.lateness.RecordN(int64(now-start), ran)
-		now = sh.clock.Now() // tasks took time: later slots start later
-	}
+	record()
 	return now, true
 }
 
-// cascadeAhead moves down, before target is processed, a share of each
-// higher-level slot whose window is open: in proportion to the ticks this
-// pass covers out of those left before the slot's deadline, and at least
-// cascadeChunk nodes, so that a small slot moves in one go and the worker
-// need not tick for it. A slot whose deadline this pass reaches is left to
-// advance, which moves it at that deadline. It returns the nodes moved.
-func (sh *Shard) cascadeAhead(target uint64) int {
+// cascadeAhead moves down a share of each higher-level slot whose window
+// is open, after advance has brought elapsed to the pass's target: in
+// proportion to the ticks since the last pass that paced (within the
+// window) out of those left before the slot's cascade deadline, and at
+// least cascadeChunk nodes, so that a small slot moves in one go and the
+// worker need not tick for it. Passes again within the same tick move
+// nothing more. It returns the nodes moved.
+func (sh *Shard) cascadeAhead() int {
 	w := sh.w
-	moved := 0
-	if target <= w.elapsed || w.count == 0 {
-		return 0 // no new tick: the share was moved already
+	e := w.elapsed
+	if e == sh.pacedTick || w.count == 0 {
+		sh.pacedTick = e
+		return 0
 	}
+	moved := 0
 	for l := w.levels - 1; l >= 1; l-- {
-		num := w.num(l, w.elapsed) + 1
+		num := w.num(l, e) + 1
 		sl := &w.slots[w.slotIndex(l, num)]
-		d := w.cascadeDeadline(l, num)
-		if sl.head == 0 || d <= target {
+		if sl.head == 0 {
 			continue
 		}
+		// advance has moved every slot whose deadline it reached.
+		d := w.cascadeDeadline(l, num)
+		covered := e - max(sh.pacedTick, w.windowOpen(l, num)-1)
 		filed := uint64(sl.filed)
-		share := (filed*(target-w.elapsed) + d - w.elapsed - 1) / (d - w.elapsed)
+		share := filed
+		if covered < d-e+1 {
+			share = (filed*covered + d - e) / (d - e + covered)
+		}
 		share = max(share, min(filed, cascadeChunk))
 		moved += sh.cascade(l, num, int(share))
 	}
+	sh.pacedTick = e
 	return moved
 }
 
@@ -111,7 +140,11 @@ func (sh *Shard) cascade(l int, num uint64, limit int) int {
 		s := state(n.State.Load())
 		switch s.status() {
 		case statusPending:
-			sh.file(idx, s)
+			// Not file: a Reset may have made it due already, and
+			// advance may be past its due-now slot. Its attention
+			// entry re-files it at the next pass, if it is not run
+			// at the next tick first.
+			sh.w.insert(idx, max(unwrapTicks(s.ticks38(), sh.w.elapsed), sh.w.elapsed+1))
 		case statusCancelled:
 			sh.releaseNode(idx, n, s, int(idx))
 		default:
@@ -125,17 +158,18 @@ func (sh *Shard) cascade(l int, num uint64, limit int) int {
 
 // expire handles a node whose level-0 slot came due: re-file it if a Reset
 // moved its deadline later, else fire it. It reports whether it ran the
-// task, and false for ok if a task closed the shard.
-func (sh *Shard) expire(idx uint32, n *pool.Node) (fired, ok bool) {
+// task and its deadline tick, and false for ok if a task closed the shard.
+func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) {
 	for {
 		s := state(n.State.Load())
 		switch s.status() {
 		case statusPending:
-			if unwrapTicks(s.ticks38(), sh.w.elapsed) > sh.w.elapsed {
+			tick = unwrapTicks(s.ticks38(), sh.w.elapsed)
+			if tick > sh.w.elapsed {
 				sh.stats.counts[cRefiled]++
 				sh.work.refiled++
 				sh.file(idx, s)
-				return false, true
+				return 0, false, true
 			}
 			fs, ok := fire(n, s)
 			if !ok {
@@ -147,10 +181,10 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (fired, ok bool) {
 			sh.work.fired++
 			sh.releaseNode(idx, n, fs, int(idx))
 			sh.runTask(task)
-			return true, !sh.closed.Load()
+			return tick, true, !sh.closed.Load()
 		case statusCancelled:
 			sh.releaseNode(idx, n, s, int(idx))
-			return false, true
+			return 0, false, true
 		default:
 			badNode(idx, s, "new or fired node in the wheel")
 		}

@@ -41,13 +41,14 @@ func (sh *Shard) run() {
 	}
 }
 
-// passBudget bounds the nodes one pass moves, cascades and transfers
-// together (tasks that are due always run): a pass at 30-100ns a node then
-// takes well under a millisecond, so timers that come due while a burst is
-// being taken in run on time.
+// passBudget bounds the new timers one pass takes in (tasks that are due
+// always run): at 30-100ns a node, well under a millisecond, so timers
+// that come due while a burst is being taken in run on time. Cascades are
+// bounded by their own shares (cascadeAhead), not by this budget: they have
+// deadlines, and a sustained burst must not starve them into one big move.
 const passBudget = 8192
 
-// pass does one round of work: attention, cascades, transfer, expiry. It
+// pass does one round of work: attention, transfer, expiry, cascades. It
 // returns false if a task closed the shard, in which case it abandons the
 // round: Drain has claimed every live node, and the wheel is never used
 // again.
@@ -68,9 +69,11 @@ func (sh *Shard) pass() bool {
 	}
 	sh.work = passWork{}
 	sh.processAttention()
-	moved := sh.cascadeAhead(target)
-	sh.more = sh.transfer(target, max(passBudget-moved, 0))
+	sh.more = sh.transfer(target, passBudget)
 	ok := sh.advance(target, now)
+	if ok {
+		sh.cascadeAhead()
+	}
 	for i := range sh.freed {
 		sh.arena.PutChain(i, &sh.freed[i])
 	}

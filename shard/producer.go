@@ -23,8 +23,8 @@ const (
 )
 
 // Schedule files task to run delay from now: at the first tick that starts
-// at or after the clock reading it takes plus delay. delay <= 0 runs at the
-// next tick; delay beyond MaxDelay is clamped. It never blocks. When it
+// at or after the clock reading it takes plus delay (for delay <= 0, the
+// first tick at or after the call); delay beyond MaxDelay is clamped. It never blocks. When it
 // rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
 	return sh.schedule(key, -1, delay, task, 0)

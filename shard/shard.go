@@ -111,18 +111,20 @@ type Shard struct {
 	drained atomic.Pointer[[]atomic.Uint64]
 
 	// Worker only, except where workerStats says otherwise.
-	stats    workerStats
-	work     passWork // what the current pass did
-	slept    bool     // the last sleep passed over ticks with nothing due
-	timed    bool     // the worker planned to process wakeTick when due
-	more     bool     // the pass left work for another one at once
-	wakeTick uint64   // the tick the worker last planned to process next
-	w        *wheel
-	freed    []pool.Chain // per lane
-	rr       int          // lane transfer starts at, rotated for fairness
-	capTick  uint64       // tick whose transfer budget capUsed counts
-	capUsed  int
-	quieted  bool // quiet is closed
+	stats workerStats
+	work  passWork // what the current pass did
+	slept bool     // the last sleep passed over ticks with nothing due
+	timed bool     // the worker planned to process wakeTick when due
+	more  bool     // the pass left work for another one at once
+	// pacedTick is the elapsed tick at which cascadeAhead last ran.
+	pacedTick uint64
+	wakeTick  uint64 // the tick the worker last planned to process next
+	w         *wheel
+	freed     []pool.Chain // per lane
+	rr        int          // lane transfer starts at, rotated for fairness
+	capTick   uint64       // tick whose transfer budget capUsed counts
+	capUsed   int
+	quieted   bool // quiet is closed
 }
 
 // lane is the part of a shard that producers running on one P use: its own
@@ -221,7 +223,7 @@ func (sh *Shard) Time(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at) 
 func Footprint(wheelSize, lanes int) int {
 	nLanes := uintptr(1) << bits.Len(uint(max(lanes, 1)-1))
 	perLane := unsafe.Sizeof(lane{}) + pad.CacheLineSize + unsafe.Sizeof(pool.Chain{})
-	levels, size := uintptr(wheelLevels(wheelSize)), uintptr(wheelSize)
+	levels, size := uintptr(wheelLevels(wheelSize)), uintptr(max(wheelSize, minWheelSize))
 	slots := levels * (size*unsafe.Sizeof(slotList{}) + (size+63)/64*8)
 	return int(unsafe.Sizeof(Shard{}) + unsafe.Sizeof(pool.Arena{}) + unsafe.Sizeof(wheel{}) + nLanes*perLane + slots)
 }

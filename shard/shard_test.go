@@ -45,10 +45,50 @@ func ceilTo(d, unit time.Duration) time.Duration { return (d + unit - 1) / unit 
 func TestNonPositiveDelayRunsAtNextTick(t *testing.T) {
 	for _, d := range []time.Duration{0, -1, -time.Hour, math.MinInt64} {
 		h := newHarness(t)
+		h.clock.Advance(testTick / 2) // inside a tick, as nearly every call is
 		h.schedule(1, d)
 		require.Empty(t, h.fired, "not before the next tick")
 		h.step(testTick)
 		require.Contains(t, h.fired, 1, "delay %v", d)
+	}
+}
+
+// TestNonPositiveDelayOnATickBoundaryRunsAtOnce schedules at the very start
+// of a tick the shard has processed: the first tick at or after the call is
+// that one, so the timer runs in the pass that takes it in, not a tick
+// later (and not before the call).
+func TestNonPositiveDelayOnATickBoundaryRunsAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.pass()
+	call := h.clock.Now()
+	require.Equal(t, h.sh.tickTime(h.sh.w.elapsed), call, "on the boundary of the processed tick")
+	h.schedule(1, 0)
+	require.Contains(t, h.fired, 1)
+	assert.Equal(t, call, h.fired[1])
+}
+
+// TestBurstBeyondTheBudgetRunsOnTime has more timers due at one tick than
+// one pass takes in: those the first pass left in the queue run in the
+// pass the worker makes at once after it, not a tick later.
+func TestBurstBeyondTheBudgetRunsOnTime(t *testing.T) {
+	h := newHarness(t)
+	h.pass()
+	ran := map[int]uint64{}
+	for i := range passBudget + 10 {
+		_, rej := h.sh.Schedule(uint64(i), testTick, func() { ran[i] = h.sh.w.elapsed })
+		require.Equal(t, Accepted, rej)
+	}
+	due := h.sh.ceilTick(h.clock.Now() + testTick)
+	h.clock.Advance(testTick)
+	h.pass()
+	require.Equal(t, due, h.sh.w.elapsed)
+	require.True(t, h.sh.more, "budget reached: the worker passes again at once")
+	assert.Len(t, ran, passBudget)
+	h.pass() // at once: same tick, takes the last 10 in and runs them
+	require.False(t, h.sh.more)
+	require.Len(t, ran, passBudget+10, "every timer due at that tick has run")
+	for i, at := range ran {
+		require.Equal(t, due, at, "timer %d", i)
 	}
 }
 

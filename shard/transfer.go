@@ -80,9 +80,15 @@ func (sh *Shard) accept(idx uint32, lane int) {
 	}
 }
 
-// file inserts a pending node at its deadline, or at the next tick if that
-// has passed (delay <= 0, or a Reset that is already due).
+// file inserts a pending node at its deadline tick. One whose tick the
+// worker has processed already (delay <= 0, an earlier Reset, or a timer a
+// budget-limited pass left in its queue while advance went on) is due now:
+// it runs at the start of this pass's advance, never early, since the clock
+// has reached that tick.
 func (sh *Shard) file(idx uint32, s state) {
-	t := max(unwrapTicks(s.ticks38(), sh.w.elapsed), sh.w.elapsed+1)
-	sh.w.insert(idx, t)
+	if t := unwrapTicks(s.ticks38(), sh.w.elapsed); t > sh.w.elapsed {
+		sh.w.insert(idx, t)
+	} else {
+		sh.w.insertDue(idx)
+	}
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"math/bits"
 
 	"github.com/shardwheel/shardwheel/pool"
@@ -123,7 +124,23 @@ func (w *wheel) slotIndex(l int, num uint64) uint32 {
 // insert files node idx, due at tick t, in the wheel. t must be > elapsed.
 func (w *wheel) insert(idx uint32, t uint64) {
 	l := w.levelFor(t)
-	si := w.slotIndex(l, w.num(l, t))
+	w.link(idx, w.slotIndex(l, w.num(l, t)))
+}
+
+// insertDue files node idx, due at or before elapsed, in elapsed's own
+// level-0 slot, which is otherwise empty (every tick up to elapsed has been
+// processed): advance runs it before anything else, in the same pass.
+func (w *wheel) insertDue(idx uint32) {
+	w.link(idx, w.slotIndex(0, w.elapsed))
+}
+
+// dueNow reports whether insertDue filed anything since advance last ran.
+func (w *wheel) dueNow() bool {
+	return w.slots[w.slotIndex(0, w.elapsed)].head != 0
+}
+
+// link appends node idx to slot si's list.
+func (w *wheel) link(idx uint32, si uint32) {
 	sl := &w.slots[si]
 	n := w.arena.Node(idx)
 	n.Next = slotEnd | si
@@ -136,7 +153,7 @@ func (w *wheel) insert(idx uint32, t uint64) {
 		w.arena.Node(sl.tail).Next = idx
 	}
 	sl.tail = idx
-	sl.filed++
+	sl.filed = min(sl.filed+1, math.MaxUint32) // an upper bound: saturate, never wrap
 	w.count++
 }
 
