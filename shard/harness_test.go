@@ -43,8 +43,7 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	return h
 }
 
-// schedule files timer id and lets the "worker" pick it up at once, so its
-// deadline is resolved at exactly the current clock reading.
+// schedule files timer id and lets the "worker" pick it up at once.
 func (h *harness) schedule(id int, delay time.Duration) Ref {
 	h.t.Helper()
 	r, rej := h.sh.Schedule(uint64(id), delay, func() {

@@ -76,14 +76,14 @@ func runModel(t *testing.T, ops []byte) {
 				check() // a timer due at the call's tick may run in that pass
 				continue
 			}
-			// Leave it in its queue: the worker resolves it at the next
-			// pass, which may be later than now, but never earlier.
+			// Leave it in its queue: the worker files it at the next
+			// pass, which may be a few ticks later, but its deadline
+			// counts from now.
 			id := len(timers) - 1
 			r, rej := h.sh.Schedule(uint64(id), delay, func() { h.fired[id] = h.clock.Now() })
 			require.Equal(t, Accepted, rej)
 			tm.ref = r
-			tm.due = now + max(delay, 0)
-			tm.latest = 1<<62 - 1 // lateness is bounded by the step, checked elsewhere
+			arm(tm, now, delay) // anchored at the call, not at the pass that files it
 		case 1: // cancel
 			if len(timers) == 0 {
 				continue

@@ -105,15 +105,16 @@ func TestHugeDelayIsClampedNotWrapped(t *testing.T) {
 	assert.True(t, h.sh.Pending(r))
 }
 
-func TestLongDelayKeptInTicksIsNeverEarly(t *testing.T) {
-	// Delays of 2^38 ns and more are carried in whole ticks until the
-	// worker resolves them; rounding must go up.
+func TestLongDelayIsNeverEarly(t *testing.T) {
+	// A delay of 2^38 ns and more, at a tick that does not divide it:
+	// rounding to the tick grid must go up, before and after the worker
+	// files the timer.
 	h := newHarness(t, func(c *Config) { c.Tick = 7 * time.Millisecond })
 	delay := time.Duration(1<<ticksBits) + 3
 	now := h.clock.Now()
 	r, rej := h.sh.Schedule(1, delay, func() {})
 	require.Equal(t, Accepted, rej)
-	dl, ok := h.sh.Deadline(r) // unresolved: earliest possible run
+	dl, ok := h.sh.Deadline(r) // still in its queue
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, dl, now+delay)
 	require.True(t, h.sh.pass())
