@@ -214,8 +214,9 @@ func exactPercentiles(v []time.Duration) hist.Percentiles {
 	return hist.Percentiles{P50: at(0.5), P90: at(0.9), P99: at(0.99), P999: at(0.999), Max: v[len(v)-1], Count: uint64(len(v))}
 }
 
-// median returns the median of f over impl's runs.
-func (b *Burst) median(impl string, f func(r *BurstResult) float64) (float64, bool) {
+// summary returns the median of f over impl's runs and its range, and
+// false if impl has no run.
+func (b *Burst) summary(impl string, f func(r *BurstResult) float64) (med, lo, hi float64, ok bool) {
 	var v []float64
 	for i := range b.Runs {
 		if b.Runs[i].Impl == impl {
@@ -223,31 +224,10 @@ func (b *Burst) median(impl string, f func(r *BurstResult) float64) (float64, bo
 		}
 	}
 	if len(v) == 0 {
-		return 0, false
+		return 0, 0, 0, false
 	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2], true
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
-}
-
-// spread returns the smallest and largest f over impl's runs.
-func (b *Burst) spread(impl string, f func(r *BurstResult) float64) (lo, hi float64) {
-	first := true
-	for i := range b.Runs {
-		if b.Runs[i].Impl == impl {
-			v := f(&b.Runs[i])
-			if first || v < lo {
-				lo = v
-			}
-			if first || v > hi {
-				hi = v
-			}
-			first = false
-		}
-	}
-	return lo, hi
+	med, lo, hi = medianRange(v)
+	return med, lo, hi, true
 }
 
 // writeText writes one row per figure: the median over the runs of each
@@ -283,13 +263,12 @@ func (b *Burst) writeText(w io.Writer) error {
 		cells := []string{row.label}
 		var meds [2]float64
 		for i, impl := range []string{nameWheel, nameStdlib} {
-			m, ok := b.median(impl, row.f)
+			m, lo, hi, ok := b.summary(impl, row.f)
 			if !ok {
 				cells = append(cells, "n/a")
 				continue
 			}
 			meds[i] = m
-			lo, hi := b.spread(impl, row.f)
 			cells = append(cells, fmt.Sprintf("%s (%s-%s)", row.show(m), row.show(lo), row.show(hi)))
 		}
 		ratio := "-"

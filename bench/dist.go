@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -25,4 +26,15 @@ func residual(r *rand.Rand, lo, hi time.Duration) time.Duration {
 		return time.Duration(r.Float64() * a)
 	}
 	return time.Duration(b - (b-a)*math.Sqrt(r.Float64()))
+}
+
+// medianRange returns the median of v, which it sorts, and its smallest and
+// largest values. v must not be empty.
+func medianRange(v []float64) (med, lo, hi float64) {
+	slices.Sort(v)
+	med = v[len(v)/2]
+	if len(v)%2 == 0 {
+		med = (v[len(v)/2-1] + med) / 2
+	}
+	return med, v[0], v[len(v)-1]
 }

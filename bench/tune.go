@@ -97,12 +97,7 @@ func (pt *TunePoint) summarize() {
 		for i := range runs {
 			v[i] = f(&runs[i])
 		}
-		slices.Sort(v)
-		med = v[len(v)/2]
-		if len(v)%2 == 0 {
-			med = (v[len(v)/2-1] + med) / 2
-		}
-		return med, v[0], v[len(v)-1]
+		return medianRange(v)
 	}
 	cpu, cpuLo, cpuHi := mid(func(r *Result) float64 { return r.CPUPerOp })
 	lag, lagLo, lagHi := mid(func(r *Result) float64 { return float64(lagP99(r)) })
