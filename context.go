@@ -408,5 +408,6 @@ func handOver(t Timeout, due time.Duration) bool {
 		return false
 	}
 	time.AfterFunc(time.Until(t.sh.Time(due)), task)
+	t.sh.Unclaim(t.ref) // not returned by Stop, so Task reports nil, as documented
 	return true
 }

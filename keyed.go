@@ -86,22 +86,35 @@ func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 	})
 }
 
-// add makes t its key's indexed timer, cancelling the one it replaces.
-func (ix *keyIndex) add(t Timeout) {
-	ix.m.Compute(t.key, func(old shard.Ref, loaded bool) (shard.Ref, bool) {
+// add makes the timer schedule makes its key's indexed timer, cancelling
+// the one it replaces, and returns it. schedule runs under the key's bucket
+// lock, so that no other keyed call on the key, the new timer's own task
+// included (it may run before add returns and re-arm its key), comes
+// between it and the store of its entry.
+func (ix *keyIndex) add(key uint64, schedule func() (Timeout, error)) (Timeout, error) {
+	var t Timeout
+	var err error
+	ix.m.Compute(key, func(old shard.Ref, loaded bool) (shard.Ref, bool) {
+		if t, err = schedule(); err != nil {
+			return old, !loaded // unchanged (deleting nothing stores nothing)
+		}
 		if loaded {
 			t.sh.CancelUnindexed(old) // false if old had ended already
 		}
 		return t.ref, false
 	})
+	if err != nil {
+		return Timeout{}, err
+	}
 	// t may have ended before its entry was stored (it ran, was cancelled
 	// through a copy of its handle, or Stop returned it and cleared the
 	// index), so that the worker's unindex found nothing to delete.
 	// Pending is read after the store: either the worker's unindex follows
 	// the store, or Pending sees t ended.
 	if !t.sh.Pending(t.ref) {
-		ix.unindex(t.key, t.ref)
+		ix.unindex(key, t.ref)
 	}
+	return t, nil
 }
 
 // find returns the Ref of key's entry for which try succeeds. When try
@@ -130,25 +143,30 @@ func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
 // returns its handle. If key already has a pending indexed timer,
 // ScheduleKey replaces it: the old timer is cancelled (its task never runs,
 // its handle reports not pending, and it counts as cancelled in Stats) and
-// the new one takes its place. Concurrent ScheduleKeys on one key leave
+// the new one takes its place, in one step under the lock of the key's
+// bucket, so that CancelKey, other ScheduleKeys and the new timer's own
+// task (which may run before ScheduleKey returns, and may re-arm its key)
+// see one or the other; lock-free Lookup and ResetKey may still find the
+// old one pending until ScheduleKey returns. Concurrent ScheduleKeys on one key leave
 // exactly one of their timers indexed; each of the others is replaced in
 // turn, unless it ran first. Timers from Schedule are not indexed and are
 // never replaced.
 //
 // Delays, errors and routing are Schedule's: the timer runs on the shard
-// that key routes to, a rejected call leaves no trace and replaces nothing.
+// that key routes to, a rejected call leaves no trace and replaces nothing
+// (at the WithMaxPending limit the new timer needs a token before the old
+// one's is freed, so replacing fails there too).
 // Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
 // shard's index for a few instructions, never waiting for a shard (it waits
 // only while another call is resizing that index, which the caller whose
 // insert or delete crossed a size threshold does at once), and allocates
 // the index entry (16 bytes).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
-	t, err := s.schedule(key, delay, task, true)
-	if err != nil {
-		return Timeout{}, err
+	if task == nil {
+		return Timeout{}, ErrNilTask
 	}
-	s.index[s.ShardOf(key)].add(t)
-	return t, nil
+	_, ix := s.keyed(key)
+	return ix.add(key, func() (Timeout, error) { return s.schedule(key, delay, task, true) })
 }
 
 // CancelKey cancels key's indexed timer and reports whether this call

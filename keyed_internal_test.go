@@ -48,7 +48,9 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			}
 			// Whether or not the worker has freed the node yet, the
 			// entry must be gone as soon as add returns.
-			s.index[0].add(tm)
+			got, err := s.index[0].add(1, func() (Timeout, error) { return tm, nil })
+			require.NoError(t, err)
+			require.Equal(t, tm, got)
 			assert.Zero(t, IndexLen(s), "add left an entry for a timer that had ended")
 			_, found := s.Lookup(1)
 			assert.False(t, found)

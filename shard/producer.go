@@ -32,6 +32,8 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 
 // ScheduleIndexed is Schedule for a timer that a key index refers to: the
 // worker calls Config.Unindex with its key and Ref when it frees the node.
+// It never yields the processor (see yieldIfBehind): its caller holds a
+// lock of the index that other callers, the worker among them, may want.
 func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
 	return sh.schedule(key, -1, delay, task, indexedBit)
 }
@@ -85,7 +87,9 @@ func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), fla
 		}
 	}
 	l.scheduled.Add(1)
-	sh.yieldIfBehind(l, now)
+	if flags&indexedBit == 0 {
+		sh.yieldIfBehind(l, now)
+	}
 	return makeRef(idx, gen), Accepted
 }
 

@@ -14,8 +14,8 @@ package shard
 // gives a token back clears Dry after adding it, and the scan that sets Dry
 // scans once more after setting it (package shardwheel's borrowTokens), so
 // with sequentially consistent atomics either that rescan sees the token or
-// the giver sees Dry and clears it: Dry never hides a spare token for
-// longer than a concurrent rescan.
+// the giver sees Dry and clears it: a Schedule that starts after giveBack
+// has returned finds the token.
 
 // acquire takes a pending token for a Schedule on lane l, stealing from the
 // shard's other lanes when l has none.

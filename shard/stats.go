@@ -9,7 +9,9 @@ import (
 
 // Stats is a snapshot of one shard's counters and latency distributions.
 // Counts are totals since the shard started. The worker publishes its
-// counters once per pass, so a snapshot may lag the worker by one pass and
+// counters once per pass, after the pass's tasks ran (a task that reads
+// Stats does not see its own pass), so a snapshot may lag the worker by one
+// pass and
 // its fields were not all read at the same instant: consistent enough for
 // monitoring, not for accounting (use Scheduler.Pending for that).
 type Stats struct {
@@ -47,10 +49,12 @@ type Stats struct {
 	// Refiled counts timers moved within the wheel: cascades from a
 	// higher level, and Resets found at their old slot.
 	Refiled uint64 `json:"refiled"`
-	// RefiledPeak is the most timers one pass moved within the wheel.
-	// Cascades are spread over the ticks before a slot comes due, so it
-	// stays near a slot's size divided by its window (see the package
-	// comment), unless the worker fell that far behind.
+	// RefiledPeak is the most timers one pass moved within the wheel:
+	// cascades, at most, per higher level, the larger of 1024 and the
+	// slot's share (its timers times the ticks the pass covers, over the
+	// ticks left before the slot's cascade deadline; a whole slot only
+	// if the worker stalled past that deadline), plus timers whose Reset
+	// moved them.
 	RefiledPeak int `json:"refiled_peak"`
 	// SlowestPass is the longest pass the worker made and what it did:
 	// the cause of the worst stall a shard had.

@@ -99,6 +99,15 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64, due time.Duration)) {
 	}
 }
 
+// Unclaim forgets that Drain claimed the timer r, so that Claimed reports
+// nil for it from now on: its claimant has handed the task elsewhere.
+func (sh *Shard) Unclaim(r Ref) {
+	idx, _ := r.split()
+	if p := sh.drained.Load(); p != nil && int(idx/64) < len(*p) {
+		(*p)[idx/64].And(^(uint64(1) << (idx % 64)))
+	}
+}
+
 // Claimed returns the task of the timer r if Drain claimed it (from the
 // moment it did), and nil otherwise. A set bit is read after Drain's CAS
 // on the node (the Or follows it), so the task the producer wrote before
