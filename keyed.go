@@ -157,7 +157,9 @@ func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
 // (at the WithMaxPending limit the new timer needs a token before the old
 // one's is freed, so replacing fails there too).
 // Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
-// shard's index for a few instructions, never waiting for a shard (it waits
+// shard's index, which it holds while it schedules the new timer and
+// cancels the old (never yielding the processor meanwhile), never waiting
+// for a shard (it waits
 // only while another call is resizing that index, which the caller whose
 // insert or delete crossed a size threshold does at once), and allocates
 // the index entry (16 bytes).
@@ -173,8 +175,7 @@ func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (T
 // stopped it: false if key has no pending indexed timer (none was
 // scheduled, it ran, it was cancelled or replaced, or Stop returned it).
 // Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
-// lock of one bucket of the key's index for a few instructions, as
-// ScheduleKey does. Timers from Schedule are never cancelled by key.
+// lock of one bucket of the key's index for the length of a cancel. Timers from Schedule are never cancelled by key.
 func (s *Scheduler) CancelKey(key uint64) bool {
 	sh, ix := s.keyed(key)
 	stopped := false

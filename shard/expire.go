@@ -92,15 +92,14 @@ func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
 // window) out of those left before the slot's cascade deadline, and at
 // least cascadeChunk nodes, so that a small slot moves in one go and the
 // worker need not tick for it. Passes again within the same tick move
-// nothing more. It returns the nodes moved.
-func (sh *Shard) cascadeAhead() int {
+// nothing more.
+func (sh *Shard) cascadeAhead() {
 	w := sh.w
 	e := w.elapsed
 	if e == sh.pacedTick || w.count == 0 {
 		sh.pacedTick = e
-		return 0
+		return
 	}
-	moved := 0
 	for l := w.levels - 1; l >= 1; l-- {
 		num := w.num(l, e) + 1
 		sl := &w.slots[w.slotIndex(l, num)]
@@ -116,10 +115,9 @@ func (sh *Shard) cascadeAhead() int {
 			share = (filed*covered + d - e) / (d - e + covered)
 		}
 		share = max(share, min(filed, cascadeChunk))
-		moved += sh.cascade(l, num, int(share))
+		sh.cascade(l, num, int(share))
 	}
 	sh.pacedTick = e
-	return moved
 }
 
 // cascadeChunk is the least cascadeAhead moves of a slot in a pass: a few
@@ -127,8 +125,8 @@ func (sh *Shard) cascadeAhead() int {
 const cascadeChunk = 1024
 
 // cascade moves up to limit nodes of level l's slot num down the wheel,
-// where their deadlines now fit, and returns how many it moved.
-func (sh *Shard) cascade(l int, num uint64, limit int) int {
+// where their deadlines now fit.
+func (sh *Shard) cascade(l int, num uint64, limit int) {
 	si := sh.w.slotIndex(l, num)
 	moved := 0
 	for ; moved < limit; moved++ {
@@ -153,7 +151,6 @@ func (sh *Shard) cascade(l int, num uint64, limit int) int {
 	}
 	sh.stats.counts[cRefiled] += uint64(moved)
 	sh.work.refiled += moved
-	return moved
 }
 
 // expire handles a node whose level-0 slot came due: re-file it if a Reset

@@ -24,8 +24,8 @@ const (
 
 // Schedule files task to run delay from now: at the first tick that starts
 // at or after the clock reading it takes plus delay (for delay <= 0, the
-// first tick at or after the call); delay beyond MaxDelay is clamped. It never blocks. When it
-// rejects the timer (see Reject), it leaves no trace.
+// first tick at or after the call); delay beyond MaxDelay is clamped. It
+// never blocks. When it rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
 	return sh.schedule(key, -1, delay, task, 0)
 }
@@ -68,7 +68,7 @@ func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), fla
 	if now < 0 {
 		now = sh.clock.Now()
 	}
-	s := newState(gen, sh.ceilTick(now+sh.clampDelay(delay))) | flags
+	s := newState(gen, sh.deadlineTick(now, delay)) | flags
 	n.State.Store(uint64(s))
 	l.queue.Push(sh.arena, idx, n)
 	if sh.parked.Load() != 0 {
@@ -165,7 +165,7 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 	if !ok {
 		return false
 	}
-	t := sh.deadlineTick(delay)
+	t := sh.deadlineTick(sh.clock.Now(), delay)
 	for {
 		s, mine := load(n, gen)
 		if !mine || !s.live() {

@@ -39,8 +39,9 @@ func (sh *Shard) tickTime(t uint64) time.Duration {
 	return sh.origin + time.Duration(int64(t)*sh.tick)
 }
 
-// deadlineTick returns the tick a timer set delay from now is due at: the
-// first tick that starts at or after the deadline, so never early.
-func (sh *Shard) deadlineTick(delay time.Duration) uint64 {
-	return sh.ceilTick(sh.clock.Now() + sh.clampDelay(delay))
+// deadlineTick returns the tick a timer set delay after clock reading now
+// is due at: the first tick that starts at or after the deadline, so never
+// early.
+func (sh *Shard) deadlineTick(now, delay time.Duration) uint64 {
+	return sh.ceilTick(now + sh.clampDelay(delay))
 }
