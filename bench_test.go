@@ -255,66 +255,99 @@ func runResets(b *testing.B, parallel bool, reset func(i int)) {
 	reportRate(b, "resets/s")
 }
 
-const residentTimers = 1_000_000
+// residentCounts are the resident populations BenchmarkResident measures:
+// a busy proxy's million, and the 5M for closure-free timers.
+var residentCounts = []int{1_000_000, 5_000_000}
 
 // residentTask returns the closure every resident timer carries: one
 // captured pointer, the shape of a typical "cancel this request" callback.
 func residentTask(p *int) func() { return func() { *p++ } }
 
 // scheduleResident schedules n timers with delays spread over [10s, 60s]:
-// none is due during the measurement.
-func scheduleResident(b *testing.B, n int, schedule func(i int, d time.Duration, task func())) {
+// none is due during the measurement. It reports the allocations per timer
+// of the whole loop, the benchmark's own closure included (task is nil for
+// the handler form, which has none).
+func scheduleResident(b *testing.B, n int, withTask bool, schedule func(i int, d time.Duration, task func())) {
 	b.Helper()
 	var sink int
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	for i := range n {
 		d := 10*time.Second + time.Duration(i%50_000)*time.Millisecond
-		schedule(i, d, residentTask(&sink))
+		var task func()
+		if withTask {
+			task = residentTask(&sink)
+		}
+		schedule(i, d, task)
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(n), "allocs/timer")
+}
+
+// BenchmarkResident measures what 1M and 5M pending timers cost while
+// nothing is due: heap bytes per timer (closure included), GC mark CPU of
+// one forced collection, and the CPU the process burns doing nothing for a
+// second at a 1ms tick (on Unix, from getrusage; elsewhere that metric is
+// omitted). "shardwheel" timers carry a one-pointer closure each, as
+// "afterfunc" ones do; "handler" timers share one Handler and carry none.
+// Run it with -benchtime 1x: each iteration is one full run.
+func BenchmarkResident(b *testing.B) {
+	for _, n := range residentCounts {
+		label := fmt.Sprintf("%dM", n/1_000_000)
+		b.Run(label+"/shardwheel", func(b *testing.B) { residentWheel(b, n, false) })
+		b.Run(label+"/handler", func(b *testing.B) { residentWheel(b, n, true) })
+		b.Run(label+"/afterfunc", func(b *testing.B) {
+			for range b.N {
+				before := heapInUse()
+				ts := make([]*time.Timer, 0, n)
+				scheduleResident(b, n, true, func(_ int, d time.Duration, task func()) {
+					ts = append(ts, time.AfterFunc(d, task))
+				})
+				measureResident(b, n, before+uint64(cap(ts))*8) // the slice is the benchmark's, not the timers'
+				for _, t := range ts {
+					t.Stop()
+				}
+			}
+		})
 	}
 }
 
-// BenchmarkResident measures what 1M pending timers cost while nothing is
-// due: heap bytes per timer (closure included), GC mark CPU of one forced
-// collection, and the CPU the process burns doing nothing for a second at
-// a 1ms tick (on Unix, from getrusage; elsewhere that metric is omitted).
-// Run it with -benchtime 1x: each iteration is one full run.
-func BenchmarkResident(b *testing.B) {
-	b.Run("shardwheel", func(b *testing.B) {
-		for range b.N {
-			before := heapInUse()
-			s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
+// residentWheel is BenchmarkResident's shardwheel side: n timers with a
+// closure each, or through one Handler.
+func residentWheel(b *testing.B, n int, handler bool) {
+	for range b.N {
+		before := heapInUse()
+		s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sink int
+		h, err := s.NewHandler(func(uint64) { sink++ })
+		if err != nil {
+			b.Fatal(err)
+		}
+		scheduleResident(b, n, !handler, func(i int, d time.Duration, task func()) {
+			var err error
+			if handler {
+				_, err = h.Schedule(uint64(i), d)
+			} else {
+				_, err = s.Schedule(uint64(i), d, task)
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
-			scheduleResident(b, residentTimers, func(i int, d time.Duration, task func()) {
-				if _, err := s.Schedule(uint64(i), d, task); err != nil {
-					b.Fatal(err)
-				}
-			})
-			measureResident(b, before)
-			runtime.KeepAlive(s)
-			s.Stop()
-		}
-	})
-	b.Run("afterfunc", func(b *testing.B) {
-		for range b.N {
-			before := heapInUse()
-			ts := make([]*time.Timer, 0, residentTimers)
-			scheduleResident(b, residentTimers, func(_ int, d time.Duration, task func()) {
-				ts = append(ts, time.AfterFunc(d, task))
-			})
-			measureResident(b, before+uint64(cap(ts))*8) // the slice is the benchmark's, not the timers'
-			for _, t := range ts {
-				t.Stop()
-			}
-		}
-	})
+		})
+		measureResident(b, n, before)
+		runtime.KeepAlive(s)
+		s.Stop()
+	}
 }
 
-func measureResident(b *testing.B, before uint64) {
+func measureResident(b *testing.B, n int, before uint64) {
 	b.Helper()
 	time.Sleep(50 * time.Millisecond) // let shards move the timers into their wheels
 	after := heapInUse()
-	b.ReportMetric(float64(after-before)/residentTimers, "B/timer")
+	b.ReportMetric(float64(after-before)/float64(n), "B/timer")
 	b.ReportMetric(gcMarkCPU().Seconds()*1e3, "gc-mark-ms")
 	if idle, ok := idleCPU(time.Second); ok {
 		b.ReportMetric(idle*100, "idle-%core")

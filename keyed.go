@@ -164,11 +164,16 @@ func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
 // insert or delete crossed a size threshold does at once), and allocates
 // the index entry (16 bytes).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
-	if task == nil {
+	return s.scheduleKey(key, delay, task, 0)
+}
+
+// scheduleKey is ScheduleKey for task or, when task is nil, handler h.
+func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task func(), h uint16) (Timeout, error) {
+	if task == nil && h == 0 {
 		return Timeout{}, ErrNilTask
 	}
 	_, ix := s.keyed(key)
-	return ix.add(key, func() (Timeout, error) { return s.schedule(key, delay, task, true) })
+	return ix.add(key, func() (Timeout, error) { return s.schedule(key, delay, task, h, true) })
 }
 
 // CancelKey cancels key's indexed timer and reports whether this call

@@ -36,7 +36,7 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			if end == "ran" {
 				delay = 0
 			}
-			tm, err := s.schedule(1, delay, func() { close(ran) }, true)
+			tm, err := s.schedule(1, delay, func() { close(ran) }, 0, true)
 			require.NoError(t, err)
 			switch end {
 			case "ran":

@@ -85,8 +85,13 @@ var (
 	// limit set by WithMaxPending is reached, or wrapped when a shard holds
 	// its capacity of ShardCapacity timers.
 	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
-	// ErrNilTask is returned by Schedule, AfterFunc and ScheduleKey for a nil task.
+	// ErrNilTask is returned by Schedule, AfterFunc and ScheduleKey for a
+	// nil task, by NewHandler for a nil function, and by the zero
+	// Handler's methods.
 	ErrNilTask = errors.New("shardwheel: nil task")
+	// ErrTooManyHandlers is returned by NewHandler when the Scheduler
+	// holds MaxHandlers handlers already.
+	ErrTooManyHandlers = fmt.Errorf("shardwheel: a Scheduler holds at most %d handlers", MaxHandlers)
 
 	errShardFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, ShardCapacity)
 )
@@ -105,6 +110,7 @@ const ShardCapacity = pool.Capacity
 type Scheduler struct {
 	shards     []*shard.Shard // immutable after New
 	index      []keyIndex     // per shard; immutable slice after New (see keyed.go)
+	handlers   shard.Handlers // shared by the shards (see handler.go)
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
 	// epoch is the origin of the clock every shard shares (immutable
@@ -173,6 +179,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		cfg := c.shardConfig(q)
 		cfg.Clock, cfg.Epoch = clock, clock.Epoch()
 		cfg.Dry = &s.dry
+		cfg.Handlers = &s.handlers
 		cfg.Unindex = s.index[i].unindex
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i)
@@ -257,16 +264,20 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
-	return s.schedule(key, delay, task, false)
+	return s.schedule(key, delay, task, 0, false)
 }
 
-// schedule is Schedule, and ScheduleKey's first step when indexed is set.
-func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), indexed bool) (Timeout, error) {
-	if task == nil {
+// schedule is Schedule, for task or, when task is nil, handler h (see
+// Handler), and ScheduleKey's first step when indexed is set.
+func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), h uint16, indexed bool) (Timeout, error) {
+	if task == nil && h == 0 {
 		return Timeout{}, ErrNilTask
 	}
 	sh := s.shards[s.ShardOf(key)]
 	return s.scheduleOn(sh, key, func() (shard.Ref, shard.Reject) {
+		if task == nil {
+			return sh.ScheduleHandler(key, delay, h, indexed)
+		}
 		if indexed {
 			return sh.ScheduleIndexed(key, delay, task)
 		}

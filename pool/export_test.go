@@ -13,8 +13,15 @@ func (a *Arena) Allocated(idx uint32) bool {
 func (a *Arena) Bytes() int {
 	n := 0
 	for i := range a.blocks {
-		if a.blocks[i].Load() != nil {
-			n += a.blockSize(uint32(i)) * NodeBytes
+		if b := a.blocks[i].Load(); b != nil {
+			per := BaseNodeBytes
+			if b.tasks.Load() != nil {
+				per += 8
+			}
+			if b.handlers.Load() != nil {
+				per += 2
+			}
+			n += a.blockSize(uint32(i)) * per
 		}
 	}
 	return n

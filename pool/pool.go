@@ -10,7 +10,12 @@
 // here (about 2 KiB, mostly the table of block pointers). Each block keeps
 // its nodes in one pointer-free array and their tasks in a separate
 // []func() array, so the garbage collector never scans node memory; links
-// between nodes are indices, not pointers, for the same reason.
+// between nodes are indices, not pointers, for the same reason. A timer's
+// task is either a closure (in the task array) or a handler: a small
+// number naming a function the shard keeps (in a pointer-free uint16
+// array). A block makes each of those two arrays when the first timer of
+// that kind lands in it, so a shard whose timers all use handlers holds no
+// pointer per timer at all, and the GC has nothing of it to mark.
 //
 // Index 0 is never handed out, so that 0 can mean "no node" in every link.
 // An arena therefore holds at most Capacity = MaxNodes-1 timers.
@@ -54,9 +59,15 @@ const (
 	Capacity = MaxNodes - 1
 	// MaxFirst is the largest first block New accepts.
 	MaxFirst = 1 << 22
-	// NodeBytes is the memory one node costs: the node, its task slot and
-	// its free-list link.
-	NodeBytes = 32 + 8 + 4
+	// NodeBytes is the most memory one node costs: the node, its
+	// free-list link, its task slot and its handler slot. The last two
+	// arrays of a block are made only when a timer of their kind first
+	// lands in it (see Slot.SetTask): BaseNodeBytes always, +8 with a
+	// closure task, +2 with a handler.
+	NodeBytes = BaseNodeBytes + 8 + 2
+	// BaseNodeBytes is the memory every node costs: the node and its
+	// free-list link.
+	BaseNodeBytes = 32 + 4
 
 	minFirst     = 64
 	maxBlockBits = 18 // blocks stop doubling at 2^18 nodes (11.5 MB)
@@ -88,8 +99,13 @@ type Node struct {
 }
 
 type block struct {
-	nodes []Node   // pointer-free elements: the GC never scans them
-	tasks []func() // the only pointers an arena holds per node
+	nodes []Node // pointer-free elements: the GC never scans them
+	// tasks (closures: the only pointers an arena holds per node) and
+	// handlers (pointer-free) are each installed once, by CAS, by the
+	// first SetTask of their kind in the block, and never change
+	// afterwards. Element i belongs to node i's owner (see Arena.Task).
+	tasks    atomic.Pointer[[]func()]
+	handlers atomic.Pointer[[]uint16]
 	// links holds, per node, index+1 of the next node on the free list
 	// while the node is free, or on the shard's attention stack while it
 	// is queued there (a queued node is never freed until the shard has
@@ -181,8 +197,43 @@ func (a *Arena) Slot(idx uint32) Slot {
 // Node returns the slot's node.
 func (s Slot) Node() *Node { return &s.b.nodes[s.off] }
 
-// Task returns the slot's task (see Arena.Task).
-func (s Slot) Task() *func() { return &s.b.tasks[s.off] }
+// SetTask stores what the node's timer runs: task, or when task is nil,
+// handler h (non-zero). The node must be fresh from Get (or from Add, which
+// clears both), and only its owner may call it (see Arena.Task). The first
+// SetTask of a kind in a block makes that kind's array for the block.
+func (s Slot) SetTask(task func(), h uint16) {
+	if task != nil {
+		(*lazyArray(&s.b.tasks, len(s.b.nodes)))[s.off] = task
+		return
+	}
+	(*lazyArray(&s.b.handlers, len(s.b.nodes)))[s.off] = h
+}
+
+// Task returns what SetTask stored: a task, or nil and a handler; nil and
+// 0 once Add has cleared the node.
+func (s Slot) Task() (task func(), h uint16) {
+	if p := s.b.tasks.Load(); p != nil {
+		task = (*p)[s.off]
+	}
+	if p := s.b.handlers.Load(); p != nil {
+		h = (*p)[s.off]
+	}
+	return task, h
+}
+
+// lazyArray returns the array p points to, making it (n elements) if it
+// does not exist yet. Producers that race to make it both allocate; the
+// CAS loser drops its copy and uses the winner's.
+func lazyArray[T any](p *atomic.Pointer[[]T], n int) *[]T {
+	if a := p.Load(); a != nil {
+		return a
+	}
+	a := make([]T, n)
+	if p.CompareAndSwap(nil, &a) {
+		return &a
+	}
+	return p.Load()
+}
 
 // Link returns the slot's list link (see block.links).
 func (s Slot) Link() *atomic.Uint32 { return &s.b.links[s.off] }
@@ -205,10 +256,11 @@ func (a *Arena) Find(idx uint32) *Node {
 // Link returns the list link of the node at idx (see block.links).
 func (a *Arena) Link(idx uint32) *atomic.Uint32 { return a.Slot(idx).Link() }
 
-// Task returns the task slot of the node at idx. Only the node's current
-// owner may read or write it: the producer before publishing the node, the
-// worker afterwards.
-func (a *Arena) Task(idx uint32) *func() { return a.Slot(idx).Task() }
+// Task returns the task of the node at idx, or nil and its handler (see
+// Slot.SetTask). Only the node's current owner may read or write its task:
+// the producer before publishing the node, the worker afterwards (and
+// Drain, for a node it claimed).
+func (a *Arena) Task(idx uint32) (func(), uint16) { return a.Slot(idx).Task() }
 
 // Get takes a node, preferably from the free list of lane (taken modulo the
 // lane count), bumps its generation and returns its index, new generation
@@ -270,7 +322,6 @@ func (a *Arena) blockFor(idx uint32) {
 	size := a.blockSize(blk)
 	p.CompareAndSwap(nil, &block{
 		nodes: make([]Node, size),
-		tasks: make([]func(), size),
 		links: make([]atomic.Uint32, size),
 	})
 }
@@ -281,12 +332,19 @@ type Chain struct {
 	head, tail uint32 // index+1; 0 when empty
 }
 
-// Add clears the task of the node at idx and appends the node to c. The
+// Add clears the task and handler of the node at idx and appends the node to c. The
 // node must have ended its life (handles to it no longer validate), and
 // must not be touched until Get returns it again. Owner only.
 func (a *Arena) Add(c *Chain, idx uint32) {
 	s := a.Slot(idx)
-	*s.Task() = nil // let the GC take the closure now, not at reuse
+	// Clear the task to let the GC take the closure now, not at reuse;
+	// SetTask relies on both being clear.
+	if p := s.b.tasks.Load(); p != nil {
+		(*p)[s.off] = nil
+	}
+	if p := s.b.handlers.Load(); p != nil {
+		(*p)[s.off] = 0
+	}
 	s.Link().Store(c.head)
 	c.head = idx + 1
 	if c.tail == 0 {

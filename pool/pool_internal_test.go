@@ -87,7 +87,7 @@ func TestCapacity(t *testing.T) {
 	assert.Equal(t, uint32(MaxNodes-1), idx)
 	assert.Equal(t, uint32(1), gen)
 	assert.Equal(t, uint32(MaxNodes), a.HighWater())
-	assert.Equal(t, (1<<maxBlockBits)*NodeBytes, a.Bytes(), "only the last block exists")
+	assert.Equal(t, (1<<maxBlockBits)*BaseNodeBytes, a.Bytes(), "only the last block exists")
 	assert.Same(t, a.Node(idx), a.Find(idx))
 	a.Node(idx).Key = 42
 
@@ -136,10 +136,10 @@ func TestFindBeforeBlockInstalled(t *testing.T) {
 	a.blockFor(64)
 	assert.True(t, a.Allocated(64))
 	assert.Same(t, a.Node(64), a.Find(64))
-	assert.Equal(t, 2*64*NodeBytes, a.Bytes())
+	assert.Equal(t, 2*64*BaseNodeBytes, a.Bytes())
 	// Another producer in the same block finds it installed.
 	a.blockFor(127)
-	assert.Equal(t, 2*64*NodeBytes, a.Bytes())
+	assert.Equal(t, 2*64*BaseNodeBytes, a.Bytes())
 }
 
 // TestHeadTagDefeatsABA pins the mechanism TestPopRaceABA probes by chance:

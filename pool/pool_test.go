@@ -60,12 +60,13 @@ func bytesFor(first int, idx uint32) int {
 	for _, s := range sizes {
 		n += s
 	}
-	return int(n) * pool.NodeBytes
+	return int(n) * pool.BaseNodeBytes
 }
 
 func TestConstants(t *testing.T) {
 	assert.Equal(t, pool.MaxNodes-1, pool.Capacity, "index 0 is reserved")
-	assert.Equal(t, 32+8+4, pool.NodeBytes, "node, task slot, free-list link")
+	assert.Equal(t, 32+4, pool.BaseNodeBytes, "node, free-list link")
+	assert.Equal(t, 32+4+8+2, pool.NodeBytes, "node, free-list link, task slot, handler slot")
 	assert.Equal(t, 1<<22, pool.MaxFirst)
 	// The layout tiles [0, MaxNodes) exactly, for every first block size.
 	for _, first := range []int{64, 1 << 18, pool.MaxFirst} {
@@ -159,7 +160,7 @@ func TestNewIsEmpty(t *testing.T) {
 			assert.Equal(t, uint32(1), idx, "index 0 is reserved: the first Get hands out 1")
 			assert.Equal(t, uint32(1), gen, "first life of a node")
 			assert.Equal(t, uint32(2), a.HighWater())
-			assert.Equal(t, tt.wantBlock0*pool.NodeBytes, a.Bytes(), "the first Get allocates exactly block 0")
+			assert.Equal(t, tt.wantBlock0*pool.BaseNodeBytes, a.Bytes(), "the first Get allocates exactly block 0's nodes and links")
 			assert.True(t, a.Allocated(idx))
 			assert.True(t, a.Allocated(uint32(tt.wantBlock0-1)), "block 0 holds %d nodes", tt.wantBlock0)
 			assert.False(t, a.Allocated(uint32(tt.wantBlock0)), "block 1 must not exist yet")
@@ -173,7 +174,15 @@ func TestNewIsEmpty(t *testing.T) {
 				assert.Equal(t, uint32(1), gen)
 				assert.Equal(t, 3+i, a.HighWater(), "HighWater grows by one per fresh Get")
 			}
-			assert.Equal(t, tt.wantBlock0*pool.NodeBytes, a.Bytes())
+			assert.Equal(t, tt.wantBlock0*pool.BaseNodeBytes, a.Bytes())
+
+			// A block makes its task and handler arrays with the first
+			// timer of each kind, once.
+			a.Slot(idx).SetTask(nil, 7)
+			assert.Equal(t, tt.wantBlock0*(pool.BaseNodeBytes+2), a.Bytes(), "a handler makes the handler array")
+			a.Slot(idx+1).SetTask(func() {}, 0)
+			a.Slot(idx+2).SetTask(func() {}, 0)
+			assert.Equal(t, tt.wantBlock0*pool.NodeBytes, a.Bytes(), "a closure makes the task array")
 		})
 	}
 }
@@ -284,6 +293,9 @@ func testBlockLayout(t *testing.T, first, n int) {
 	}
 	hw := a.HighWater()
 	require.Equal(t, uint32(n+1), hw)
+	for idx := uint32(1); idx < hw; idx++ {
+		a.Slot(idx).SetTask(nil, uint16(idx)|1)
+	}
 
 	// Every write survived: no two indices share storage.
 	for idx := uint32(1); idx < hw; idx++ {
@@ -293,19 +305,21 @@ func testBlockLayout(t *testing.T, first, n int) {
 		if got := a.Link(idx).Load(); got != ^idx {
 			t.Fatalf("Link(%d) = %#x: overwritten through another index", idx, got)
 		}
+		if task, h := a.Task(idx); task != nil || h != uint16(idx)|1 {
+			t.Fatalf("Task(%d) = (%v, %d): overwritten through another index", idx, task != nil, h)
+		}
 	}
 
-	// Node, Find, Link and Task agree: the model's block of each index is
-	// one array in all three, indexed by the offset in the block; and no
-	// two blocks overlap in any of them.
+	// Node, Find and Link agree: the model's block of each index is one
+	// array in both, indexed by the offset in the block; and no two blocks
+	// overlap in any of them.
 	type span struct{ lo, hi uintptr }
-	var nodeSpans, linkSpans, taskSpans []span
+	var nodeSpans, linkSpans []span
 	for k, start := range starts {
 		start := uint32(max(start, 1)) // index 0 is never handed out
 		end := uint32(min(starts[k]+sizes[k], uint64(hw)))
 		n0 := uintptr(unsafe.Pointer(a.Node(start)))
 		l0 := uintptr(unsafe.Pointer(a.Link(start)))
-		t0 := uintptr(unsafe.Pointer(a.Task(start)))
 		for idx := start; idx < end; idx++ {
 			d := uintptr(idx - start)
 			node := a.Node(idx)
@@ -313,17 +327,15 @@ func testBlockLayout(t *testing.T, first, n int) {
 				t.Fatalf("Find(%d) = %p, Node = %p", idx, f, node)
 			}
 			if uintptr(unsafe.Pointer(node)) != n0+32*d ||
-				uintptr(unsafe.Pointer(a.Link(idx))) != l0+4*d ||
-				uintptr(unsafe.Pointer(a.Task(idx))) != t0+unsafe.Sizeof(func() {})*d {
-				t.Fatalf("index %d is not element %d of block %d in all of Node, Link and Task", idx, d, k)
+				uintptr(unsafe.Pointer(a.Link(idx))) != l0+4*d {
+				t.Fatalf("index %d is not element %d of block %d in both Node and Link", idx, d, k)
 			}
 		}
 		d := uintptr(end - start)
 		nodeSpans = append(nodeSpans, span{n0, n0 + 32*d})
 		linkSpans = append(linkSpans, span{l0, l0 + 4*d})
-		taskSpans = append(taskSpans, span{t0, t0 + unsafe.Sizeof(func() {})*d})
 	}
-	for name, spans := range map[string][]span{"nodes": nodeSpans, "links": linkSpans, "tasks": taskSpans} {
+	for name, spans := range map[string][]span{"nodes": nodeSpans, "links": linkSpans} {
 		for i := range spans {
 			for j := range i {
 				if spans[i].lo < spans[j].hi && spans[j].lo < spans[i].hi {
@@ -336,7 +348,7 @@ func testBlockLayout(t *testing.T, first, n int) {
 	// Bytes: block 0, then one step per block. Blocks double the arena
 	// until they reach max(2^18, block 0), then add that much each.
 	require.Len(t, growth, len(starts))
-	big := int(max(sizes[0], 1<<18)) * pool.NodeBytes
+	big := int(max(sizes[0], 1<<18)) * pool.BaseNodeBytes
 	for k := 1; k < len(growth); k++ {
 		step := growth[k] - growth[k-1]
 		if growth[k-1] < big {
@@ -345,7 +357,8 @@ func testBlockLayout(t *testing.T, first, n int) {
 			assert.Equal(t, big, step, "block %d must add a full-size block (%v)", k, growth)
 		}
 	}
-	assert.Equal(t, bytesFor(first, hw-1), a.Bytes())
+	// Every block now has its handler array too.
+	assert.Equal(t, bytesFor(first, hw-1)/pool.BaseNodeBytes*(pool.BaseNodeBytes+2), a.Bytes())
 	t.Logf("first=%d: %d blocks, %d bytes for %d nodes", first, len(growth), a.Bytes(), n)
 
 	// Nothing is found beyond the high-water mark.
@@ -366,11 +379,19 @@ func TestGenerationAndReuse(t *testing.T) {
 
 	for life := range 5 {
 		called := false
-		*a.Task(idx) = func() { called = true }
+		a.Slot(idx).SetTask(func() { called = true }, 0)
 		a.Node(idx).Key = uint64(life)
 		var c pool.Chain
 		a.Add(&c, idx)
-		assert.Nil(t, *a.Task(idx), "Add must clear the task")
+		task, h := a.Task(idx)
+		assert.Nil(t, task, "Add must clear the task")
+		assert.Zero(t, h)
+		a.Slot(idx).SetTask(nil, uint16(life+1))
+		var c2 pool.Chain
+		a.Add(&c2, idx)
+		task, h = a.Task(idx)
+		assert.Nil(t, task)
+		assert.Zero(t, h, "Add must clear the handler")
 		assert.Equal(t, gen, a.Node(idx).Gen.Load(), "freeing does not touch the generation")
 		a.PutChain(0, &c)
 		assert.Equal(t, pool.Chain{}, c, "PutChain empties the chain")
@@ -472,11 +493,12 @@ func TestChains(t *testing.T) {
 	}
 	// Free every other node, in one chain.
 	for i := 0; i < len(all); i += 2 {
-		*a.Task(all[i]) = func() {}
+		a.Slot(all[i]).SetTask(func() {}, 0)
 		a.Add(&c, all[i])
 		want[all[i]] = true
 		assert.NotEqual(t, pool.Chain{}, c)
-		assert.Nil(t, *a.Task(all[i]))
+		task, _ := a.Task(all[i])
+		assert.Nil(t, task)
 	}
 	hw := a.HighWater()
 	a.PutChain(1, &c)
@@ -649,7 +671,11 @@ func testConcurrentGetPut(t *testing.T) {
 				}
 				// Use the node as a producer would.
 				a.Node(idx).Key = uint64(idx)<<32 | uint64(gen)
-				*a.Task(idx) = func() {}
+				if idx%2 == 0 {
+					a.Slot(idx).SetTask(func() {}, 0)
+				} else {
+					a.Slot(idx).SetTask(nil, uint16(idx)|1)
+				}
 				if !holder[idx].CompareAndSwap(int32(p+1), -1) {
 					fail("holder changed while a producer held the node")
 				}
@@ -672,7 +698,7 @@ func testConcurrentGetPut(t *testing.T) {
 		if a.Node(h.idx).Key != uint64(h.idx)<<32|uint64(h.gen) {
 			fail("node changed while in transit")
 		}
-		if *a.Task(h.idx) == nil {
+		if task, hd := a.Task(h.idx); (task == nil) != (h.idx%2 == 1) || (h.idx%2 == 1 && hd != uint16(h.idx)|1) {
 			fail("task lost in transit")
 		}
 		// Release before Add: once PutChain runs, a producer may take it.
@@ -681,7 +707,7 @@ func testConcurrentGetPut(t *testing.T) {
 		}
 		a.Add(&c, h.idx)
 		inChain++
-		if *a.Task(h.idx) != nil {
+		if task, hd := a.Task(h.idx); task != nil || hd != 0 {
 			fail("Add did not clear the task")
 		}
 		if inChain == batch {

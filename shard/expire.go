@@ -172,12 +172,13 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 			if !ok {
 				continue // Cancel or Reset won the race
 			}
-			task := *sh.arena.Task(idx)
+			task, h := sh.arena.Task(idx)
+			key := n.Key
 			sh.release()
 			sh.stats.counts[cFired]++
 			sh.work.fired++
 			sh.releaseNode(idx, n, fs, int(idx))
-			sh.runTask(task)
+			sh.runTask(task, h, key)
 			return tick, true, !sh.closed.Load()
 		case statusCancelled:
 			sh.releaseNode(idx, n, s, int(idx))
@@ -220,7 +221,8 @@ func (sh *Shard) free(idx uint32, lane int) {
 	sh.arena.Add(&sh.freed[lane&sh.laneMask], idx)
 }
 
-func (sh *Shard) runTask(task func()) {
+// runTask runs a timer's task, or when task is nil, handler h with key.
+func (sh *Shard) runTask(task func(), h uint16, key uint64) {
 	// Registered first, so it runs last: the panic handler below still
 	// counts as part of the task. See Quiet for the handshake with closed.
 	sh.inTask.Store(true)
@@ -240,6 +242,14 @@ func (sh *Shard) runTask(task func()) {
 			reportPanic(sh.cfg.OnPanic, v)
 		}
 	}()
+	if task == nil {
+		fn := sh.cfg.Handlers.Func(h)
+		if sh.cfg.Run == nil {
+			fn(key)
+			return
+		}
+		task = func() { fn(key) } // an executor takes a func(): one allocation
+	}
 	if sh.cfg.Run != nil {
 		sh.cfg.Run(task)
 		return

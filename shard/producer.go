@@ -27,7 +27,18 @@ const (
 // first tick at or after the call); delay beyond MaxDelay is clamped. It
 // never blocks. When it rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, -1, delay, task, 0)
+	return sh.schedule(key, -1, delay, task, 0, 0)
+}
+
+// ScheduleHandler is Schedule for a timer whose task is handler h (a
+// number Config.Handlers.Add returned), which the worker calls with key:
+// the timer holds no closure. indexed makes it a ScheduleIndexed timer.
+func (sh *Shard) ScheduleHandler(key uint64, delay time.Duration, h uint16, indexed bool) (Ref, Reject) {
+	var flags state
+	if indexed {
+		flags = indexedBit
+	}
+	return sh.schedule(key, -1, delay, nil, h, flags)
 }
 
 // ScheduleIndexed is Schedule for a timer that a key index refers to: the
@@ -35,7 +46,7 @@ func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Re
 // It never yields the processor (see yieldIfBehind): its caller holds a
 // lock of the index that other callers, the worker among them, may want.
 func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, -1, delay, task, indexedBit)
+	return sh.schedule(key, -1, delay, task, 0, indexedBit)
 }
 
 // ScheduleAt is Schedule from a reading of the shard's clock the caller
@@ -43,13 +54,13 @@ func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (
 // the first tick that starts at or after now plus delay. now must be a
 // non-negative reading taken before the call.
 func (sh *Shard) ScheduleAt(key uint64, now, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, now, delay, task, 0)
+	return sh.schedule(key, now, delay, task, 0, 0)
 }
 
 // schedule is Schedule from clock reading now (or the clock's reading
 // when it takes the node, if now < 0), with the extra state bits flags (0
-// or indexedBit).
-func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), flags state) (Ref, Reject) {
+// or indexedBit), for task, or handler h when task is nil.
+func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), h uint16, flags state) (Ref, Reject) {
 	li, l := sh.myLane()
 	if !sh.acquire(l) {
 		return 0, NoTokens
@@ -61,7 +72,7 @@ func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), fla
 	}
 	n := slot.Node()
 	n.Key = key
-	*slot.Task() = task
+	slot.SetTask(task, h)
 	// Storing the state before the push publishes the fields above to
 	// anyone who validates the state first (Drain, the worker after its
 	// pop, which the push orders after this store).

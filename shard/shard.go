@@ -39,7 +39,11 @@ type Config struct {
 	// two; runtime.GOMAXPROCS(0) is the natural value.
 	Lanes int
 	// Run executes an expired task; nil runs it inline on the worker.
+	// A handler timer's task reaches it as a closure made at expiry.
 	Run func(task func())
+	// Handlers, required for ScheduleHandler, is the table of handlers
+	// its timers name; shards of one scheduler share it.
+	Handlers *Handlers
 	// OnPanic receives the value of a panicking task (or Run). Required.
 	OnPanic func(v any)
 	// Stats turns on the latency histograms (tick lag, lateness, pass

@@ -122,5 +122,17 @@ func (sh *Shard) Claimed(r Ref) func() {
 	if n := sh.arena.Find(idx); n == nil || n.Gen.Load() != gen {
 		return nil
 	}
-	return *sh.arena.Task(idx)
+	return sh.task(idx)
+}
+
+// task returns the task of the node at idx as a func(): its closure, or a
+// call of its handler with its key. The caller must own the node's task
+// (see pool.Arena.Task).
+func (sh *Shard) task(idx uint32) func() {
+	task, h := sh.arena.Task(idx)
+	if task != nil || h == 0 {
+		return task
+	}
+	fn, key := sh.cfg.Handlers.Func(h), sh.arena.Node(idx).Key
+	return func() { fn(key) }
 }

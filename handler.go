@@ -1,0 +1,76 @@
+package shardwheel
+
+import (
+	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+// MaxHandlers is the most handlers one Scheduler holds (see NewHandler).
+const MaxHandlers = shard.MaxHandlers
+
+// Handler is a task that many timers share: a function registered once
+// with NewHandler, which every timer scheduled through the Handler calls
+// with its own key. Such a timer holds no closure: it costs its node alone
+// (38 bytes), and the garbage collector has nothing of it to mark. A
+// proxy's "fail request id" becomes one Handler instead of a closure per
+// request:
+//
+//	fail, _ := s.NewHandler(func(id uint64) { failRequest(id) })
+//	...
+//	t, err := fail.Schedule(requestID, 30*time.Second)
+//
+// A Handler's timers are timers like any other: Cancel, Reset, Pending
+// and Deadline work on their handles, CancelKey, ResetKey and Lookup on
+// those from Handler.ScheduleKey, and Stop returns them, with Task giving
+// back a function that calls the handler with the key. With WithExecutor,
+// the shard makes that function when the timer expires, one allocation,
+// because an executor runs a func().
+//
+// A Handler is a small value, safe to copy and to use from any goroutine.
+// Handlers are never unregistered. The zero Handler is inert: its methods
+// return ErrNilTask.
+type Handler struct {
+	s  *Scheduler
+	id uint16 // the number shard.Handlers gave fn; 0 in the zero Handler
+}
+
+// NewHandler registers fn as a handler of s and returns it. It returns
+// ErrNilTask for a nil fn and ErrTooManyHandlers once s holds MaxHandlers:
+// register a handler per kind of timeout (a request's, a connection's),
+// not per timer. It takes a lock shared by s's handlers; registering is
+// not meant for a hot path.
+func (s *Scheduler) NewHandler(fn func(key uint64)) (Handler, error) {
+	s.mustBeNew()
+	if fn == nil {
+		return Handler{}, ErrNilTask
+	}
+	id, ok := s.handlers.Add(fn)
+	if !ok {
+		return Handler{}, ErrTooManyHandlers
+	}
+	return Handler{s: s, id: id}, nil
+}
+
+// Schedule is Scheduler.Schedule for a timer whose task is the handler's
+// function called with key: it runs fn(key) once, delay from now, on the
+// shard that key routes to. Delays, errors, routing and guarantees are
+// Schedule's; it allocates nothing, closure included.
+func (h Handler) Schedule(key uint64, delay time.Duration) (Timeout, error) {
+	if h.s == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return h.s.schedule(key, delay, nil, h.id, false)
+}
+
+// ScheduleKey is Scheduler.ScheduleKey for a timer whose task is the
+// handler's function called with key: it becomes key's indexed timer,
+// replacing the key's pending indexed timer whatever its task, and
+// CancelKey, ResetKey and Lookup reach it by key. It allocates the index
+// entry (16 bytes), as ScheduleKey does.
+func (h Handler) ScheduleKey(key uint64, delay time.Duration) (Timeout, error) {
+	if h.s == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return h.s.scheduleKey(key, delay, nil, h.id)
+}

@@ -1,0 +1,318 @@
+package shardwheel_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// A proxy fails timed-out requests by id with one shared Handler instead of
+// a closure per request: a timer then costs its node alone.
+func ExampleHandler() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	failed := make(chan uint64, 1)
+	fail, err := s.NewHandler(func(requestID uint64) { failed <- requestID })
+	if err != nil {
+		panic(err)
+	}
+
+	answered, _ := fail.Schedule(1, 30*time.Second)
+	if _, err := fail.Schedule(2, time.Millisecond); err != nil {
+		panic(err) // ErrStopped or ErrTooManyPending: shed the request
+	}
+	// Request 1's response arrives in time; request 2's never does.
+	fmt.Println("request 1 answered in time:", answered.Cancel())
+	fmt.Println("request", <-failed, "timed out")
+	// Output:
+	// request 1 answered in time: true
+	// request 2 timed out
+}
+
+// TestHandlerTimersRunWithTheirKey: every timer of a Handler calls its
+// function once with its own key, never early, at every shard, and timers of
+// two Handlers and closures mix on the same keys.
+func TestHandlerTimersRunWithTheirKey(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(3))
+	const n = 300
+	var mu sync.Mutex
+	ran := map[string]int{}
+	record := func(kind string) func(uint64) {
+		return func(key uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[fmt.Sprint(kind, key)]++
+		}
+	}
+	a, err := s.NewHandler(record("a"))
+	require.NoError(t, err)
+	b, err := s.NewHandler(record("b"))
+	require.NoError(t, err)
+	start := time.Now()
+	early := atomic.Int64{}
+	for key := range uint64(n) {
+		_, err := a.Schedule(key, 5*time.Millisecond)
+		require.NoError(t, err)
+		_, err = b.Schedule(key, 2*time.Millisecond)
+		require.NoError(t, err)
+		_, err = s.Schedule(key, 3*time.Millisecond, func() {
+			if time.Since(start) < 3*time.Millisecond {
+				early.Add(1)
+			}
+			record("c")(key)
+		})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, ran, 3*n)
+	for k, c := range ran {
+		assert.Equal(t, 1, c, "timer %s ran %d times", k, c)
+	}
+	assert.Zero(t, early.Load())
+}
+
+// TestHandlerTimersAreTimersLikeAnyOther: Cancel, Reset, Pending,
+// Deadline, the keyed calls and Stop treat Handler timers as they treat
+// closure timers.
+func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
+	s, err := shardwheel.New()
+	require.NoError(t, err)
+	keys := make(chan uint64, 16)
+	h, err := s.NewHandler(func(k uint64) { keys <- k })
+	require.NoError(t, err)
+
+	// Cancel.
+	c, err := h.Schedule(1, time.Hour)
+	require.NoError(t, err)
+	assert.True(t, c.Pending())
+	assert.False(t, c.Deadline().IsZero())
+	assert.True(t, c.Cancel())
+	assert.False(t, c.Cancel(), "true at most once")
+	assert.False(t, c.Pending())
+
+	// Reset to a short delay: it runs with its key.
+	r, err := h.Schedule(2, time.Hour)
+	require.NoError(t, err)
+	assert.True(t, r.Reset(time.Millisecond))
+	select {
+	case k := <-keys:
+		assert.Equal(t, uint64(2), k)
+	case <-time.After(waitFor):
+		t.Fatal("reset handler timer never ran")
+	}
+	require.Eventually(t, func() bool { return !r.Pending() }, waitFor, pollEvery)
+	assert.False(t, r.Reset(time.Millisecond), "stale handle")
+
+	// Keyed: a Handler timer replaces a closure timer on its key and is
+	// found, reset and cancelled by key.
+	_, err = s.ScheduleKey(3, time.Hour, func() { t.Error("replaced timer ran") })
+	require.NoError(t, err)
+	k3, err := h.ScheduleKey(3, time.Hour)
+	require.NoError(t, err)
+	found, ok := s.Lookup(3)
+	require.True(t, ok)
+	assert.Equal(t, k3.Deadline(), found.Deadline())
+	assert.True(t, s.ResetKey(3, 2*time.Hour))
+	assert.True(t, s.CancelKey(3))
+	assert.False(t, k3.Pending())
+
+	// Stop returns pending Handler timers; Task calls the handler with
+	// the key, once per call, and never revives the timer.
+	p, err := h.Schedule(4, time.Hour)
+	require.NoError(t, err)
+	k5, err := h.ScheduleKey(5, time.Hour)
+	require.NoError(t, err)
+	left := s.Stop()
+	require.Len(t, left, 2)
+	got := map[uint64]bool{}
+	for _, tm := range left {
+		task := tm.Task()
+		require.NotNil(t, task)
+		task()
+		got[<-keys] = true
+	}
+	assert.Equal(t, map[uint64]bool{4: true, 5: true}, got)
+	assert.False(t, p.Pending())
+	assert.False(t, k5.Pending())
+	_, err = h.Schedule(6, time.Hour)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+	_, err = h.ScheduleKey(6, time.Hour)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+}
+
+// TestHandlerErrors: nil functions, the zero Handler, the pending limit and
+// a full table return the exported sentinels and leave no trace.
+func TestHandlerErrors(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithMaxPending(1))
+	_, err := s.NewHandler(nil)
+	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+
+	var zero shardwheel.Handler
+	_, err = zero.Schedule(1, time.Second)
+	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+	_, err = zero.ScheduleKey(1, time.Second)
+	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+
+	h, err := s.NewHandler(func(uint64) {})
+	require.NoError(t, err)
+	_, err = h.Schedule(1, time.Hour)
+	require.NoError(t, err)
+	_, err = h.Schedule(2, time.Hour)
+	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	_, err = h.ScheduleKey(2, time.Hour)
+	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	_, found := s.Lookup(2)
+	assert.False(t, found, "a rejected ScheduleKey indexes nothing")
+	assert.Equal(t, 1, s.Pending())
+
+	// The table holds MaxHandlers; one more is refused, and the ones it
+	// holds still work.
+	for range shardwheel.MaxHandlers - 1 {
+		_, err := s.NewHandler(func(uint64) {})
+		require.NoError(t, err)
+	}
+	_, err = s.NewHandler(func(uint64) {})
+	assert.True(t, errors.Is(err, shardwheel.ErrTooManyHandlers), "got %v", err)
+	assert.Contains(t, err.Error(), fmt.Sprint(shardwheel.MaxHandlers))
+}
+
+// TestHandlerTimersAllocateNothing: scheduling and cancelling through a
+// Handler allocates nothing, closure included (a plain Schedule needs the
+// caller's closure; a Handler timer has none).
+func TestHandlerTimersAllocateNothing(t *testing.T) {
+	s := newScheduler(t)
+	h, err := s.NewHandler(func(uint64) {})
+	require.NoError(t, err)
+	// Warm the arena so that block growth is not counted.
+	for key := range uint64(4096) {
+		tm, err := h.Schedule(key, time.Hour)
+		require.NoError(t, err)
+		tm.Cancel()
+	}
+	key := uint64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		key++
+		tm, err := h.Schedule(key, time.Hour)
+		if err != nil || !tm.Cancel() {
+			t.Fatal("schedule or cancel failed")
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// TestHandlerWithExecutorAndPanics: with an executor the handler runs there,
+// with its key; a panicking handler is recovered and reported, and its
+// shard lives on.
+func TestHandlerWithExecutorAndPanics(t *testing.T) {
+	var executed atomic.Int64
+	panics := make(chan any, 1)
+	s := newScheduler(t,
+		shardwheel.WithShards(1),
+		shardwheel.WithExecutor(func(task func()) { executed.Add(1); task() }),
+		shardwheel.WithPanicHandler(func(v any) { panics <- v }))
+	keys := make(chan uint64, 1)
+	bad, err := s.NewHandler(func(k uint64) { panic(fmt.Sprint("boom ", k)) })
+	require.NoError(t, err)
+	good, err := s.NewHandler(func(k uint64) { keys <- k })
+	require.NoError(t, err)
+
+	_, err = bad.Schedule(7, 0)
+	require.NoError(t, err)
+	select {
+	case v := <-panics:
+		assert.Equal(t, "boom 7", v)
+	case <-time.After(waitFor):
+		t.Fatal("panic not reported")
+	}
+	_, err = good.Schedule(8, 0)
+	require.NoError(t, err)
+	select {
+	case k := <-keys:
+		assert.Equal(t, uint64(8), k)
+	case <-time.After(waitFor):
+		t.Fatal("the shard died with the panicking handler")
+	}
+	assert.Equal(t, int64(2), executed.Load())
+}
+
+// TestHandlerStressExactlyOnce: goroutines schedule Handler and closure
+// timers on shared keys, cancel and reset them, and Stop races them; every
+// accepted timer ends exactly once (ran, cancelled, or returned by Stop).
+func TestHandlerStressExactlyOnce(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(2))
+	require.NoError(t, err)
+	const goroutines, perG = 6, 2000
+	// ran[g*perG+i] counts the runs of goroutine g's i-th timer; the key
+	// carries that number, so the handler knows which timer it runs for.
+	ran := make([]atomic.Int32, goroutines*perG)
+	h, err := s.NewHandler(func(k uint64) { ran[k].Add(1) })
+	require.NoError(t, err)
+	type timer struct {
+		t         shardwheel.Timeout
+		cancelled bool
+	}
+	timers := make([][]timer, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perG {
+				id := uint64(g*perG + i)
+				d := time.Duration(id%7) * time.Millisecond
+				var tm shardwheel.Timeout
+				var err error
+				if id%2 == 0 {
+					tm, err = h.Schedule(id, d)
+				} else {
+					tm, err = s.Schedule(id, d, func() { ran[id].Add(1) })
+				}
+				if err != nil {
+					return // Stop won
+				}
+				tt := timer{t: tm}
+				switch id % 3 {
+				case 0:
+					tt.cancelled = tm.Cancel()
+				case 1:
+					tm.Reset(time.Millisecond)
+				}
+				timers[g] = append(timers[g], tt)
+			}
+		}()
+	}
+	time.Sleep(5 * time.Millisecond) // let some timers run before Stop races the rest
+	left := s.Stop()
+	wg.Wait()
+	stopped := map[shardwheel.Timeout]bool{}
+	for _, tm := range left {
+		stopped[tm] = true
+	}
+	for g := range timers {
+		for _, tt := range timers[g] {
+			id := tt.t.Key()
+			ends := int(ran[id].Load())
+			if tt.cancelled {
+				ends++
+			}
+			if stopped[tt.t] {
+				ends++
+			}
+			require.Equal(t, 1, ends, "timer %d: ran %d, cancelled %v, stopped %v", id, ran[id].Load(), tt.cancelled, stopped[tt.t])
+		}
+	}
+}
