@@ -22,7 +22,9 @@
 //
 // Ownership. Nodes are taken by Get, which any goroutine may call, and
 // returned by PutChain, which only the arena's owner (the shard worker)
-// calls. Between Get and Put a node belongs to one timer; the fields' rules
+// calls, or by Put, which the one goroutine that holds a node nobody else
+// can reach may call (a Cancel that took its timer back from the shard's
+// queue). Between Get and Put a node belongs to one timer; the fields' rules
 // are on Node. Get bumps the node's generation when it hands the node out,
 // so a handle that remembers (index, generation) can tell a recycled node
 // from its own. Every node is put back at most once per generation: that is
@@ -134,7 +136,13 @@ type freeList struct {
 	// head is (index+1)<<32 | tag. Producers CAS it in Get; the owner
 	// CASes it in PutChain.
 	head atomic.Uint64
-	_    [pad.CacheLineSize - 8]byte
+	// spare is index+1 of one free node kept off the stack, 0 if none:
+	// Put parks a node here and the lane's next Get takes it, so a node
+	// that a producer frees and takes again stays on that producer's
+	// core without a write to the links array (whose lines nodes of
+	// other lanes share). Swapped and CASed by Get and Put.
+	spare atomic.Uint32
+	_     [pad.CacheLineSize - 12]byte
 }
 
 // New returns an empty arena with the given number of free-list lanes (at
@@ -267,6 +275,13 @@ func (a *Arena) Task(idx uint32) (func(), uint16) { return a.Slot(idx).Task() }
 // and storage, or false if the arena already holds Capacity nodes. Safe for
 // concurrent use.
 func (a *Arena) Get(lane int) (idx, gen uint32, s Slot, ok bool) {
+	own := &a.lanes[uint(lane)%uint(len(a.lanes))]
+	if own.spare.Load() != 0 {
+		if top := own.spare.Swap(0); top != 0 {
+			s = a.Slot(top - 1)
+			return top - 1, s.Node().Gen.Add(1), s, true
+		}
+	}
 	for i := range a.lanes {
 		if idx, s, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
 			break
@@ -337,18 +352,42 @@ type Chain struct {
 // must not be touched until Get returns it again. Owner only.
 func (a *Arena) Add(c *Chain, idx uint32) {
 	s := a.Slot(idx)
-	// Clear the task to let the GC take the closure now, not at reuse;
-	// SetTask relies on both being clear.
+	clearTask(s)
+	s.Link().Store(c.head)
+	c.head = idx + 1
+	if c.tail == 0 {
+		c.tail = idx + 1
+	}
+}
+
+// Put returns the node at idx to lane (modulo the lane count): as its
+// spare if it has none, so that the lane's next Get takes it back without
+// touching the free list, else onto its free list, as Add and PutChain
+// would with a chain of one. Unlike them it may be called by any goroutine
+// that holds the node alone: one that ended the node's life and took it
+// back before the owner could see it (the shard's Cancel of a timer still
+// on top of its queue). The push is a CAS that keeps the list's tag, safe
+// beside concurrent pops and pushes.
+func (a *Arena) Put(lane int, idx uint32) {
+	l := &a.lanes[uint(lane)%uint(len(a.lanes))]
+	s := a.Slot(idx)
+	clearTask(s)
+	if l.spare.Load() == 0 && l.spare.CompareAndSwap(0, idx+1) {
+		return
+	}
+	var c Chain
+	a.Add(&c, idx)
+	a.PutChain(lane, &c)
+}
+
+// clearTask clears the slot's task, to let the GC take the closure now,
+// not at reuse, and its handler: SetTask relies on both being clear.
+func clearTask(s Slot) {
 	if p := s.b.tasks.Load(); p != nil {
 		(*p)[s.off] = nil
 	}
 	if p := s.b.handlers.Load(); p != nil {
 		(*p)[s.off] = 0
-	}
-	s.Link().Store(c.head)
-	c.head = idx + 1
-	if c.tail == 0 {
-		c.tail = idx + 1
 	}
 }
 

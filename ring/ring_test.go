@@ -64,6 +64,21 @@ func TestFIFOSingleGoroutine(t *testing.T) {
 	}
 }
 
+// popAll pops until the queue reports empty.
+func popAll(t *testing.T, q *ring.Queue, a *pool.Arena) []uint32 {
+	t.Helper()
+	var got []uint32
+	for range 100 {
+		idx, ok := q.TryPop(a)
+		if !ok {
+			return got
+		}
+		got = append(got, idx)
+	}
+	t.Fatal("queue does not run dry")
+	return nil
+}
+
 func TestTryPopEmpty(t *testing.T) {
 	a, idxs := nodes(t, 1)
 	q := newQueue()
@@ -98,7 +113,7 @@ func TestEmptyTransitions(t *testing.T) {
 	}{
 		{wantEmpty: true},
 		{push: n[:1], wantEmpty: false},
-		{pops: 1, wantEmpty: true}, // the only element leaves via the stub push
+		{pops: 1, wantEmpty: true},
 		{push: n[:2], wantEmpty: false},
 		{pops: 1, wantEmpty: false},
 		{push: n[:1], wantEmpty: false}, // n[0] again, behind n[1]
@@ -303,6 +318,115 @@ func TestConcurrentMPSC(t *testing.T) {
 				runMPSC(t, producers, perProducer, nodesEach)
 			})
 		}
+	}
+}
+
+// TestUnpush: the node pushed last comes back to whoever pushed it while
+// nobody has taken it; a node below the top, one the consumer took, and one
+// in the consumer's backlog do not; what is left comes out in order.
+func TestUnpush(t *testing.T) {
+	a, n := nodes(t, 4)
+	q := newQueue()
+	gen := func(idx uint32) uint32 { return a.Node(idx).Gen.Load() }
+	push := func(idx uint32) { q.Push(a, idx, a.Node(idx)) }
+	unpush := func(idx uint32) bool { return q.Unpush(idx, a.Node(idx), gen(idx)) }
+
+	push(n[0])
+	assert.True(t, unpush(n[0]))
+	assert.True(t, q.Empty(), "the only node taken back")
+	assert.False(t, unpush(n[0]), "not in the queue any more")
+
+	push(n[0])
+	push(n[1])
+	assert.False(t, unpush(n[0]), "below the top")
+	assert.True(t, unpush(n[1]))
+	assert.False(t, unpush(n[1]))
+	push(n[2])
+	push(n[3])
+	idx, ok := q.TryPop(a) // the consumer takes n[0], n[2], n[3] into its backlog
+	require.True(t, ok)
+	assert.Equal(t, n[0], idx)
+	assert.False(t, unpush(n[3]), "in the consumer's backlog")
+	push(n[1])
+	assert.False(t, q.Unpush(n[1], a.Node(n[1]), gen(n[1])+1), "another generation")
+	assert.Equal(t, []uint32{n[2], n[3], n[1]}, popAll(t, q, a))
+	assert.True(t, q.Empty())
+}
+
+// TestUnpushRacingTheConsumer: producers push and at once try to take their
+// node back while the consumer takes stacks concurrently; every node ends in
+// exactly one place (taken back, or popped once), many times over.
+func TestUnpushRacingTheConsumer(t *testing.T) {
+	rounds := 20000
+	if testing.Short() {
+		rounds = 5000
+	}
+	for _, procs := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint("procs=", procs), func(t *testing.T) {
+			withGOMAXPROCS(t, procs)
+			const producers = 3
+			a := pool.New(64, producers)
+			q := newQueue()
+			var popped, unpushed atomic.Int64
+			// State is 1 while a node is in the queue; the consumer and a
+			// successful Unpush set it back to 0, and both count.
+			var wg sync.WaitGroup
+			var done atomic.Bool
+			consumerDone := make(chan struct{})
+			go func() {
+				defer close(consumerDone)
+				for {
+					idx, ok := q.TryPop(a)
+					if !ok {
+						if done.Load() && q.Empty() {
+							return
+						}
+						runtime.Gosched()
+						continue
+					}
+					if !a.Node(idx).State.CompareAndSwap(1, 0) {
+						panic("popped a node that is not queued")
+					}
+					popped.Add(1)
+				}
+			}()
+			for p := range producers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var own [8]uint32
+					for i := range own {
+						idx, _, _, ok := a.Get(p)
+						if !ok {
+							panic("Get failed")
+						}
+						own[i] = idx
+					}
+					for i := range rounds {
+						idx := own[i%len(own)]
+						n := a.Node(idx)
+						for n.State.Load() != 0 {
+							runtime.Gosched() // still queued
+						}
+						n.Gen.Add(1) // a new life, as Get would start
+						n.State.Store(1)
+						g := n.Gen.Load()
+						q.Push(a, idx, n)
+						if i%2 == 0 && q.Unpush(idx, n, g) {
+							if !n.State.CompareAndSwap(1, 0) {
+								panic("took back a node the consumer had")
+							}
+							unpushed.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			done.Store(true)
+			<-consumerDone
+			assert.Equal(t, int64(producers*rounds), popped.Load()+unpushed.Load(), "every push ends once")
+			t.Logf("popped %d, taken back %d", popped.Load(), unpushed.Load())
+		})
 	}
 }
 

@@ -104,6 +104,22 @@ func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), h u
 	return makeRef(idx, gen), Accepted
 }
 
+// takeBack frees node idx (generation gen) of a timer its caller has just
+// cancelled while it was new, if it is still the node pushed last on lane
+// l's queue (number li): then the worker has not seen it and never will, so
+// the node goes straight back to the lane's free list, on this core, and
+// the cancel costs the worker nothing. That is the fate of a timeout
+// cancelled right after it was scheduled by the same goroutine; any other
+// node stays in its queue, where the worker finds it cancelled and frees
+// it. Not for an indexed node whose entry may remain: the worker must tell
+// its index (see free).
+func (sh *Shard) takeBack(li int, l *lane, idx uint32, n *pool.Node, gen uint32) {
+	if l.queue.Unpush(idx, n, gen) {
+		l.reclaimed.Add(1)
+		sh.arena.Put(li, idx)
+	}
+}
+
 // yieldIfBehind gives up the caller's processor, at most once per tick per
 // lane, while the worker has not started a tick that began before now. A
 // producer in a tight loop otherwise keeps its P until Go preempts it, up
@@ -147,6 +163,7 @@ func (sh *Shard) CancelUnindexed(r Ref) bool { return sh.cancelRef(r, indexedBit
 
 // cancelRef is Cancel, clearing the state bits drop in the same CAS.
 func (sh *Shard) cancelRef(r Ref, drop state) bool {
+	idx, _ := r.split()
 	n, gen, ok := sh.node(r)
 	if !ok {
 		return false
@@ -157,11 +174,13 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			return false
 		}
 		if ok, queue := cancel(n, s, drop); ok {
-			_, l := sh.myLane()
+			li, l := sh.myLane()
 			l.cancels.Add(1)
 			sh.giveBack(l)
 			if queue {
 				sh.pushAttention(r)
+			} else if s.status() == statusNew && (s&indexedBit == 0 || drop&indexedBit != 0) {
+				sh.takeBack(li, l, idx, n, gen)
 			}
 			return true
 		}

@@ -147,15 +147,17 @@ type lane struct {
 	// Counters of producers on this lane, for Stats: accepted Schedules
 	// (counted once the call can no longer be undone, so the count never
 	// goes down), Schedules undone because Stop won the race (their nodes
-	// still pass through the queue), successful Resets and Cancels.
+	// still pass through the queue), successful Resets and Cancels, and
+	// the cancelled nodes taken back from this lane's queue (takeBack).
 	scheduled atomic.Uint64
 	undone    atomic.Uint64
 	resets    atomic.Uint64
 	cancels   atomic.Uint64
+	reclaimed atomic.Uint64
 	// yielded is the last tick in which a producer on this lane yielded
 	// its processor to a late worker (see yieldIfBehind).
 	yielded atomic.Uint64
-	_       [pad.CacheLineSize - 48]byte
+	_       [pad.CacheLineSize - 56]byte
 }
 
 // New returns a shard; its worker starts with Start. It allocates no node

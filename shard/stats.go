@@ -27,6 +27,10 @@ type Stats struct {
 	Fired uint64 `json:"fired"`
 	// Cancelled counts Cancel calls that returned true.
 	Cancelled uint64 `json:"cancelled"`
+	// TakenBack counts the cancelled timers whose Cancel took them back
+	// from their shard's queue before the shard saw them: the shard did
+	// no work for them (a subset of Cancelled).
+	TakenBack uint64 `json:"taken_back"`
 	// Reset counts successful Reset calls.
 	Reset uint64 `json:"reset"`
 	// Stopped counts timers returned by Stop.
@@ -87,6 +91,7 @@ func (s *Stats) Add(o Stats) {
 	s.Scheduled += o.Scheduled
 	s.Fired += o.Fired
 	s.Cancelled += o.Cancelled
+	s.TakenBack += o.TakenBack
 	s.Reset += o.Reset
 	s.Stopped += o.Stopped
 	s.RingDepth += o.RingDepth
@@ -177,18 +182,16 @@ func (sh *Shard) Stats() Stats {
 	p := &sh.stats.published
 	var st Stats
 	consumed := p[cConsumed].Load()
-	var undone uint64
+	var pushed uint64
 	for i := range sh.lanes {
 		l := &sh.lanes[i]
-		st.Scheduled += l.scheduled.Load()
-		undone += l.undone.Load()
+		st.Scheduled, pushed = l.pushed(st.Scheduled, pushed)
 		st.Reset += l.resets.Load()
 		st.Cancelled += l.cancels.Load()
+		st.TakenBack += l.reclaimed.Load()
 	}
-	// Every node that entered a queue was scheduled or undone. A node can
-	// be consumed before its Schedule call counts it, so the depth is
-	// clamped at 0.
-	pushed := st.Scheduled + undone
+	// A node can be consumed before its Schedule call counts it, so the
+	// depth is clamped at 0.
 	st.RingDepth = int(pushed - min(consumed, pushed))
 	st.Resident = int(p[cResident].Load()) + st.RingDepth
 	st.Fired = p[cFired].Load()

@@ -77,7 +77,8 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64, due time.Duration)) {
 				// producer will see closed and undo it. (A live
 				// timer cannot be recycled under Drain: only a
 				// worker frees nodes, and every worker has exited
-				// or is quiet.) Not waiting for that producer
+				// or is quiet, or the Cancel that ended the
+				// timer, which is then not live.) Not waiting for that producer
 				// keeps Drain from spinning on another goroutine's
 				// progress.
 				break
