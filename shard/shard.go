@@ -73,6 +73,7 @@ type Shard struct {
 	cfg      Config
 	clock    Clock
 	tick     int64         // ns
+	ticks    divider       // divides by tick
 	origin   time.Duration // clock reading at tick 0
 	maxDelay time.Duration
 	dry      *atomic.Bool
@@ -178,6 +179,7 @@ func New(cfg Config) (*Shard, error) {
 		cfg:      cfg,
 		clock:    clock,
 		tick:     int64(cfg.Tick),
+		ticks:    newDivider(uint64(cfg.Tick)),
 		origin:   clock.Now(),
 		arena:    a,
 		lanes:    make([]lane, nLanes),
