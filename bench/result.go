@@ -10,6 +10,8 @@ import (
 const (
 	nameWheel  = "shardwheel"
 	nameStdlib = "time.AfterFunc"
+	// nameNull is the run of the load alone, through null.
+	nameNull = "load alone"
 )
 
 // Result is what one run measured, over its measured window only (after
