@@ -82,7 +82,7 @@ func runNull(ctx context.Context, spec runSpec) (Result, error) {
 }
 
 // keptUp is the share of the offered rate a run must issue to count as
-// keeping up: 2% of a 20s window is 400ms behind, more than a hiccup of
+// keeping up: 2% of a 15s window is 300ms behind, more than a hiccup of
 // the host, while a load that cannot keep up falls further behind every
 // second.
 const keptUp = 0.98
