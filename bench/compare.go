@@ -7,17 +7,26 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
 // Comparison is the outcome of compare: the same load, with the same
-// seed, against shardwheel and then time.AfterFunc in one process.
+// seed, against shardwheel, alone (null) and against time.AfterFunc in
+// one process.
 type Comparison struct {
-	Command string   `json:"command"`
-	Host    Host     `json:"host"`
-	Load    Load     `json:"load"`
+	Command string `json:"command"`
+	Host    Host   `json:"host"`
+	Load    Load   `json:"load"`
+	// Results are shardwheel's and time.AfterFunc's, with their Library
+	// set when LoadAlone was measured.
 	Results []Result `json:"results"`
+	// LoadAlone is the run of the load through null, which does no timer
+	// work: its CPU per call is what Library subtracts. It holds no
+	// timers, so its lateness is empty and its heap and resident count
+	// are the load's bookkeeping only.
+	LoadAlone *Result `json:"load_alone,omitempty"`
 	// Keyed is set when both implementations were driven by key (-keyed).
 	Keyed bool `json:"keyed,omitempty"`
 	// Ratios are shardwheel / time.AfterFunc by metric; whether below 1
@@ -26,12 +35,15 @@ type Comparison struct {
 	Interrupted bool               `json:"interrupted"`
 }
 
-// compare runs o's load against both implementations, one after the
-// other. When ctx is done it returns what was measured so far.
+// compare runs o's load against shardwheel, alone, then against
+// time.AfterFunc, one after the other: the load alone runs between the
+// two it is subtracted from, so that a slow spell of the host over the
+// three runs weighs on both subtractions alike. When ctx is done it
+// returns what was measured so far.
 func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 	c := &Comparison{Command: "compare", Host: host(), Load: o.load, Keyed: o.keyed}
 	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p}
-	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runStdlib} {
+	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runNull, runStdlib} {
 		if ctx.Err() != nil {
 			break
 		}
@@ -39,14 +51,23 @@ func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 		if err != nil {
 			return c, err
 		}
-		if r.Measured > 0 {
+		switch {
+		case r.Measured == 0:
+		case r.Impl == nameNull:
+			c.LoadAlone = &r
+		default:
 			c.Results = append(c.Results, r)
 		}
 		settle()
 	}
 	c.Interrupted = ctx.Err() != nil
+	if c.LoadAlone != nil {
+		for i := range c.Results {
+			c.Results[i].Library = libraryCost(&c.Results[i], c.LoadAlone)
+		}
+	}
 	if len(c.Results) == 2 {
-		c.Ratios = ratios(reportRows(), &c.Results[0], &c.Results[1])
+		c.Ratios = ratios(reportRows(true), &c.Results[0], &c.Results[1])
 	}
 	return c, nil
 }
@@ -74,7 +95,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "shardwheel vs time.AfterFunc on %s\n", c.Host)
 	c.Load.describe(&b)
-	fmt.Fprintf(&b, "measured %v per implementation after %v warm-up; %d load goroutines; seed %d",
+	fmt.Fprintf(&b, "measured %v per implementation and for the load alone, after %v warm-up each; %d load goroutines; seed %d",
 		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
 	if sw != nil {
 		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v", sw.Shards, sw.Tick)
@@ -86,9 +107,14 @@ func (c *Comparison) writeText(w io.Writer) error {
 
 	t := &table{align: "lrrrl"}
 	t.add("", nameWheel, nameStdlib, "ratio", "better")
-	addRows(t, reportRows(), c.Ratios, sw, af)
+	addRows(t, reportRows(true), c.Ratios, sw, af)
 	if err := t.write(&b); err != nil {
 		return err
+	}
+	if r := c.LoadAlone; r != nil {
+		fmt.Fprintf(&b, "load alone (no timer work): CPU %s (%s cores busy), %s calls/s, %s per call\n",
+			units.Duration(r.CPU), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()), units.SI(r.OpsPerSec),
+			units.Duration(time.Duration(r.CPUPerOp)))
 	}
 	b.WriteString("\n")
 	for _, n := range c.notes(sw, af) {
@@ -134,6 +160,10 @@ func (c *Comparison) notes(sw, af *Result) []string {
 		"ratio = shardwheel / time.AfterFunc; \"better\" is the direction that wins.",
 		"Same offered load for both (open loop, paced every 1ms): calls/s match unless one fell behind.",
 		"CPU is the whole process, load generator included (identical work for both).",
+		"Library CPU: CPU per call less the load alone's (the same load through a null implementation, which",
+		"  does no timer work), times the run's calls. Per call, because the load makes more calls against a",
+		"  real implementation (it re-issues the background requests that time out) than alone (nothing fires).",
+		"  It includes the bodies of the tasks that fire: the same for both.",
 		"Heap per timer: live heap with the timers resident, less the heap before the run and the load's",
 		"  handle tables; it includes each timer's task closure (identical for both).",
 		"Lateness: task start - (clock read before the schedule call + delay), measured in every task of both.",
@@ -144,9 +174,15 @@ func (c *Comparison) notes(sw, af *Result) []string {
 			"  late, plus its tick lag. Tick lag and Stats lateness (against the deadline's tick, so up to a tick less",
 			"  than what tasks see) come from its Stats; go run ./bench tune shows the trade-off of shorter ticks.")
 	}
-	for _, r := range []*Result{sw, af} {
+	for _, r := range []*Result{sw, c.LoadAlone, af} {
 		if r == nil {
 			continue
+		}
+		if l := r.Library; l != nil && l.Noise {
+			notes = append(notes, fmt.Sprintf("NOISE: %s's library CPU per call, %s, is below %.0f%% of the load alone's, so it has no ratio: within what two runs",
+				r.Impl, units.Duration(time.Duration(l.PerOp)), 100*noiseShare),
+				fmt.Sprintf("  of one load differ by on a shared host, or the load's fixed cost (pacing every 1ms) weighing more per call alone (%s calls/s, against %s).",
+					units.SI(c.LoadAlone.OpsPerSec), units.SI(r.OpsPerSec)))
 		}
 		if !r.KeptUp {
 			notes = append(notes, fmt.Sprintf("WARNING: %s could not keep up: it issued %.0f%% of the offered %s requests/s (fell up to %v behind); its figures are for the load it managed.",
@@ -163,7 +199,7 @@ func (c *Comparison) notes(sw, af *Result) []string {
 		for _, r := range []struct {
 			name string
 			res  *Result
-		}{{nameWheel, sw}, {nameStdlib, af}} {
+		}{{nameWheel, sw}, {nameNull, c.LoadAlone}, {nameStdlib, af}} {
 			if r.res == nil {
 				notes = append(notes, fmt.Sprintf("INTERRUPTED: %s was not measured.", r.name))
 			}

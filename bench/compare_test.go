@@ -20,16 +20,19 @@ func TestCompareText(t *testing.T) {
 	require.Equal(t, exitOK, run(tinyArgs("compare"), &stdout, &stderr), stderr.String())
 	out := stdout.String()
 	assert.Regexp(t, `(?m)^\s+shardwheel\s+time\.AfterFunc\s+ratio\s+better$`, out)
-	for _, row := range []string{"requests/s achieved", "calls/s", "CPU per call", "heap per resident timer",
+	for _, row := range []string{"requests/s achieved", "calls/s", "CPU per call", "library CPU (cores)", "library CPU per call", "heap per resident timer",
 		"GC CPU time", "GC pauses", "tick lag p50/p99/p99.9/max", "lateness p50", "lateness p99.9", "lateness max", "Stats lateness p50/p99/p99.9/max"} {
 		assert.Contains(t, out, "  "+row, row)
 	}
 	// A rated row has both values, a ratio and a direction.
 	assert.Regexp(t, `(?m)^  CPU per call\s+\S+\s+\S+\s+\d+\.\d\d\s+lower$`, out)
 	assert.Regexp(t, `(?m)^  tick lag p50/p99/p99.9/max\s+\S+/\S+/\S+/\S+\s+n/a\s+lower$`, out, "AfterFunc has no tick")
+	// The load alone's own figures, to check the subtraction against.
+	assert.Regexp(t, `(?m)^load alone \(no timer work\): CPU \S+ \(\S+ cores busy\), \S+ calls/s, \S+ per call$`, out)
 	assert.NotContains(t, out, "INTERRUPTED")
-	// Progress went to stderr, one final line per implementation.
+	// Progress went to stderr, one final line per run.
 	assert.Regexp(t, `(?m)^shardwheel\s+measured `, stderr.String())
+	assert.Regexp(t, `(?m)^load alone\s+measured `, stderr.String())
 	assert.Regexp(t, `(?m)^time\.AfterFunc\s+measured `, stderr.String())
 }
 
@@ -59,6 +62,21 @@ func TestCompareJSONAndOut(t *testing.T) {
 	require.NotNil(t, sw.TickLag)
 	require.NotNil(t, sw.Wheel)
 	assert.Nil(t, af.TickLag)
+
+	// The load alone ran the same offered load and fired nothing; both
+	// results subtract it.
+	alone := c.LoadAlone
+	require.NotNil(t, alone)
+	assert.Equal(t, nameNull, alone.Impl)
+	assert.InDelta(t, time.Second, alone.Measured, float64(300*time.Millisecond))
+	assert.InDelta(t, sw.AchievedRate, alone.AchievedRate, 0.05*sw.AchievedRate)
+	assert.Zero(t, alone.Ops.Fired)
+	assert.Zero(t, alone.Lateness.Count)
+	assert.Positive(t, alone.CPUPerOp)
+	for _, r := range c.Results {
+		require.NotNil(t, r.Library, r.Impl)
+		assert.InDelta(t, r.CPUPerOp-alone.CPUPerOp, r.Library.PerOp, 1e-6, r.Impl)
+	}
 	for _, k := range []string{"cpu_per_op", "bytes_per_timer", "lateness_p99", "achieved_rate"} {
 		assert.Contains(t, c.Ratios, k)
 	}
@@ -68,10 +86,14 @@ func TestCompareJSONAndOut(t *testing.T) {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &raw))
 	res := raw["results"].([]any)[0].(map[string]any)
-	for _, k := range []string{"impl", "achieved_rate", "kept_up", "ops_per_sec", "cpu_ns", "cpu_per_op_ns", "bytes_per_timer", "gc", "lateness", "tick_lag"} {
+	for _, k := range []string{"impl", "achieved_rate", "kept_up", "ops_per_sec", "cpu_ns", "cpu_per_op_ns", "library", "bytes_per_timer", "gc", "lateness", "tick_lag"} {
 		assert.Contains(t, res, k)
 	}
 	assert.Contains(t, res["lateness"], "p99_ns")
+	for _, k := range []string{"cpu_ns", "cpu_per_op_ns", "noise"} {
+		assert.Contains(t, res["library"], k)
+	}
+	assert.Contains(t, raw["load_alone"], "cpu_per_op_ns")
 
 	text, err := os.ReadFile(filepath.Join(dir, "compare.txt"))
 	require.NoError(t, err)
@@ -137,6 +159,8 @@ func TestCompareInterruptedMidRun(t *testing.T) {
 	assert.Less(t, r.Measured, 10*time.Second)
 	assert.Positive(t, r.Ops.Requests)
 	assert.Nil(t, c.Ratios)
+	assert.Nil(t, c.LoadAlone)
+	assert.Nil(t, r.Library, "nothing to subtract")
 }
 
 func TestCompareTextPartial(t *testing.T) {
@@ -145,7 +169,10 @@ func TestCompareTextPartial(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, c.writeText(&b))
 	assert.Contains(t, b.String(), "INTERRUPTED: shardwheel was measured for 1s only.")
+	assert.Contains(t, b.String(), "INTERRUPTED: load alone was not measured.")
 	assert.Contains(t, b.String(), "INTERRUPTED: time.AfterFunc was not measured.")
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  library CPU per call\s+n/a\s+-\s+lower$`), b.String())
+	assert.NotContains(t, b.String(), "load alone (no timer work)")
 	assert.Regexp(t, regexp.MustCompile(`(?m)^  CPU per call\s+\S+\s+-\s+lower$`), b.String())
 }
 
@@ -155,4 +182,36 @@ func TestCompareTextFellBehind(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, c.writeText(&b))
 	assert.Contains(t, b.String(), "WARNING: time.AfterFunc could not keep up: it issued 50% of the offered 100 requests/s")
+}
+
+// A library figure within noise is shown, marked and explained, without a
+// ratio; the other keeps its ratio.
+func TestCompareTextNoise(t *testing.T) {
+	result := func(impl string, cpu time.Duration, calls int64) Result {
+		return Result{Impl: impl, Measured: 10 * time.Second, TargetRate: 1, AchievedRate: 1, KeptUp: true,
+			CPU: cpu, CPUPerOp: float64(cpu) / float64(calls), OpsPerSec: float64(calls) / 10,
+			Ops: opCounts{Schedules: calls / 2, Cancels: calls / 2}}
+	}
+	alone := result(nameNull, 2*time.Second, 5_000_000) // 400ns per call
+	c := &Comparison{Host: host(), Load: defaultLoad(), LoadAlone: &alone,
+		Results: []Result{
+			result(nameWheel, 1900*time.Millisecond, 5_000_000),  // 380ns: -20ns
+			result(nameStdlib, 3500*time.Millisecond, 5_000_000), // 700ns: 300ns
+		}}
+	for i := range c.Results {
+		c.Results[i].Library = libraryCost(&c.Results[i], c.LoadAlone)
+	}
+	c.Ratios = ratios(reportRows(true), &c.Results[0], &c.Results[1])
+	assert.NotContains(t, c.Ratios, "library_cpu_per_op")
+	assert.Contains(t, c.Ratios, "cpu_per_op")
+
+	var b bytes.Buffer
+	require.NoError(t, c.writeText(&b))
+	out := b.String()
+	assert.Regexp(t, `(?m)^  library CPU per call\s+-20ns \(noise\)\s+300ns\s+lower$`, out)
+	assert.Regexp(t, `(?m)^  library CPU \(cores\)\s+-0\.01 \(noise\)\s+0\.15\s+lower$`, out)
+	assert.Contains(t, out, "load alone (no timer work): CPU 2s (0.2 cores busy), 500k calls/s, 400ns per call\n")
+	assert.Contains(t, out, "NOISE: shardwheel's library CPU per call, -20ns, is below 10% of the load alone's")
+	assert.Contains(t, out, "weighing more per call alone (500k calls/s, against 500k).\n")
+	assert.NotContains(t, out, "NOISE: time.AfterFunc")
 }

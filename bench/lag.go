@@ -101,7 +101,7 @@ func (l *LagRun) writeText(w io.Writer) error {
 func resultTable(r *Result) *table {
 	t := &table{}
 	group := ""
-	for _, m := range reportRows() {
+	for _, m := range reportRows(false) {
 		if m.group != group {
 			group = m.group
 			t.add(group)

@@ -79,8 +79,34 @@ func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metr
 		}}
 }
 
-// reportRows are the rows of the comparison, in order.
-func reportRows() []metric[Result] {
+// libraryRow is a row of r.Library's figures, as get reads and shows
+// them. A figure within noise is shown, marked, but has no ratio: the
+// ratio of a figure that could as well be 0 or negative says nothing.
+func libraryRow(key, label string, get func(r *Result, l *libraryCPU) (float64, string)) metric[Result] {
+	return metric[Result]{group: "cost", key: key, label: label, better: "lower",
+		value: func(r *Result) (float64, bool) {
+			if r.Library == nil || r.Library.Noise {
+				return 0, false
+			}
+			v, _ := get(r, r.Library)
+			return v, true
+		},
+		show: func(r *Result) string {
+			if r.Library == nil {
+				return "n/a"
+			}
+			_, s := get(r, r.Library)
+			if r.Library.Noise {
+				s += " (noise)"
+			}
+			return s
+		}}
+}
+
+// reportRows are the rows of the comparison, in order; library adds those
+// of Result.Library after the CPU rows, for compare, whose runs include
+// the load alone.
+func reportRows(library bool) []metric[Result] {
 	ms := []metric[Result]{
 		{group: "throughput", key: "achieved_rate", label: "requests/s achieved", better: "higher",
 			value: always(func(r *Result) float64 { return r.AchievedRate }),
@@ -101,6 +127,18 @@ func reportRows() []metric[Result] {
 		{group: "cost", key: "cpu_per_op", label: "CPU per call", better: "lower",
 			value: always(func(r *Result) float64 { return r.CPUPerOp }),
 			show:  func(r *Result) string { return units.Duration(time.Duration(r.CPUPerOp)) }},
+	}
+	if library {
+		ms = append(ms,
+			libraryRow("library_cpu", "library CPU (cores)", func(r *Result, l *libraryCPU) (float64, string) {
+				cores := l.CPU.Seconds() / r.Measured.Seconds()
+				return cores, units.Sig(cores)
+			}),
+			libraryRow("library_cpu_per_op", "library CPU per call", func(_ *Result, l *libraryCPU) (float64, string) {
+				return l.PerOp, units.Duration(time.Duration(l.PerOp))
+			}))
+	}
+	ms = append(ms, []metric[Result]{
 		{group: "cost", key: "bytes_per_timer", label: "heap per resident timer", better: "lower",
 			value: always(func(r *Result) float64 { return r.BytesPerTimer }),
 			show:  func(r *Result) string { return fmt.Sprintf("%.0f B", r.BytesPerTimer) }},
@@ -118,7 +156,7 @@ func reportRows() []metric[Result] {
 			show: func(r *Result) string {
 				return fmt.Sprintf("%s (%s)", units.Duration(r.GC.PauseSum), units.Duration(r.GC.PauseMax))
 			}},
-	}
+	}...)
 	ms = append(ms, latencyRows("latency", "lateness", "lateness", func(r *Result) *hist.Percentiles { return &r.Lateness })...)
 	// shardwheel's own figures have no AfterFunc counterpart, hence no
 	// ratio: one row each is enough.

@@ -10,6 +10,8 @@ import (
 const (
 	nameWheel  = "shardwheel"
 	nameStdlib = "time.AfterFunc"
+	// nameNull is the run of the load alone, through null.
+	nameNull = "load alone"
 )
 
 // Result is what one run measured, over its measured window only (after
@@ -44,7 +46,10 @@ type Result struct {
 	// generator included, the same for both implementations.
 	CPU      time.Duration `json:"cpu_ns"`
 	CPUPerOp float64       `json:"cpu_per_op_ns"`
-	GC       gcCost        `json:"gc"`
+	// Library is the implementation's own share of CPU, with the load's
+	// subtracted; nil without a run of the load alone (compare's only).
+	Library *libraryCPU `json:"library,omitempty"`
+	GC      gcCost      `json:"gc"`
 
 	// Resident is the number of timers pending when the heap was
 	// measured, right after the window. TimerHeap is the live heap then,
@@ -69,6 +74,51 @@ type Result struct {
 	// OtherCPU is the CPU time the rest of the host used over the window
 	// (Linux only; 0 elsewhere): a busy host inflates every latency.
 	OtherCPU time.Duration `json:"other_cpu_ns"`
+}
+
+// libraryCPU is an implementation's CPU less the load's: what its run
+// cost per call, less what a call of the load alone cost (the null run),
+// times the run's calls.
+//
+// Per call rather than over the same time, because the runs make
+// different numbers of calls: a real implementation fires timers, and
+// the load re-issues the background ones among them (about 6% more calls
+// than the load alone makes with the default load); subtracting the
+// load alone's CPU as it was would charge the implementation for the
+// load's side of those calls. What stays charged to it is the work of
+// its calls, of firing its timers and of holding them (GC), plus the
+// bodies of the tasks it runs (the load's lateness recording): the same
+// timers fire for both implementations, so that last part is the same
+// for both.
+type libraryCPU struct {
+	// CPU is over the implementation's measured window.
+	CPU   time.Duration `json:"cpu_ns"`
+	PerOp float64       `json:"cpu_per_op_ns"`
+	// Noise is set when PerOp is below noiseShare of the load alone's
+	// CPU per call, negative included: too small for the subtraction to
+	// tell from 0.
+	Noise bool `json:"noise"`
+}
+
+// noiseShare is how far apart the CPU per call of two runs of one load can
+// be on a shared host (10-30% in this project's measurements), taken at
+// its low end: a library figure below this share of the load alone's CPU
+// per call is within the subtraction's noise.
+const noiseShare = 0.1
+
+// libraryCost returns r's CPU with the load alone's, measured by alone,
+// subtracted per call; nil when either run made no calls.
+func libraryCost(r, alone *Result) *libraryCPU {
+	n := r.Ops.calls()
+	if n == 0 || alone.Ops.calls() == 0 {
+		return nil
+	}
+	per := r.CPUPerOp - alone.CPUPerOp
+	return &libraryCPU{
+		CPU:   time.Duration(per * float64(n)),
+		PerOp: per,
+		Noise: per < noiseShare*alone.CPUPerOp,
+	}
 }
 
 // wheelCounts are shardwheel Stats counters over a window.

@@ -64,9 +64,13 @@ func (s *status) enter(phase string, span time.Duration) {
 func (s *status) finish(r *Result) {
 	line := fmt.Sprintf("%-14s not measured", r.Impl)
 	if r.Measured > 0 {
-		line = fmt.Sprintf("%-14s measured %s: %s req/s (%.0f%%), %s calls/s, %s cores, lateness p99 %s",
+		line = fmt.Sprintf("%-14s measured %s: %s req/s (%.0f%%), %s calls/s, %s cores",
 			r.Impl, units.Duration(r.Measured), units.SI(r.AchievedRate), 100*r.AchievedRate/r.TargetRate,
-			units.SI(r.OpsPerSec), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()), units.Duration(r.Lateness.P99))
+			units.SI(r.OpsPerSec), units.Sig(r.CPU.Seconds()/r.Measured.Seconds()))
+		// The load alone fires nothing: it has no lateness to show.
+		if r.Lateness.Count > 0 {
+			line += ", lateness p99 " + units.Duration(r.Lateness.P99)
+		}
 	}
 	if r.Partial {
 		line += " (interrupted)"
