@@ -27,6 +27,7 @@ type BurstSpec struct {
 	Spread    time.Duration `json:"spread_ns"`
 	Tick      time.Duration `json:"tick_ns"`
 	Shards    int           `json:"shards"`
+	Affinity  bool          `json:"affinity,omitempty"`
 	Runs      int           `json:"runs"`
 }
 
@@ -73,7 +74,7 @@ type burstStats struct {
 // run of each in turn, Runs times.
 func burst(ctx context.Context, o options, p *progress) (*Burst, error) {
 	b := &Burst{Host: host(), Spec: o.burst}
-	b.Spec.Tick, b.Spec.Shards = o.tick, o.shards
+	b.Spec.Tick, b.Spec.Shards, b.Spec.Affinity = o.tick, o.shards, o.affinity
 	for run := 0; run < b.Spec.Runs && ctx.Err() == nil; run++ {
 		for _, impl := range []string{nameWheel, nameStdlib} {
 			if ctx.Err() != nil {
@@ -99,8 +100,8 @@ func burstRun(ctx context.Context, spec BurstSpec, impl string) (BurstResult, er
 	var s *shardwheel.Scheduler
 	if impl == nameWheel {
 		var err error
-		s, err = shardwheel.New(shardwheel.WithShards(spec.Shards), shardwheel.WithTick(spec.Tick),
-			shardwheel.WithMaxPending(spec.Timers+1))
+		s, err = shardwheel.New(append(wheelOptions(spec.Shards, spec.Tick, spec.Affinity),
+			shardwheel.WithMaxPending(spec.Timers+1))...)
 		if err != nil {
 			return r, err
 		}
@@ -235,8 +236,8 @@ func (b *Burst) summary(impl string, f func(r *BurstResult) float64) (med, lo, h
 func (b *Burst) writeText(w io.Writer) error {
 	sp := b.Spec
 	fmt.Fprintf(w, "burst: %d timers from %d goroutines, each due %v + uniform [0, %v] after its call; "+
-		"shardwheel %d shards, %v tick; %d runs each, interleaved\n%s\n\n",
-		sp.Timers, sp.Producers, sp.DelayMin, sp.Spread, sp.Shards, sp.Tick, sp.Runs, b.Host)
+		"shardwheel %d shards, %v tick%s; %d runs each, interleaved\n%s\n\n",
+		sp.Timers, sp.Producers, sp.DelayMin, sp.Spread, sp.Shards, sp.Tick, affinityNote(sp.Affinity), sp.Runs, b.Host)
 	dur := func(f func(r *BurstResult) time.Duration) func(r *BurstResult) float64 {
 		return func(r *BurstResult) float64 { return float64(f(r)) }
 	}

@@ -21,10 +21,11 @@ type options struct {
 	out   string
 	procs int // GOMAXPROCS for the run; 0 leaves it alone
 
-	load   Load
-	shards int
-	tick   time.Duration
-	keyed  bool // drive both implementations by key
+	load     Load
+	shards   int
+	tick     time.Duration
+	affinity bool // shardwheel.WithAffinity
+	keyed    bool // drive both implementations by key
 
 	// burst only.
 	burst BurstSpec
@@ -188,6 +189,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 func wheelFlags(fs *flag.FlagSet, o *options) {
 	fs.IntVar(&o.shards, "shards", o.shards, "shardwheel shards; follows -gomaxprocs unless set")
 	fs.DurationVar(&o.tick, "tick", o.tick, "shardwheel tick")
+	fs.BoolVar(&o.affinity, "affinity", false, "pin shardwheel's shard goroutines to CPUs (shardwheel.WithAffinity; Linux)")
+}
+
+// wheelOptions returns the options of the Scheduler a command runs.
+func wheelOptions(shards int, tick time.Duration, affinity bool) []shardwheel.Option {
+	return []shardwheel.Option{shardwheel.WithShards(shards), shardwheel.WithTick(tick), shardwheel.WithAffinity(affinity)}
 }
 
 // joinList formats a list the way parseList reads it.

@@ -223,3 +223,19 @@ func TestRunCancelledBeforeStart(t *testing.T) {
 	assert.Equal(t, exitInterrupted, code)
 	assert.Contains(t, stdout.String(), "INTERRUPTED")
 }
+
+// TestAffinityFlag: -affinity reaches the Scheduler options of every
+// command that runs one, and the headers say so.
+func TestAffinityFlag(t *testing.T) {
+	for _, cmd := range []string{"compare", "lag", "burst", "proxy"} {
+		o, err := parseArgs([]string{cmd, "-affinity"})
+		require.NoError(t, err, cmd)
+		assert.True(t, o.affinity, cmd)
+		o, err = parseArgs([]string{cmd})
+		require.NoError(t, err, cmd)
+		assert.False(t, o.affinity, "%s: off by default", cmd)
+	}
+	assert.Len(t, wheelOptions(2, time.Millisecond, true), 3)
+	assert.Equal(t, ", affinity on", affinityNote(true))
+	assert.Empty(t, affinityNote(false))
+}

@@ -42,7 +42,7 @@ type Comparison struct {
 // returns what was measured so far.
 func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 	c := &Comparison{Command: "compare", Host: host(), Load: o.load, Keyed: o.keyed}
-	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p}
+	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, affinity: o.affinity, keyed: o.keyed, progress: p}
 	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runNull, runStdlib} {
 		if ctx.Err() != nil {
 			break
@@ -98,7 +98,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "measured %v per implementation and for the load alone, after %v warm-up each; %d load goroutines; seed %d",
 		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
 	if sw != nil {
-		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v", sw.Shards, sw.Tick)
+		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v%s", sw.Shards, sw.Tick, affinityNote(sw.Affinity))
 	}
 	if c.Keyed {
 		b.WriteString("\nby key: shardwheel's ScheduleKey/CancelKey/ResetKey; time.AfterFunc through a sync.Map of timers")

@@ -15,6 +15,7 @@ type runSpec struct {
 	load     Load
 	shards   int
 	tick     time.Duration
+	affinity bool
 	keyed    bool // by key: keyedWheel and stdlibKeyed
 	progress *progress
 	// window, if set, is called for the measured window instead of just
@@ -41,7 +42,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // runWheel runs spec against a new shardwheel.Scheduler.
 func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 	base := liveHeap()
-	s, err := shardwheel.New(shardwheel.WithShards(spec.shards), shardwheel.WithTick(spec.tick))
+	s, err := shardwheel.New(wheelOptions(spec.shards, spec.tick, spec.affinity)...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -49,7 +50,7 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 	if spec.window != nil {
 		win = func(ctx context.Context, d time.Duration) error { return spec.window(ctx, s, d) }
 	}
-	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick, Keyed: spec.keyed}
+	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick, Affinity: spec.affinity, Keyed: spec.keyed}
 	if spec.keyed {
 		err = drive(ctx, spec, &r, base, keyedWheel{s}, win, s.Stats)
 	} else {

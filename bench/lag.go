@@ -56,7 +56,7 @@ func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 		}
 		return err
 	}
-	r, err := runWheel(ctx, runSpec{load: o.load, shards: o.shards, tick: o.tick, keyed: o.keyed, progress: p, window: capture})
+	r, err := runWheel(ctx, runSpec{load: o.load, shards: o.shards, tick: o.tick, affinity: o.affinity, keyed: o.keyed, progress: p, window: capture})
 	if r.Measured > 0 {
 		doc.Result = &r
 	}
@@ -71,7 +71,7 @@ func (l *LagRun) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "shardwheel under load on %s\n", l.Host)
 	l.Load.describe(&b)
 	if r := l.Result; r != nil {
-		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %d shards, tick %v\n\n", units.Duration(r.Measured), l.Load.Warmup, r.Shards, r.Tick)
+		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %d shards, tick %v%s\n\n", units.Duration(r.Measured), l.Load.Warmup, r.Shards, r.Tick, affinityNote(r.Affinity))
 		if err := resultTable(r).write(&b); err != nil {
 			return err
 		}

@@ -75,3 +75,12 @@ func emit(o options, doc document, stdout, stderr io.Writer) error {
 	_, err := fmt.Fprintf(stderr, "results written to %s and %s\n", textPath, jsPath)
 	return err
 }
+
+// affinityNote is what a header adds after shardwheel's tick when its
+// shard goroutines were pinned to CPUs.
+func affinityNote(on bool) string {
+	if on {
+		return ", affinity on"
+	}
+	return ""
+}

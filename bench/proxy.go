@@ -216,6 +216,7 @@ type ProxyRun struct {
 	Config      proxyConfig        `json:"config"`
 	Shards      int                `json:"shards"`
 	Tick        time.Duration      `json:"tick_ns"`
+	Affinity    bool               `json:"affinity,omitempty"`
 	Results     []*ProxyResult     `json:"results"`
 	Ratios      map[string]float64 `json:"ratios,omitempty"`
 	Interrupted bool               `json:"interrupted"`
@@ -224,7 +225,7 @@ type ProxyRun struct {
 // proxyCompare runs the rounds: context, wheel; then wheel, context; and
 // so on, so that a host that gets busier or quieter favours neither.
 func proxyCompare(ctx context.Context, o options, p *progress) (*ProxyRun, error) {
-	run := &ProxyRun{Command: "proxy", Host: host(), Config: o.proxy, Shards: o.shards, Tick: o.tick}
+	run := &ProxyRun{Command: "proxy", Host: host(), Config: o.proxy, Shards: o.shards, Tick: o.tick, Affinity: o.affinity}
 	std, wheel := &ProxyResult{Impl: nameCtxStdlib}, &ProxyResult{Impl: nameCtxWheel}
 	run.Results = []*ProxyResult{std, wheel}
 	for round := range o.proxy.Rounds {
@@ -258,7 +259,7 @@ func proxyCompare(ctx context.Context, o options, p *progress) (*ProxyRun, error
 func proxyOnce(ctx context.Context, o options, res *ProxyResult, stderr io.Writer) error {
 	with := withTimeout(context.WithTimeout)
 	if res.Impl == nameCtxWheel {
-		s, err := shardwheel.New(shardwheel.WithShards(o.shards), shardwheel.WithTick(o.tick))
+		s, err := shardwheel.New(wheelOptions(o.shards, o.tick, o.affinity)...)
 		if err != nil {
 			return err
 		}
@@ -424,8 +425,8 @@ func (run *ProxyRun) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "load: %d keep-alive clients -> httputil.ReverseProxy (timeout %v per request) -> net/http backend, all on 127.0.0.1;\n",
 		c.Clients, c.Timeout)
 	fmt.Fprintf(&b, "      the backend answers in 1-50ms, and %.3g%% of requests after %v (the proxy answers them 504)\n", 100*c.Slow, c.SlowFor)
-	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %d round(s) alternating the order; seed %d; shardwheel: %d shards, tick %v\n\n",
-		c.Duration, c.Warmup, c.Rounds, c.Seed, run.Shards, run.Tick)
+	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %d round(s) alternating the order; seed %d; shardwheel: %d shards, tick %v%s\n\n",
+		c.Duration, c.Warmup, c.Rounds, c.Seed, run.Shards, run.Tick, affinityNote(run.Affinity))
 	t := &table{align: "lrrrl"}
 	t.add("", nameCtxStdlib, nameCtxWheel, "ratio", "better")
 	var std, wheel *ProxyResult

@@ -20,6 +20,9 @@ type Result struct {
 	Impl   string        `json:"impl"`
 	Shards int           `json:"shards,omitempty"`
 	Tick   time.Duration `json:"tick_ns,omitempty"`
+	// Affinity is set when shardwheel's shard goroutines were pinned
+	// to CPUs (-affinity).
+	Affinity bool `json:"affinity,omitempty"`
 	// Keyed is set when the load reached timers by key (-keyed):
 	// shardwheel's keyed API, or a sync.Map of time.AfterFunc timers.
 	Keyed bool `json:"keyed,omitempty"`
