@@ -112,7 +112,8 @@ func WithWheelSize(n int) Option {
 // WithRingSize sets how many timers a shard's storage holds when it first
 // grows: the shard allocates nothing for timers until it gets its first
 // one, then a block of n nodes (rounded up to a power of two, at least 64;
-// 44 bytes each), and doubles its storage as it fills, in blocks of at most
+// 36 bytes each, plus 8 once a closure timer lands in the block and 2 once
+// a Handler timer does), and doubles its storage as it fills, in blocks of at most
 // 2^18 nodes (or n, if larger). The default is
 // DefaultRingSize; n must be in [1, MaxRingSize]. A larger first block
 // saves a few early allocations for a shard that will surely hold many
@@ -192,7 +193,10 @@ func WithPanicHandler(h func(v any)) Option {
 // the process's allowed set (round robin), on Linux. Elsewhere it is a
 // no-op. A failure to pin is logged with log/slog and the shard runs
 // unpinned. Pinned goroutines cost the Go scheduler a thread hand-off on
-// every wake-up, so measure before turning it on (go run ./bench).
+// every wake-up, and on the 2-core machine we measure on it changed neither
+// CPU nor lateness beyond the noise (see the README): leave it off unless
+// go run ./bench compare -affinity (or burst -affinity) shows a gain on
+// your host.
 func WithAffinity(on bool) Option {
 	return func(c *config) error {
 		c.affinity = on

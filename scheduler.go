@@ -57,7 +57,11 @@
 //
 // Schedule, Cancel and Reset are lock-free and allocate nothing in steady
 // state (the caller's closure aside): nodes live in per-shard pools,
-// pointer-free so that the garbage collector skips them. A tick costs work
+// pointer-free so that the garbage collector skips them. A Handler, a task
+// registered once and called with each timer's key, removes the closure
+// too: such a timer is its node alone. A timer cancelled before its shard
+// has seen it is taken back by the cancelling goroutine and never reaches
+// the shard. A tick costs work
 // only for timers that are due: each shard is a hierarchical wheel, and an
 // idle shard sleeps until its next due slot, or parks when it has none.
 package shardwheel

@@ -47,9 +47,9 @@
 //
 // A producer takes a node from the shard's pool.Arena, fills it (the
 // deadline tick from its own clock reading), and pushes it on its lane's
-// incoming queue (ring.Queue, an unbounded intrusive MPSC list through the
-// nodes): a push never blocks and never fails, so no Schedule, from any
-// goroutine or task, waits for any worker. The worker files new timers in
+// incoming queue (ring.Queue, an unbounded intrusive stack through the
+// nodes, which the worker takes whole): a push never blocks and never
+// fails, so no Schedule, from any goroutine or task, waits for any worker. The worker files new timers in
 // the wheel on its passes: at most TransferCap per tick and passBudget per
 // pass, passing again at once while more wait; the rest wait in the queue,
 // none lost. A timer whose tick the worker has already processed (it waited
@@ -57,7 +57,10 @@
 // the next pass, before elapsed moves on.
 //
 // Cancel and Reset act on the node's state word with one CAS (see state.go)
-// and never wait for the worker. When the node already sits in the wheel,
+// and never wait for the worker. A Cancel of a new timer that is still the
+// node its lane pushed last takes it back off the queue and frees it on its
+// own core (takeBack): the worker never sees it. When the node already sits
+// in the wheel,
 // Cancel (so that its memory is reclaimed now, not when its slot comes
 // round) and a Reset to an earlier deadline (so that it is re-filed) push it
 // on the attention stack, which the worker empties with one Swap per pass. A
