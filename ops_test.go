@@ -36,6 +36,9 @@ func FuzzSchedulerOps(f *testing.F) {
 		s, err := shardwheel.New(shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
 		require.NoError(t, err)
 		defer s.Stop()
+		h, err := s.NewHandler(func(uint64) {}) // its timers carry no closure
+
+		require.NoError(t, err)
 		type timer struct {
 			tm   shardwheel.Timeout
 			long bool // never fires during the test
@@ -80,9 +83,15 @@ func FuzzSchedulerOps(f *testing.F) {
 				return timers[arg%len(timers)]
 			}
 			switch ops[i] % 12 {
-			case 0, 1: // schedule
+			case 0, 1: // schedule: a closure (0) or the Handler (1)
 				d := delays[arg%len(delays)]
-				tm, err := s.Schedule(uint64(arg), d, func() {})
+				var tm shardwheel.Timeout
+				var err error
+				if ops[i]%12 == 0 {
+					tm, err = s.Schedule(uint64(arg), d, func() {})
+				} else {
+					tm, err = h.Schedule(uint64(arg), d)
+				}
 				if stopped {
 					require.ErrorIs(t, err, shardwheel.ErrStopped)
 					continue
@@ -129,6 +138,7 @@ func FuzzSchedulerOps(f *testing.F) {
 					require.NotNil(t, tr, "Stop returned a handle Schedule never did")
 					require.False(t, returned[tm], "Stop returned a timer twice")
 					require.True(t, tr.live || tr.open, "Stop returned a timer that had ended")
+					require.NotNil(t, tm.Task(), "Stop returned a timer without its task")
 					returned[tm] = true
 				}
 				for _, tm := range timers {
@@ -141,9 +151,15 @@ func FuzzSchedulerOps(f *testing.F) {
 				}
 				stopped = true
 				require.Zero(t, shardwheel.IndexLen(s), "Stop empties the index")
-			case 8: // ScheduleKey: replaces the key's indexed timer
+			case 8: // ScheduleKey (or the Handler's): replaces the key's indexed timer
 				key, d := uint64(arg%4), delays[arg/4%len(delays)]
-				tm, err := s.ScheduleKey(key, d, func() {})
+				var tm shardwheel.Timeout
+				var err error
+				if arg/4%2 == 0 {
+					tm, err = s.ScheduleKey(key, d, func() {})
+				} else {
+					tm, err = h.ScheduleKey(key, d)
+				}
 				if stopped {
 					require.ErrorIs(t, err, shardwheel.ErrStopped)
 					continue
