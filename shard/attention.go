@@ -1,22 +1,24 @@
 package shard
 
-// The attention stack and the worker's wake-up. Producers push; the worker
-// pops everything with one Swap per pass.
+// The attention stacks and the worker's wake-up. Producers push on the stack
+// of their P's lane; the worker pops everything with one Swap per lane and
+// pass (a lane whose stack it finds empty costs it one load).
 //
-// The stack is a Treiber stack threaded through the arena's link array
+// Each stack is a Treiber stack threaded through the arena's link array
 // (pool.Arena.Link), which a node uses for the free list only while it is
 // free: a node on the stack is never freed before the worker has taken it
 // off (see releaseNode), so the two uses never overlap. Pushes need no ABA
 // tag: the only pop is the worker's Swap of the whole stack.
 
-// pushAttention queues the timer r for the worker. Any goroutine.
-func (sh *Shard) pushAttention(r Ref) {
+// pushAttention queues the timer r for the worker, on lane l's stack.
+// Any goroutine.
+func (sh *Shard) pushAttention(l *lane, r Ref) {
 	idx, _ := r.split()
 	link := sh.arena.Link(idx)
 	for {
-		h := sh.attention.Load()
+		h := l.attention.Load()
 		link.Store(h)
-		if sh.attention.CompareAndSwap(h, idx+1) {
+		if l.attention.CompareAndSwap(h, idx+1) {
 			break
 		}
 	}
@@ -36,10 +38,19 @@ func (sh *Shard) unpark() {
 	}
 }
 
-// processAttention empties the attention stack: cancelled nodes are unlinked
-// and freed, nodes whose deadline moved earlier are re-filed. Worker only.
+// processAttention empties the attention stacks: cancelled nodes are
+// unlinked and freed, nodes whose deadline moved earlier are re-filed.
+// Worker only.
 func (sh *Shard) processAttention() {
-	h := sh.attention.Swap(0)
+	for i := range sh.lanes {
+		if l := &sh.lanes[i]; l.attention.Load() != 0 {
+			sh.attend(l.attention.Swap(0))
+		}
+	}
+}
+
+// attend handles the nodes of one attention stack, h its head.
+func (sh *Shard) attend(h uint32) {
 	for h != 0 {
 		idx := h - 1
 		n := sh.arena.Node(idx)

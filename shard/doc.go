@@ -60,13 +60,12 @@
 // and never wait for the worker. A Cancel of a new timer that is still the
 // node its lane pushed last takes it back off the queue and frees it on its
 // own core (takeBack): the worker never sees it. When the node already sits
-// in the wheel,
-// Cancel (so that its memory is reclaimed now, not when its slot comes
-// round) and a Reset to an earlier deadline (so that it is re-filed) push it
-// on the attention stack, which the worker empties with one Swap per pass. A
-// Reset to a later deadline only rewrites the state word: the worker finds
-// the node in its old slot, sees the later deadline and re-files it, as
-// tokio does.
+// in the wheel, Cancel (so that its memory is reclaimed now, not when its
+// slot comes round) and a Reset to an earlier deadline (so that it is
+// re-filed) push it on the attention stack of the caller's lane, which the
+// worker empties with one Swap per pass. A Reset to a later deadline only
+// rewrites the state word: the worker finds the node in its old slot, sees
+// the later deadline and re-files it, as tokio does.
 //
 // The worker sleeps until the next tick the wheel needs (a due slot, or a
 // cascade window's opening and the ticks in it while the window holds more

@@ -110,9 +110,14 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 }
 
 // busy reports whether producers have left work for the next pass: new
-// timers in a queue (or being pushed) or nodes on the attention stack.
+// timers in a queue or nodes on an attention stack.
 func (sh *Shard) busy() bool {
-	return sh.attention.Load() != 0 || !sh.queuesEmpty()
+	for i := range sh.lanes {
+		if sh.lanes[i].attention.Load() != 0 {
+			return true
+		}
+	}
+	return !sh.queuesEmpty()
 }
 
 // queuesEmpty reports whether every lane's incoming queue is empty, with no

@@ -178,7 +178,7 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			l.cancels.Add(1)
 			sh.giveBack(l)
 			if queue {
-				sh.pushAttention(r)
+				sh.pushAttention(l, r)
 			} else if s.status() == statusNew && (s&indexedBit == 0 || drop&indexedBit != 0) {
 				sh.takeBack(li, l, idx, n, gen)
 			}
@@ -205,7 +205,7 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 			_, l := sh.myLane()
 			l.resets.Add(1)
 			if queue {
-				sh.pushAttention(r)
+				sh.pushAttention(l, r)
 			}
 			return true
 		}

@@ -87,11 +87,7 @@ type Shard struct {
 	// (see Quiet); the worker is the only closer.
 	quiet chan struct{}
 
-	// Cancel (of a filed timer) and Reset (to an earlier deadline) push
-	// here; the worker swaps it empty once per pass.
-	_         [pad.CacheLineSize]byte
-	attention atomic.Uint32 // attention stack head: index+1, 0 = empty
-	_         [pad.CacheLineSize - 4]byte
+	_ [pad.CacheLineSize]byte
 
 	// Read on every Schedule, written by the worker once per pass (and on
 	// Close): kept apart from lines producers write, so that reads stay
@@ -158,7 +154,13 @@ type lane struct {
 	// yielded is the last tick in which a producer on this lane yielded
 	// its processor to a late worker (see yieldIfBehind).
 	yielded atomic.Uint64
-	_       [pad.CacheLineSize - 56]byte
+	// attention is the head of this lane's attention stack (index+1, 0 =
+	// empty): Cancel of a filed timer and Reset to an earlier deadline
+	// push here, on the lane of the P they run on, so that they write no
+	// line another P writes; the worker swaps each lane's stack empty once
+	// per pass (see attention.go).
+	attention atomic.Uint32
+	_         [pad.CacheLineSize - 60]byte
 }
 
 // New returns a shard; its worker starts with Start. It allocates no node
