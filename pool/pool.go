@@ -37,9 +37,11 @@
 // back.
 //
 // Free nodes sit on one of several free lists (lanes), so that producers on
-// different CPUs do not contend for one list head: a producer takes from its
-// own lane and steals from the others only when its lane is empty, before it
-// grows the arena. Each free list is a Treiber stack whose head packs
+// different CPUs do not contend for one list head, or in a lane's spare
+// slot (one node; see freeList.spare): a producer takes its own lane's
+// spare, else pops its own lane's list, and steals from the other lanes'
+// lists and then their spares only when its own has nothing, before it
+// grows the arena: it grows only when no lane holds a free node. Each free list is a Treiber stack whose head packs
 // (index+1, tag). The tag counts pops, so a pop that read a stale head fails
 // its CAS even if the same index was popped and pushed back meanwhile (the
 // ABA case). PutChain pushes a whole chain with one CAS, so the worker pays
@@ -270,46 +272,53 @@ func (a *Arena) Link(idx uint32) *atomic.Uint32 { return a.Slot(idx).Link() }
 // Drain, for a node it claimed).
 func (a *Arena) Task(idx uint32) (func(), uint16) { return a.Slot(idx).Task() }
 
-// Get takes a node, preferably from the free list of lane (taken modulo the
-// lane count), bumps its generation and returns its index, new generation
+// Get takes a node, preferably lane's spare or from its free list (lane
+// taken modulo the lane count), else another lane's, else a never-used one;
+// it bumps the node's generation and returns its index, new generation
 // and storage, or false if the arena already holds Capacity nodes. Safe for
 // concurrent use.
 func (a *Arena) Get(lane int) (idx, gen uint32, s Slot, ok bool) {
-	own := &a.lanes[uint(lane)%uint(len(a.lanes))]
-	if own.spare.Load() != 0 {
-		if top := own.spare.Swap(0); top != 0 {
-			s = a.Slot(top - 1)
-			return top - 1, s.Node().Gen.Add(1), s, true
+	if idx, ok = a.takeSpare(&a.lanes[uint(lane)%uint(len(a.lanes))]); !ok {
+		for i := range a.lanes {
+			if idx, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
+				break
+			}
 		}
 	}
-	for i := range a.lanes {
-		if idx, s, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
-			break
-		}
+	for i := 1; !ok && i < len(a.lanes); i++ {
+		idx, ok = a.takeSpare(&a.lanes[uint(lane+i)%uint(len(a.lanes))])
 	}
 	if !ok {
 		if idx, ok = a.grow(); !ok {
 			return 0, 0, Slot{}, false
 		}
-		s = a.Slot(idx)
 	}
+	s = a.Slot(idx)
 	return idx, s.Node().Gen.Add(1), s, true
 }
 
-func (a *Arena) pop(l *freeList) (uint32, Slot, bool) {
+// takeSpare takes l's spare node, if it has one.
+func (a *Arena) takeSpare(l *freeList) (uint32, bool) {
+	if l.spare.Load() == 0 {
+		return 0, false
+	}
+	top := l.spare.Swap(0)
+	return top - 1, top != 0
+}
+
+func (a *Arena) pop(l *freeList) (uint32, bool) {
 	for {
 		h := l.head.Load()
 		top := uint32(h >> 32)
 		if top == 0 {
-			return 0, Slot{}, false
+			return 0, false
 		}
 		idx := top - 1
-		s := a.Slot(idx)
-		next := s.Link().Load()
+		next := a.Link(idx).Load()
 		// The tag (low half) changes on every pop, so this CAS fails if idx
 		// was popped, reused and pushed back since we loaded h.
 		if l.head.CompareAndSwap(h, uint64(next)<<32|uint64(uint32(h)+1)) {
-			return idx, s, true
+			return idx, true
 		}
 	}
 }
@@ -347,9 +356,10 @@ type Chain struct {
 	head, tail uint32 // index+1; 0 when empty
 }
 
-// Add clears the task and handler of the node at idx and appends the node to c. The
-// node must have ended its life (handles to it no longer validate), and
-// must not be touched until Get returns it again. Owner only.
+// Add clears the task and handler of the node at idx and appends the node
+// to c. The node must have ended its life (handles to it no longer
+// validate), and must not be touched until Get returns it again. c belongs
+// to its caller: the owner's chains, or Put's chain of one.
 func (a *Arena) Add(c *Chain, idx uint32) {
 	s := a.Slot(idx)
 	clearTask(s)
@@ -392,7 +402,9 @@ func clearTask(s Slot) {
 }
 
 // PutChain returns every node in c to the free list of lane (modulo the lane
-// count) and empties c. Owner only.
+// count) and empties c. The owner calls it with the chains of a pass, Put
+// with a chain of one: the push is a CAS that keeps the list's tag, safe
+// beside concurrent pushes and pops.
 func (a *Arena) PutChain(lane int, c *Chain) {
 	if c.head == 0 {
 		return

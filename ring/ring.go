@@ -8,8 +8,9 @@
 // The algorithm: producers push onto a Treiber stack (one CAS on its head);
 // the consumer takes the whole stack with one CAS when it has nothing left
 // of its last take, reverses it into a FIFO backlog of its own, and pops
-// from there. A node pushed last and not yet taken can be taken back by
-// whoever pushed it (Unpush): a timer cancelled before its shard saw it
+// from there. A node pushed last and not yet taken can be taken back
+// (Unpush, by any goroutine that knows the generation it was pushed in: in
+// the shard, the Cancel that ended its timer): a timer cancelled before its shard saw it
 // then never crosses to the shard's core at all, which is the common fate
 // of a request timeout on a busy proxy (tokio's per-worker timers drop such
 // entries without touching the wheel; Go's runtime timers stay on the
