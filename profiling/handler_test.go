@@ -2,6 +2,7 @@ package profiling_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -63,6 +64,15 @@ func TestHandlerPage(t *testing.T) {
 	_, err := s.AfterFunc(time.Millisecond, func() { close(fired) })
 	require.NoError(t, err)
 	<-fired
+	// Scheduled and cancelled at once: taken back before its shard saw
+	// it, unless the shard's pass took it first.
+	for range 100 {
+		tm, err := s.Schedule(1, time.Hour, func() {})
+		require.NoError(t, err)
+		require.True(t, tm.Cancel())
+	}
+	taken := s.Stats().Total.TakenBack
+	require.NotZero(t, taken)
 
 	rec := get(t, profiling.Handler(s), "/")
 	require.Equal(t, http.StatusOK, rec.Code)
@@ -76,6 +86,7 @@ func TestHandlerPage(t *testing.T) {
 	} {
 		assert.Contains(t, page, want)
 	}
+	assert.Regexp(t, fmt.Sprintf(`taken back before filing\s+%d\b`, taken), page)
 }
 
 // The page's diagnosis names what the counters point to.

@@ -66,6 +66,7 @@ func newView(cur, prev shardwheel.ShardStats) view {
 		{&st.Scheduled, prev.Scheduled},
 		{&st.Fired, prev.Fired},
 		{&st.Cancelled, prev.Cancelled},
+		{&st.TakenBack, prev.TakenBack},
 		{&st.Reset, prev.Reset},
 		{&st.Stopped, prev.Stopped},
 		{&st.CapHits, prev.CapHits},
@@ -133,6 +134,7 @@ func (sm *summary) write(w io.Writer) error {
 		n    uint64
 	}{
 		{"scheduled", t.Scheduled}, {"fired", t.Fired}, {"cancelled", t.Cancelled},
+		{"  taken back before filing", t.TakenBack},
 		{"reset", t.Reset}, {"stopped", t.Stopped}, {"panics", t.Panics},
 		{"transfer cap hits", t.CapHits},
 		{"ticks", t.Ticks}, {"ticks skipped (idle)", t.TicksSkipped}, {"refiled", t.Refiled},
