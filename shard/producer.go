@@ -107,8 +107,9 @@ func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), h u
 // takeBack frees node idx (generation gen) of a timer its caller has just
 // cancelled while it was new, if it is still the node pushed last on lane
 // l's queue (number li): then the worker has not seen it and never will, so
-// the node goes straight back to the lane's free list, on this core, and
-// the cancel costs the worker nothing. That is the fate of a timeout
+// the node goes straight back to the lane (its spare slot, else its free
+// list; see pool.Arena.Put), on this core, and the cancel costs the worker
+// nothing. That is the fate of a timeout
 // cancelled right after it was scheduled by the same goroutine; any other
 // node stays in its queue, where the worker finds it cancelled and frees
 // it. Not for an indexed node whose entry may remain: the worker must tell

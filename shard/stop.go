@@ -76,11 +76,10 @@ func (sh *Shard) Drain(emit func(r Ref, key uint64, due time.Duration)) {
 				// A new life whose state is not stored yet. Its
 				// producer will see closed and undo it. (A live
 				// timer cannot be recycled under Drain: only a
-				// worker frees nodes, and every worker has exited
-				// or is quiet, or the Cancel that ended the
-				// timer, which is then not live.) Not waiting for that producer
-				// keeps Drain from spinning on another goroutine's
-				// progress.
+				// worker, which has exited or is quiet, and the
+				// Cancel that ended a timer free nodes.) Not
+				// waiting for that producer keeps Drain from
+				// spinning on another goroutine's progress.
 				break
 			}
 			// Success means the state did not change since it was
