@@ -508,8 +508,8 @@ type Timeout struct {
 // true at most once per timer, and never after its task started, it was
 // cancelled, or Stop returned it. Cancel is lock-free and O(1); the shard
 // frees the timer's memory at its next pass (or Cancel frees it at once, if
-// the shard has not seen the timer yet and it is still the last one its
-// lane queued). An indexed timer (from
+// the shard has not seen the timer yet, it is not from ScheduleKey, and it
+// is still the last timer queued for that shard from the P Cancel runs on). An indexed timer (from
 // ScheduleKey) cancelled this way is no longer its key's: CancelKey,
 // ResetKey and Lookup no longer find it, and the shard drops its index
 // entry at that pass.
