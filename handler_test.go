@@ -295,7 +295,9 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(5 * time.Millisecond) // let some timers run before Stop races the rest
+	// Let some timers run (Handler and closure alike) before Stop races
+	// the rest.
+	require.Eventually(t, func() bool { return ran[0].Load()+ran[1].Load() > 0 }, waitFor, pollEvery)
 	left := s.Stop()
 	wg.Wait()
 	stopped := map[shardwheel.Timeout]bool{}
