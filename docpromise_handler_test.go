@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -217,12 +218,15 @@ func TestDocCancelTakesBackAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		st := s.Stats().Total
 		assert.Equal(t, base.Scheduled+1, st.Scheduled, "Schedule counted at once")
-		assert.Equal(t, 1, st.RingDepth, "queued, not seen by the blocked shard")
+		// Relative to base: the blocked pass has not published that it
+		// took the blocking task's own node, whether that pass filed it
+		// or an earlier one did.
+		assert.Equal(t, base.RingDepth+1, st.RingDepth, "queued, not seen by the blocked shard")
 		require.True(t, tm.Cancel())
 		st = s.Stats().Total
 		assert.Equal(t, base.Cancelled+1, st.Cancelled, "Cancel counted at once")
 		assert.Equal(t, base.TakenBack+1, st.TakenBack, "taken back")
-		assert.Zero(t, st.RingDepth, "no longer in the queue")
+		assert.Equal(t, base.RingDepth, st.RingDepth, "no longer in the queue")
 		assert.False(t, tm.Pending())
 		assert.False(t, tm.Cancel(), "true at most once")
 
@@ -295,9 +299,10 @@ func TestDocNodeBytes(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Logf("bytes per node: Handler %.2f, closure %.2f, both %.2f", handler, closure, mixed)
+	ptr := float64(unsafe.Sizeof(func() {})) // 8 on 64-bit platforms
 	assert.InDelta(t, 38, handler, 1, "36 + 2")
-	assert.InDelta(t, 44, closure, 1, "36 + 8")
-	assert.InDelta(t, 46, mixed, 1, "36 + 8 + 2")
+	assert.InDelta(t, 36+ptr, closure, 1, "36 + a pointer")
+	assert.InDelta(t, 36+ptr+2, mixed, 1, "36 + a pointer + 2")
 }
 
 // README Handlers row: "same deadlines": a Handler timer runs no earlier

@@ -112,10 +112,10 @@ func WithWheelSize(n int) Option {
 // WithRingSize sets how many timers a shard's storage holds when it first
 // grows: the shard allocates nothing for timers until it gets its first
 // one, then a block of n nodes (rounded up to a power of two, at least 64;
-// 36 bytes each, plus 8 once a closure timer lands in the block and 2 once
-// a Handler timer does), and doubles its storage as it fills, in blocks of at most
-// 2^18 nodes (or n, if larger). The default is
-// DefaultRingSize; n must be in [1, MaxRingSize]. A larger first block
+// 36 bytes each, plus 8 (4 on 32-bit platforms) once a closure timer lands
+// in the block and 2 once a Handler timer does), and doubles its storage as
+// it fills, in blocks of at most 2^18 nodes (or n, if larger). The default
+// is DefaultRingSize; n must be in [1, MaxRingSize]. A larger first block
 // saves a few early allocations for a shard that will surely hold many
 // timers. (The option is named for the fixed rings that fed the shards
 // before the queues became unbounded: new timers now wait in queues

@@ -16,10 +16,10 @@ func (a *Arena) Bytes() int {
 		if b := a.blocks[i].Load(); b != nil {
 			per := BaseNodeBytes
 			if b.tasks.Load() != nil {
-				per += 8
+				per += TaskBytes
 			}
 			if b.handlers.Load() != nil {
-				per += 2
+				per += HandlerBytes
 			}
 			n += a.blockSize(uint32(i)) * per
 		}

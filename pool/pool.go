@@ -66,9 +66,14 @@ const (
 	// NodeBytes is the most memory one node costs: the node, its
 	// free-list link, its task slot and its handler slot. The last two
 	// arrays of a block are made only when a timer of their kind first
-	// lands in it (see Slot.SetTask): BaseNodeBytes always, +8 with a
-	// closure task, +2 with a handler.
-	NodeBytes = BaseNodeBytes + 8 + 2
+	// lands in it (see Slot.SetTask): BaseNodeBytes always, +TaskBytes
+	// with a closure task, +HandlerBytes with a handler.
+	NodeBytes = BaseNodeBytes + TaskBytes + HandlerBytes
+	// TaskBytes is a task slot: a func value, one pointer (8 bytes on
+	// 64-bit platforms, 4 on 32-bit ones).
+	TaskBytes = bits.UintSize / 8
+	// HandlerBytes is a handler slot: a 16-bit handler number.
+	HandlerBytes = 2
 	// BaseNodeBytes is the memory every node costs: the node and its
 	// free-list link.
 	BaseNodeBytes = 32 + 4

@@ -66,7 +66,8 @@ func bytesFor(first int, idx uint32) int {
 func TestConstants(t *testing.T) {
 	assert.Equal(t, pool.MaxNodes-1, pool.Capacity, "index 0 is reserved")
 	assert.Equal(t, 32+4, pool.BaseNodeBytes, "node, free-list link")
-	assert.Equal(t, 32+4+8+2, pool.NodeBytes, "node, free-list link, task slot, handler slot")
+	assert.Equal(t, int(unsafe.Sizeof(func() {})), pool.TaskBytes, "a func value")
+	assert.Equal(t, 32+4+pool.TaskBytes+2, pool.NodeBytes, "node, free-list link, task slot, handler slot")
 	assert.Equal(t, 1<<22, pool.MaxFirst)
 	// The layout tiles [0, MaxNodes) exactly, for every first block size.
 	for _, first := range []int{64, 1 << 18, pool.MaxFirst} {
@@ -179,7 +180,7 @@ func TestNewIsEmpty(t *testing.T) {
 			// A block makes its task and handler arrays with the first
 			// timer of each kind, once.
 			a.Slot(idx).SetTask(nil, 7)
-			assert.Equal(t, tt.wantBlock0*(pool.BaseNodeBytes+2), a.Bytes(), "a handler makes the handler array")
+			assert.Equal(t, tt.wantBlock0*(pool.BaseNodeBytes+pool.HandlerBytes), a.Bytes(), "a handler makes the handler array")
 			a.Slot(idx+1).SetTask(func() {}, 0)
 			a.Slot(idx+2).SetTask(func() {}, 0)
 			assert.Equal(t, tt.wantBlock0*pool.NodeBytes, a.Bytes(), "a closure makes the task array")
@@ -358,7 +359,7 @@ func testBlockLayout(t *testing.T, first, n int) {
 		}
 	}
 	// Every block now has its handler array too.
-	assert.Equal(t, bytesFor(first, hw-1)/pool.BaseNodeBytes*(pool.BaseNodeBytes+2), a.Bytes())
+	assert.Equal(t, bytesFor(first, hw-1)/pool.BaseNodeBytes*(pool.BaseNodeBytes+pool.HandlerBytes), a.Bytes())
 	t.Logf("first=%d: %d blocks, %d bytes for %d nodes", first, len(growth), a.Bytes(), n)
 
 	// Nothing is found beyond the high-water mark.
