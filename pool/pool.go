@@ -385,10 +385,11 @@ func (a *Arena) Add(c *Chain, idx uint32) {
 // beside concurrent pops and pushes.
 func (a *Arena) Put(lane int, idx uint32) {
 	l := &a.lanes[uint(lane)%uint(len(a.lanes))]
-	s := a.Slot(idx)
-	clearTask(s)
-	if l.spare.Load() == 0 && l.spare.CompareAndSwap(0, idx+1) {
-		return
+	if l.spare.Load() == 0 {
+		clearTask(a.Slot(idx)) // before the CAS publishes the node
+		if l.spare.CompareAndSwap(0, idx+1) {
+			return
+		}
 	}
 	var c Chain
 	a.Add(&c, idx)

@@ -26,7 +26,7 @@ func Example() {
 					panic("arena full")
 				}
 				arena.Node(idx).Key = uint64(10*p + i) // written before Push
-				q.Push(arena, idx, arena.Node(idx))
+				q.Push(idx, arena.Node(idx))
 			}
 		}()
 	}
@@ -55,7 +55,7 @@ func Example() {
 	// A popped node may be pushed again.
 	idx, _, _, _ := arena.Get(0)
 	for range 3 {
-		q.Push(arena, idx, arena.Node(idx))
+		q.Push(idx, arena.Node(idx))
 		got, _ := q.TryPop(arena)
 		fmt.Print(got == idx, " ")
 	}

@@ -64,11 +64,11 @@ func (q *Queue) Init() {
 
 func top(h uint64) uint32 { return uint32(h >> 32) }
 
-// Push appends node idx of arena a; n is that node (a.Node(idx)), which the
-// caller has at hand. It never blocks for the consumer and never fails; it
-// is safe for concurrent use by many goroutines, lock-free (a CAS that loses
-// to another push or a take retries). The node must not be in any queue.
-func (q *Queue) Push(a *pool.Arena, idx uint32, n *pool.Node) {
+// Push appends node idx; n is that node, whose link it writes. It never
+// blocks for the consumer and never fails; it is safe for concurrent use by
+// many goroutines, lock-free (a CAS that loses to another push, an Unpush
+// or a take retries). The node must not be in any queue.
+func (q *Queue) Push(idx uint32, n *pool.Node) {
 	for {
 		h := q.head.Load()
 		// The link is stored before the CAS that publishes the node,

@@ -52,8 +52,8 @@ func TestUnpushNeverTakesALaterLife(t *testing.T) {
 	node := a.Node(x)
 	gen1 := node.Gen.Load()
 
-	q.Push(a, other, a.Node(other))
-	q.Push(a, x, node)
+	q.Push(other, a.Node(other))
+	q.Push(x, node)
 	h := q.head.Load() // a stale Unpush of life 1 read the head here
 
 	got, ok := q.TryPop(a) // the consumer takes both
@@ -70,7 +70,7 @@ func TestUnpushNeverTakesALaterLife(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, x, idx)
 	require.Equal(t, gen1+1, gen2)
-	q.Push(a, x, node)
+	q.Push(x, node)
 	require.Equal(t, x, top(q.head.Load()), "the same index is on top again")
 
 	assert.False(t, q.Unpush(x, node, gen1), "a stale Unpush reading the head now sees a later generation")

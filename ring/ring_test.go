@@ -49,7 +49,7 @@ func TestFIFOSingleGoroutine(t *testing.T) {
 			q := newQueue()
 			for i, idx := range idxs {
 				a.Node(idx).Key = uint64(i)
-				q.Push(a, idx, a.Node(idx))
+				q.Push(idx, a.Node(idx))
 			}
 			for i, want := range idxs {
 				idx, ok := q.TryPop(a)
@@ -89,7 +89,7 @@ func TestTryPopEmpty(t *testing.T) {
 	}
 	assert.True(t, q.Empty(), "failed pops do not change the queue")
 
-	q.Push(a, idxs[0], a.Node(idxs[0]))
+	q.Push(idxs[0], a.Node(idxs[0]))
 	idx, ok := q.TryPop(a)
 	require.True(t, ok)
 	require.Equal(t, idxs[0], idx)
@@ -124,7 +124,7 @@ func TestEmptyTransitions(t *testing.T) {
 	}
 	for i, s := range steps {
 		for _, idx := range s.push {
-			q.Push(a, idx, a.Node(idx))
+			q.Push(idx, a.Node(idx))
 		}
 		for k := range s.pops {
 			_, ok := q.TryPop(a)
@@ -145,7 +145,7 @@ func TestReuse(t *testing.T) {
 		q := newQueue()
 		for i := range rounds {
 			a.Node(n[0]).Key = uint64(i)
-			q.Push(a, n[0], a.Node(n[0]))
+			q.Push(n[0], a.Node(n[0]))
 			idx, ok := q.TryPop(a)
 			require.True(t, ok, "round %d", i)
 			require.Equal(t, n[0], idx)
@@ -160,13 +160,13 @@ func TestReuse(t *testing.T) {
 			a, n := nodes(t, k)
 			q := newQueue()
 			for _, idx := range n {
-				q.Push(a, idx, a.Node(idx))
+				q.Push(idx, a.Node(idx))
 			}
 			for i := range rounds {
 				idx, ok := q.TryPop(a)
 				require.True(t, ok, "k=%d round %d", k, i)
 				require.Equal(t, n[i%k], idx, "k=%d round %d", k, i)
-				q.Push(a, idx, a.Node(idx))
+				q.Push(idx, a.Node(idx))
 			}
 			for i := range k {
 				idx, ok := q.TryPop(a)
@@ -192,7 +192,7 @@ func TestReuse(t *testing.T) {
 			for _, idx := range order {
 				if !seen[idx] {
 					seen[idx] = true
-					q.Push(a, idx, a.Node(idx))
+					q.Push(idx, a.Node(idx))
 					pushed = append(pushed, idx)
 				}
 			}
@@ -247,7 +247,7 @@ func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 				}
 				n.Key = uint64(p)<<32 | uint64(i)
 				n.State.Store(1)
-				q.Push(a, idx, a.Node(idx))
+				q.Push(idx, a.Node(idx))
 			}
 		}()
 	}
@@ -328,7 +328,7 @@ func TestUnpush(t *testing.T) {
 	a, n := nodes(t, 4)
 	q := newQueue()
 	gen := func(idx uint32) uint32 { return a.Node(idx).Gen.Load() }
-	push := func(idx uint32) { q.Push(a, idx, a.Node(idx)) }
+	push := func(idx uint32) { q.Push(idx, a.Node(idx)) }
 	unpush := func(idx uint32) bool { return q.Unpush(idx, a.Node(idx), gen(idx)) }
 
 	push(n[0])
@@ -411,7 +411,7 @@ func TestUnpushRacingTheConsumer(t *testing.T) {
 						n.Gen.Add(1) // a new life, as Get would start
 						n.State.Store(1)
 						g := n.Gen.Load()
-						q.Push(a, idx, n)
+						q.Push(idx, n)
 						if i%2 == 0 && q.Unpush(idx, n, g) {
 							if !n.State.CompareAndSwap(1, 0) {
 								panic("took back a node the consumer had")
@@ -436,7 +436,7 @@ func TestPushPopAllocs(t *testing.T) {
 	q := newQueue()
 	allocs := testing.AllocsPerRun(1000, func() {
 		for _, idx := range n {
-			q.Push(a, idx, a.Node(idx))
+			q.Push(idx, a.Node(idx))
 		}
 		for range n {
 			if _, ok := q.TryPop(a); !ok {
@@ -454,7 +454,7 @@ func BenchmarkPushPop(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		q.Push(a, n[0], a.Node(n[0]))
+		q.Push(n[0], a.Node(n[0]))
 		if idx, ok := q.TryPop(a); !ok || idx != n[0] {
 			b.Fatalf("pop = %d, %v; want %d", idx, ok, n[0])
 		}
@@ -516,7 +516,7 @@ func BenchmarkPushParallel(b *testing.B) {
 				runtime.Gosched()
 			}
 			n.State.Store(1)
-			q.Push(a, own[i], a.Node(own[i]))
+			q.Push(own[i], a.Node(own[i]))
 			i = (i + 1) % perProducer
 		}
 	})

@@ -81,7 +81,7 @@ func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), h u
 	}
 	s := newState(gen, sh.deadlineTick(now, delay)) | flags
 	n.State.Store(uint64(s))
-	l.queue.Push(sh.arena, idx, n)
+	l.queue.Push(idx, n)
 	if sh.parked.Load() != 0 {
 		sh.unpark()
 	}

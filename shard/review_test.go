@@ -345,6 +345,14 @@ func (e *reviewExpect) resetTo(id int, due uint64, r *rand.Rand) {
 	e.want[id] = dueAt(sh, sh.ceilTick(e.h.clock.Now()+max(delay, 0)))
 }
 
+// farLevelTwoSlot returns the number, first tick and width of the level-2
+// slot three slots after the one elapsed is in: far enough that its window
+// is not open yet.
+func farLevelTwoSlot(w *wheel) (num, first, width uint64) {
+	num = w.num(2, w.elapsed) + 3
+	return num, num << (2 * w.shift), uint64(1) << (2 * w.shift)
+}
+
 // TestReviewResetsAndCancelsDuringAPartialCascade fills one level-2 slot of
 // an 8-slot wheel with more than cascadeChunk timers, so that it moves down
 // in shares, and resets (earlier, later, across levels) and cancels timers
@@ -358,9 +366,7 @@ func TestReviewResetsAndCancelsDuringAPartialCascade(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	e := newReviewExpect(h)
 	h.pass()
-	num := w.num(2, w.elapsed) + 3
-	first := num << (2 * w.shift)
-	width := uint64(1) << (2 * w.shift)
+	num, first, width := farLevelTwoSlot(w)
 	require.Equal(t, 2, w.levelFor(first))
 	require.Equal(t, 2, w.levelFor(first+width-1))
 	const n = 4000
@@ -478,9 +484,7 @@ func TestReviewCascadesUseThePassBudget(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	e := newReviewExpect(h)
 	h.pass()
-	num := w.num(2, w.elapsed) + 3
-	first := num << (2 * w.shift)
-	width := uint64(1) << (2 * w.shift)
+	num, first, width := farLevelTwoSlot(w)
 	const n = 9000
 	for id := range n {
 		e.scheduleAt(id, first+r.Uint64N(width), r)

@@ -185,7 +185,8 @@ func (sh *Shard) Stats() Stats {
 	var pushed uint64
 	for i := range sh.lanes {
 		l := &sh.lanes[i]
-		st.Scheduled, pushed = l.pushed(st.Scheduled, pushed)
+		st.Scheduled += l.scheduled.Load()
+		pushed += l.pushed()
 		st.Reset += l.resets.Load()
 		st.Cancelled += l.cancels.Load()
 		st.TakenBack += l.reclaimed.Load()

@@ -44,22 +44,20 @@ func (sh *Shard) transfer(target uint64, budget int) (more bool) {
 
 // queued returns how many pushes the worker has not consumed yet.
 func (sh *Shard) queued() uint64 {
-	var scheduled, pushed uint64
+	var pushed uint64
 	for i := range sh.lanes {
-		scheduled, pushed = sh.lanes[i].pushed(scheduled, pushed)
+		pushed += sh.lanes[i].pushed()
 	}
 	return pushed - min(sh.stats.counts[cConsumed], pushed)
 }
 
-// pushed adds the lane's accepted Schedules to scheduled and the nodes it
-// pushed that stay in its queue until the worker takes them (Schedules
-// accepted or undone, less those taken back) to pushed, and returns both.
-// A node can be taken back, or consumed, before its Schedule call counts
-// it, so pushed is clamped at 0.
-func (l *lane) pushed(scheduled, pushed uint64) (uint64, uint64) {
-	s := l.scheduled.Load()
-	p := pushed + s + l.undone.Load()
-	return scheduled + s, p - min(l.reclaimed.Load(), p)
+// pushed returns the number of nodes pushed on the lane's queue that stay
+// there until the worker takes them: Schedules accepted or undone, less
+// those taken back. A node can be taken back before its Schedule call
+// counts it, so the result is clamped at 0.
+func (l *lane) pushed() uint64 {
+	p := l.scheduled.Load() + l.undone.Load()
+	return p - min(l.reclaimed.Load(), p)
 }
 
 // accept files a node taken off lane's queue.
