@@ -10,9 +10,9 @@ import (
 )
 
 // pinner returns the functions that pin shard i's worker thread and report a
-// failure to do so. The worker calls pin after runtime.LockOSThread, so the
+// failure to do so, to log's logger. The worker calls pin after runtime.LockOSThread, so the
 // mask applies to the thread that runs the shard and nothing else.
-func pinner(i int) (pin func() error, onErr func(error)) {
+func pinner(i int, log func() *slog.Logger) (pin func() error, onErr func(error)) {
 	pin = func() error {
 		cpus, err := allowedCPUs()
 		if err != nil {
@@ -21,7 +21,7 @@ func pinner(i int) (pin func() error, onErr func(error)) {
 		return pinThread(cpus[i%len(cpus)])
 	}
 	onErr = func(err error) {
-		slog.Warn("shardwheel: shard runs unpinned", "shard", i, "err", err)
+		log().Warn("shardwheel: shard runs unpinned", "shard", i, "err", err)
 	}
 	return pin, onErr
 }

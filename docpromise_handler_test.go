@@ -221,12 +221,12 @@ func TestDocCancelTakesBackAtOnce(t *testing.T) {
 		// Relative to base: the blocked pass has not published that it
 		// took the blocking task's own node, whether that pass filed it
 		// or an earlier one did.
-		assert.Equal(t, base.RingDepth+1, st.RingDepth, "queued, not seen by the blocked shard")
+		assert.Equal(t, base.Queued+1, st.Queued, "queued, not seen by the blocked shard")
 		require.True(t, tm.Cancel())
 		st = s.Stats().Total
 		assert.Equal(t, base.Cancelled+1, st.Cancelled, "Cancel counted at once")
 		assert.Equal(t, base.TakenBack+1, st.TakenBack, "taken back")
-		assert.Equal(t, base.RingDepth, st.RingDepth, "no longer in the queue")
+		assert.Equal(t, base.Queued, st.Queued, "no longer in the queue")
 		assert.False(t, tm.Pending())
 		assert.False(t, tm.Cancel(), "true at most once")
 
@@ -249,7 +249,7 @@ func TestDocCancelTakesBackAtOnce(t *testing.T) {
 		release()
 		require.Eventually(t, func() bool {
 			st := s.Stats()
-			return st.Pending == 0 && st.Total.RingDepth == 0
+			return st.Pending == 0 && st.Total.Queued == 0
 		}, waitFor, pollEvery)
 		st = s.Stats().Total
 		assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "Stats add up")
@@ -261,7 +261,7 @@ func TestDocCancelTakesBackAtOnce(t *testing.T) {
 // reserved), per node of the block.
 func bytesPerSlot(t *testing.T, schedule func(s *shardwheel.Scheduler, h shardwheel.Handler, i int)) float64 {
 	const block = 1 << 18
-	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithRingSize(block))
+	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithFirstBlock(block))
 	require.NoError(t, err)
 	defer s.Stop()
 	h, err := s.NewHandler(func(uint64) {})
@@ -270,7 +270,7 @@ func bytesPerSlot(t *testing.T, schedule func(s *shardwheel.Scheduler, h shardwh
 	for i := range block - 1 {
 		schedule(s, h, i)
 	}
-	require.Eventually(t, func() bool { return s.Stats().Total.RingDepth == 0 }, waitFor, pollEvery)
+	require.Eventually(t, func() bool { return s.Stats().Total.Queued == 0 }, waitFor, pollEvery)
 	after := heapInUse()
 	runtime.KeepAlive(s)
 	return float64(int64(after)-int64(before)) / block

@@ -685,8 +685,8 @@ func TestDocTransferCapShowsInStats(t *testing.T) {
 	st := s.Stats().Total
 	assert.LessOrEqual(t, st.TransferPeak, 10)
 	assert.Positive(t, st.CapHits)
-	assert.Positive(t, st.RingPeak)
-	assert.Zero(t, st.RingDepth)
+	assert.Positive(t, st.QueuedPeak)
+	assert.Zero(t, st.Queued)
 }
 
 // "TicksSkipped counts ticks the shard slept through because nothing was

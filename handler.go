@@ -2,12 +2,12 @@ package shardwheel
 
 import (
 	"time"
-
-	"github.com/shardwheel/shardwheel/shard"
 )
 
-// MaxHandlers is the most handlers one Scheduler holds (see NewHandler).
-const MaxHandlers = shard.MaxHandlers
+// MaxHandlers is the most handlers one Scheduler holds (see NewHandler):
+// 65535, since a timer names its handler by a 16-bit number and keeps 0
+// for "a closure".
+const MaxHandlers = 1<<16 - 1
 
 // Handler is a task that many timers share: a function registered once
 // with NewHandler, which every timer scheduled through the Handler calls

@@ -88,7 +88,7 @@ func TestKeyedHandlerTakeBackSharedLanes(t *testing.T) {
 				}
 				return st.Total.Scheduled == st.Total.Fired+st.Total.Cancelled+uint64(st.Pending) &&
 					st.Pending == live && shardwheel.IndexLen(s) == live &&
-					st.Total.RingDepth == 0 && int64(st.Total.Fired) == fired.Load()
+					st.Total.Queued == 0 && int64(st.Total.Fired) == fired.Load()
 			}, 20*time.Second, time.Millisecond, "quiescence: Stats add up and the index holds exactly the pending timers")
 			st := s.Stats()
 			assert.NotZero(t, st.Total.TakenBack, "CancelKey right after ScheduleKey takes timers back")

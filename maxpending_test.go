@@ -115,3 +115,18 @@ func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 	reject()
 	assert.Equal(t, limit, s.Pending())
 }
+
+// TestPendingErrorNamesTheLimit: the rejection at the limit says what the
+// limit is, and is still ErrTooManyPending.
+func TestPendingErrorNamesTheLimit(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithMaxPending(3))
+	for range 3 {
+		_, err := s.AfterFunc(time.Hour, func() {})
+		require.NoError(t, err)
+	}
+	_, err := s.AfterFunc(time.Hour, func() {})
+	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	assert.Contains(t, err.Error(), "WithMaxPending(3)")
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { _, _ = s.AfterFunc(time.Hour, noop) }),
+		"a rejection at the limit allocates nothing")
+}

@@ -57,9 +57,9 @@ func BenchmarkNewFootprint(b *testing.B) {
 // exceeds the machine fails in New with an error naming the options,
 // instead of an out-of-memory crash later.
 func TestOptionsThatCannotFitFailInNew(t *testing.T) {
-	_, err := shardwheel.New(shardwheel.WithShards(shardwheel.MaxShards), shardwheel.WithRingSize(shardwheel.MaxRingSize))
+	_, err := shardwheel.New(shardwheel.WithShards(shardwheel.MaxShards), shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock))
 	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
-	for _, want := range []string{"WithShards(4096)", "WithRingSize(4194304)", "MiB"} {
+	for _, want := range []string{"WithShards(4096)", "WithFirstBlock(4194304)", "MiB"} {
 		assert.Contains(t, err.Error(), want)
 	}
 	// The largest shard count alone fits: nothing is preallocated.
@@ -75,7 +75,7 @@ func TestShardCapacityIsExact(t *testing.T) {
 	if os.Getenv("SHARDWHEEL_CAPACITY") == "" {
 		t.Skip("set SHARDWHEEL_CAPACITY=1 to fill a shard (3 GB)")
 	}
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithRingSize(shardwheel.MaxRingSize))
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock))
 	for i := range shardwheel.ShardCapacity {
 		if _, err := s.Schedule(0, time.Hour, noop); err != nil {
 			t.Fatalf("timer %d of %d refused: %v", i+1, shardwheel.ShardCapacity, err)

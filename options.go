@@ -18,19 +18,45 @@ import (
 // the value.
 const (
 	// DefaultTick is 1ms: at it a loaded shard runs timers about as
-	// close to their deadline as time.AfterFunc does (README, "Choosing
-	// the tick"), and a shard costs its wake-ups only while it has
-	// timers due soon; an idle one parks.
-	DefaultTick        = time.Millisecond
-	DefaultWheelSize   = 512
-	DefaultRingSize    = 1024
+	// close to their deadline as time.AfterFunc does (see BENCHMARKS.md),
+	// and a shard costs its wake-ups only while it has timers due soon;
+	// an idle one parks.
+	DefaultTick = time.Millisecond
+	// DefaultWheelSize is 512 slots per level: level 0 then covers 512
+	// ticks, so a 1ms wheel holds every timeout under half a second
+	// without a cascade, in 6 KiB of slots per level.
+	DefaultWheelSize = 512
+	// DefaultFirstBlock is the nodes a shard allocates with its first
+	// timer (36 KiB); later blocks double.
+	DefaultFirstBlock = 1024
+	// DefaultTransferCap is Netty's HashedWheelTimer's: it moves at most
+	// 100000 new timeouts into its wheel per tick.
 	DefaultTransferCap = 100000
 
-	MinTick      = time.Millisecond
-	MaxTick      = time.Hour
-	MaxShards    = 4096
+	// MinTick is the finest tick: Go's timers and the Linux scheduler
+	// wake a sleeping goroutine no more precisely than about a
+	// millisecond, so a finer tick would only add wake-ups.
+	MinTick = time.Millisecond
+	// MaxTick is the coarsest tick.
+	MaxTick = time.Hour
+	// MaxShards bounds WithShards. Each shard costs a goroutine and its
+	// wheel; beyond one per P, shards only add keyed routing targets.
+	MaxShards = 4096
+	// MaxWheelSize bounds WithWheelSize: 2^16 slots per level is 768 KiB
+	// of slots per level and shard.
 	MaxWheelSize = 1 << 16
-	MaxRingSize  = 1 << 22
+	// MaxFirstBlock bounds WithFirstBlock: 2^22 nodes (184 MiB with
+	// their tasks) is the largest block a shard allocates.
+	MaxFirstBlock = 1 << 22
+
+	// DefaultRingSize is DefaultFirstBlock.
+	//
+	// Deprecated: WithRingSize is WithFirstBlock.
+	DefaultRingSize = DefaultFirstBlock
+	// MaxRingSize is MaxFirstBlock.
+	//
+	// Deprecated: WithRingSize is WithFirstBlock.
+	MaxRingSize = MaxFirstBlock
 )
 
 // ErrInvalidOption is wrapped by every error New returns for a bad option.
@@ -44,11 +70,12 @@ type config struct {
 	shards      int
 	tick        time.Duration
 	wheelSize   int
-	ringSize    int
+	firstBlock  int
 	transferCap int
 	maxPending  int
 	executor    func(task func())
-	onPanic     func(v any)
+	onPanic     func(v any) // nil: log with logger
+	logger      *slog.Logger // nil: slog.Default() at the time of logging
 	affinity    bool
 	stats       bool
 }
@@ -58,9 +85,8 @@ func defaultConfig() config {
 		shards:      runtime.GOMAXPROCS(0),
 		tick:        DefaultTick,
 		wheelSize:   DefaultWheelSize,
-		ringSize:    DefaultRingSize,
+		firstBlock:  DefaultFirstBlock,
 		transferCap: DefaultTransferCap,
-		onPanic:     logPanic,
 		stats:       true,
 	}
 }
@@ -98,7 +124,7 @@ func WithTick(d time.Duration) Option {
 // WithWheelSize sets the slots per wheel level, rounded up to a power of
 // two. The default is DefaultWheelSize; n must be in [2, MaxWheelSize].
 // Larger wheels cascade less often, in larger batches, and cost more
-// memory per shard (one 44-byte sentinel per slot per level).
+// memory per shard (12 bytes and one bit per slot per level).
 func WithWheelSize(n int) Option {
 	return func(c *config) error {
 		if n < 2 || n > MaxWheelSize {
@@ -109,24 +135,29 @@ func WithWheelSize(n int) Option {
 	}
 }
 
-// WithRingSize sets how many timers a shard's storage holds when it first
-// grows: the shard allocates nothing for timers until it gets its first
-// one, then a block of n nodes (rounded up to a power of two, at least 64;
-// 36 bytes each, plus 8 (4 on 32-bit platforms) once a closure timer lands
-// in the block and 2 once a Handler timer does), and doubles its storage as
-// it fills, in blocks of at most 2^18 nodes (or n, if larger). The default
-// is DefaultRingSize; n must be in [1, MaxRingSize]. A larger first block
-// saves a few early allocations for a shard that will surely hold many
-// timers. (The option is named for the fixed rings that fed the shards
-// before the queues became unbounded: new timers now wait in queues
-// threaded through their own nodes, which never fill, so Schedule never
-// waits for a shard.)
-func WithRingSize(n int) Option {
+// WithFirstBlock sets how many timers a shard's storage holds when it
+// first grows: a shard allocates nothing for timers until it gets its
+// first one, then a block of n nodes (rounded up to a power of two, at
+// least 64; 36 bytes each, plus 8 (4 on 32-bit platforms) once a closure
+// timer lands in the block and 2 once a Handler timer does), and doubles
+// its storage as it fills, in blocks of at most 2^18 nodes (or n, if
+// larger). The default is DefaultFirstBlock; n must be in [1,
+// MaxFirstBlock]. A larger first block saves a few early allocations for
+// a shard that will surely hold many timers.
+func WithFirstBlock(n int) Option { return firstBlock("WithFirstBlock", n) }
+
+// WithRingSize is WithFirstBlock, under the name of an earlier design.
+//
+// Deprecated: use WithFirstBlock.
+func WithRingSize(n int) Option { return firstBlock("WithRingSize", n) }
+
+// firstBlock is WithFirstBlock, called name in its errors.
+func firstBlock(name string, n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > MaxRingSize {
-			return invalid("WithRingSize", n, fmt.Sprintf("must be in [1, %d]", MaxRingSize))
+		if n < 1 || n > MaxFirstBlock {
+			return invalid(name, n, fmt.Sprintf("must be in [1, %d]", MaxFirstBlock))
 		}
-		c.ringSize = n
+		c.firstBlock = n
 		return nil
 	}
 }
@@ -174,8 +205,8 @@ func WithExecutor(run func(task func())) Option {
 
 // WithPanicHandler sets the function called with the value of a task that
 // panics (or of an executor that does). The shard recovers and keeps
-// running. The default logs the value and stack with log/slog at error
-// level. h must not be nil. h runs on the shard goroutine and should not
+// running. The default logs the value and stack at error level, to the
+// WithLogger logger. h must not be nil. h runs on the shard goroutine and should not
 // panic; if it does, its panic is recovered and dropped. Panics of tasks
 // that an executor (WithExecutor) runs on other goroutines never reach the
 // shard: that executor must recover them.
@@ -191,7 +222,7 @@ func WithPanicHandler(h func(v any)) Option {
 
 // WithAffinity pins shard i's goroutine to an OS thread bound to one CPU of
 // the process's allowed set (round robin), on Linux. Elsewhere it is a
-// no-op. A failure to pin is logged with log/slog and the shard runs
+// no-op. A failure to pin is logged (see WithLogger) and the shard runs
 // unpinned. Pinned goroutines cost the Go scheduler a thread hand-off on
 // every wake-up, and on the 2-core machine we measure on it changed neither
 // CPU nor lateness beyond the noise (see the README): leave it off unless
@@ -215,20 +246,47 @@ func WithStats(on bool) Option {
 	}
 }
 
-func logPanic(v any) {
-	slog.Error("shardwheel: task panicked", "panic", v, "stack", string(debug.Stack()))
+// WithLogger sets where the Scheduler logs: a task's panic (unless
+// WithPanicHandler is set), a shard that could not be pinned
+// (WithAffinity), and the warning about too many live Schedulers (see
+// WarnSchedulers). The default, or a nil l, is slog.Default() at the time
+// of each message.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		c.logger = l
+		return nil
+	}
+}
+
+// log returns the logger to write to now.
+func (c *config) log() *slog.Logger {
+	if c.logger != nil {
+		return c.logger
+	}
+	return slog.Default()
+}
+
+// panicHandler returns the WithPanicHandler handler, or one that logs the
+// value and its stack.
+func (c *config) panicHandler() func(v any) {
+	if c.onPanic != nil {
+		return c.onPanic
+	}
+	return func(v any) {
+		c.log().Error("shardwheel: task panicked", "panic", v, "stack", string(debug.Stack()))
+	}
 }
 
 func (c *config) shardConfig(quota int64) shard.Config {
 	return shard.Config{
 		Tick:        c.tick,
 		WheelSize:   c.wheelSize,
-		FirstBlock:  c.ringSize,
+		FirstBlock:  c.firstBlock,
 		TransferCap: c.transferCap,
 		Quota:       quota,
 		Lanes:       runtime.GOMAXPROCS(0),
 		Run:         c.executor,
-		OnPanic:     c.onPanic,
+		OnPanic:     c.panicHandler(),
 		Stats:       c.stats,
 	}
 }
@@ -239,7 +297,7 @@ func (c *config) shardConfig(quota int64) shard.Config {
 // limit (GOMEMLIMIT, debug.SetMemoryLimit) when one is set.
 func (c *config) checkMemory() error {
 	lanes := runtime.GOMAXPROCS(0)
-	perShard := uint64(shard.Footprint(c.wheelSize, lanes)) + uint64(c.ringSize)*pool.NodeBytes
+	perShard := uint64(shard.Footprint(c.wheelSize, lanes)) + uint64(c.firstBlock)*pool.NodeBytes
 	need := uint64(c.shards) * perShard
 	avail := uint64(debug.SetMemoryLimit(-1))
 	if ram := physicalMemory(); ram > 0 {
@@ -248,8 +306,8 @@ func (c *config) checkMemory() error {
 	if need <= avail {
 		return nil
 	}
-	return fmt.Errorf("%w: WithShards(%d), WithWheelSize(%d) and WithRingSize(%d) need %d MiB "+
+	return fmt.Errorf("%w: WithShards(%d), WithWheelSize(%d) and WithFirstBlock(%d) need %d MiB "+
 		"(%d KiB per shard at GOMAXPROCS %d, its first block of timers included), more than the %d MiB "+
-		"this process may use", ErrInvalidOption, c.shards, c.wheelSize, c.ringSize, need>>20,
+		"this process may use", ErrInvalidOption, c.shards, c.wheelSize, c.firstBlock, need>>20,
 		perShard>>10, lanes, avail>>20)
 }

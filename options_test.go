@@ -26,6 +26,8 @@ func TestInvalidOptionsNameOptionAndValue(t *testing.T) {
 		{shardwheel.WithTick(2 * time.Hour), "WithTick(2h0m0s)"},
 		{shardwheel.WithWheelSize(1), "WithWheelSize(1)"},
 		{shardwheel.WithWheelSize(1<<16 + 1), "WithWheelSize(65537)"},
+		{shardwheel.WithFirstBlock(0), "WithFirstBlock(0)"},
+		{shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock + 1), "WithFirstBlock(4194305)"},
 		{shardwheel.WithRingSize(0), "WithRingSize(0)"},
 		{shardwheel.WithRingSize(shardwheel.MaxRingSize + 1), "WithRingSize(4194305)"},
 		{shardwheel.WithTransferCap(0), "WithTransferCap(0)"},
@@ -51,7 +53,7 @@ func TestValidOptions(t *testing.T) {
 	assert.Equal(t, shardwheel.DefaultTick, s.Tick())
 
 	s = newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithWheelSize(100), shardwheel.WithRingSize(10), shardwheel.WithTransferCap(1),
+		shardwheel.WithWheelSize(100), shardwheel.WithFirstBlock(10), shardwheel.WithTransferCap(1),
 		shardwheel.WithMaxPending(5), shardwheel.WithAffinity(false))
 	assert.Equal(t, 3, s.Shards())
 	assert.Equal(t, time.Millisecond, s.Tick())
@@ -71,12 +73,12 @@ func FuzzOptions(f *testing.F) {
 		shards %= 64 // keep each run cheap: a valid config starts goroutines
 		ring %= 1 << 16
 		s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Duration(tick)),
-			shardwheel.WithWheelSize(wheel), shardwheel.WithRingSize(ring),
+			shardwheel.WithWheelSize(wheel), shardwheel.WithFirstBlock(ring),
 			shardwheel.WithTransferCap(cap), shardwheel.WithMaxPending(maxPending))
 		valid := shards >= 1 &&
 			time.Duration(tick) >= shardwheel.MinTick && time.Duration(tick) <= shardwheel.MaxTick &&
 			wheel >= 2 && wheel <= shardwheel.MaxWheelSize &&
-			ring >= 1 && ring <= shardwheel.MaxRingSize &&
+			ring >= 1 && ring <= shardwheel.MaxFirstBlock &&
 			cap >= 1 && maxPending >= 0
 		if valid && errors.Is(err, shardwheel.ErrInvalidOption) && strings.Contains(err.Error(), "MiB") {
 			valid = false // in range, but more memory than the process may use

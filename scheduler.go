@@ -78,7 +78,6 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel/internal/pad"
-	"github.com/shardwheel/shardwheel/pool"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
@@ -101,8 +100,9 @@ var (
 )
 
 // ShardCapacity is the most timers one shard can hold at once, whatever
-// WithMaxPending says.
-const ShardCapacity = pool.Capacity
+// WithMaxPending says: 2^26-1 (67,108,863), since a shard names its timer
+// nodes by 26-bit indices and keeps index 0 for "none".
+const ShardCapacity = 1<<26 - 1
 
 // Scheduler runs timers on a set of shards. It must be created with New:
 // Schedule, AfterFunc, the keyed calls, ShardOf, MaxDelay, the context
@@ -117,6 +117,9 @@ type Scheduler struct {
 	handlers   shard.Handlers // shared by the shards (see handler.go)
 	tick       time.Duration  // immutable after New
 	totalQuota int64          // sum of the shards' initial tokens
+	// errLimit is ErrTooManyPending wrapped with the limit, made once so
+	// that a rejection at the limit allocates nothing.
+	errLimit error
 	// epoch is the origin of the clock every shard shares (immutable
 	// after New): contexts (context.go) keep their deadlines as readings
 	// of it, and shard.Shard.Time turns readings back into times.
@@ -173,6 +176,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		limit = math.MaxInt64 / 2
 	}
 	s.totalQuota = limit
+	s.errLimit = fmt.Errorf("%w: the WithMaxPending(%d) limit is reached", ErrTooManyPending, c.maxPending)
 	n := int64(c.shards)
 	for i := range s.shards {
 		q := limit / n
@@ -186,7 +190,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		cfg.Handlers = &s.handlers
 		cfg.Unindex = s.index[i].unindex
 		if c.affinity {
-			cfg.Pin, cfg.OnPinError = pinner(i)
+			cfg.Pin, cfg.OnPinError = pinner(i, c.log)
 		}
 		sh, err := shard.New(cfg)
 		if err != nil {
@@ -197,12 +201,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	for _, sh := range s.shards {
 		sh.Start()
 	}
-	countLive(1)
+	countLive(1, c.log())
 	return s, nil
 }
 
 // WarnSchedulers is the number of live Schedulers (made by New and not yet
-// stopped) beyond which New logs one warning with log/slog, once per
+// stopped) beyond which New logs one warning (see WithLogger), once per
 // process, as Netty's HashedWheelTimer does beyond 64 instances. Each
 // Scheduler runs a goroutine per shard and is meant to be shared: one per
 // connection or per request is a misuse that this warning catches.
@@ -213,11 +217,11 @@ var (
 	warnedLive     atomic.Bool  // set by the one New that warns (CAS)
 )
 
-// countLive adds d to the live Schedulers and warns, once, when there are
-// more than WarnSchedulers.
-func countLive(d int64) {
+// countLive adds d to the live Schedulers and warns, once, to log, when
+// there are more than WarnSchedulers.
+func countLive(d int64, log *slog.Logger) {
 	if n := liveSchedulers.Add(d); n > WarnSchedulers && warnedLive.CompareAndSwap(false, true) {
-		slog.Warn("shardwheel: too many live Schedulers; share one Scheduler instead of creating one per connection or request",
+		log.Warn("shardwheel: too many live Schedulers; share one Scheduler instead of creating one per connection or request",
 			"live", n, "limit", WarnSchedulers)
 	}
 }
@@ -307,7 +311,7 @@ func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, try func() (shard.Re
 	case shard.Accepted:
 		return Timeout{sh: sh, ref: ref, key: key}, nil
 	case shard.NoTokens:
-		return Timeout{}, ErrTooManyPending
+		return Timeout{}, s.errLimit
 	case shard.ArenaFull:
 		return Timeout{}, errShardFull
 	default:
@@ -466,7 +470,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 		s.index[i].m.Clear()
 	}
 	close(s.stopped)
-	countLive(-1)
+	countLive(-1, nil)
 	return out, err
 }
 

@@ -106,7 +106,7 @@ func TestNoGoroutineLeftAfterStop(t *testing.T) {
 // then ran or was returned by Stop. Nothing is lost.
 func TestScheduleRacingStop(t *testing.T) {
 	for round := range 20 {
-		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithRingSize(16))
+		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithFirstBlock(16))
 		var mu sync.Mutex
 		accepted := map[shardwheel.Timeout]*atomic.Int32{}
 		var count atomic.Int64
@@ -153,7 +153,7 @@ func TestScheduleRacingStop(t *testing.T) {
 // accounted for.
 func TestStopUnderFullLoad(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
+		shardwheel.WithFirstBlock(8), shardwheel.WithTransferCap(10))
 	f := flood(t, s, math.MaxInt, func(int) time.Duration { return 0 })
 	require.Eventually(t, func() bool { return s.Stats().Total.CapHits > 3 }, waitFor, pollEvery)
 	stopped := s.Stop()
@@ -196,7 +196,7 @@ func TestShutdownUnderFullLoad(t *testing.T) {
 	}
 	for round := range rounds {
 		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
-			shardwheel.WithRingSize(8), shardwheel.WithTransferCap(10))
+			shardwheel.WithFirstBlock(8), shardwheel.WithTransferCap(10))
 		f := flood(t, s, perWorker, func(i int) time.Duration { return time.Duration(i%2) * time.Millisecond })
 		require.Eventually(t, func() bool { return f.ran.Load() > int64(100*round) }, waitFor, pollEvery)
 		done, cancel := context.WithCancel(context.Background())

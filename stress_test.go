@@ -48,7 +48,7 @@ func TestStressExactlyOnce(t *testing.T) {
 
 func stress(t *testing.T, shards, workers, opsPerWorker int) {
 	s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithRingSize(64), shardwheel.WithTransferCap(50))
+		shardwheel.WithFirstBlock(64), shardwheel.WithTransferCap(50))
 	require.NoError(t, err)
 	epoch := time.Now()
 	since := func() int64 { return int64(time.Since(epoch)) }

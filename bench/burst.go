@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
-	"github.com/shardwheel/shardwheel/shard"
 )
 
 // BurstSpec is the burst workload: Timers timers scheduled as fast as
@@ -63,11 +62,11 @@ type BurstResult struct {
 
 // burstStats is what shardwheel's Stats said about a run.
 type burstStats struct {
-	Lateness    hist.Percentiles `json:"lateness"`
-	TickLag     hist.Percentiles `json:"tick_lag"`
-	PassTime    hist.Percentiles `json:"pass_time"`
-	SlowestPass shard.PassWork   `json:"slowest_pass"`
-	RefiledPeak int              `json:"refiled_peak"`
+	Lateness    hist.Percentiles    `json:"lateness"`
+	TickLag     hist.Percentiles    `json:"tick_lag"`
+	PassTime    hist.Percentiles    `json:"pass_time"`
+	SlowestPass shardwheel.PassWork `json:"slowest_pass"`
+	RefiledPeak int                 `json:"refiled_peak"`
 }
 
 // burst runs the burst workload on shardwheel and on time.AfterFunc, one
@@ -178,8 +177,8 @@ func burstRun(ctx context.Context, spec BurstSpec, impl string) (BurstResult, er
 	if s != nil {
 		st := s.Stats().Total
 		r.Stats = &burstStats{
-			Lateness: st.Lateness.Percentiles(), TickLag: st.TickLag.Percentiles(),
-			PassTime: st.PassTime.Percentiles(), SlowestPass: st.SlowestPass, RefiledPeak: st.RefiledPeak,
+			Lateness: percentiles(st.Lateness), TickLag: percentiles(st.TickLag),
+			PassTime: percentiles(st.PassTime), SlowestPass: st.SlowestPass, RefiledPeak: st.RefiledPeak,
 		}
 	}
 	return r, ctx.Err()
@@ -203,6 +202,14 @@ func sampleGoroutines(peak *int) (stop func()) {
 		}
 	}()
 	return func() { close(quit); <-exited }
+}
+
+// percentiles summarizes one of shardwheel's histograms.
+func percentiles(h shardwheel.Histogram) hist.Percentiles {
+	return hist.Percentiles{
+		P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), P999: h.Quantile(0.999),
+		Max: h.Max(), Count: h.Count(),
+	}
 }
 
 // exactPercentiles returns the percentiles of v, which it sorts.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 // runSpec is one run: the load against one implementation.
@@ -215,16 +215,16 @@ func fill(r *Result, l Load, a, b mark) {
 	r.GC = gcBetween(a.proc, b.proc)
 	r.Lateness = b.late.Percentiles()
 	if b.stats.Shards != nil {
-		lag := intervalPercentiles(b.stats.Total.TickLag.Sub(a.stats.Total.TickLag))
-		late := intervalPercentiles(b.stats.Total.Lateness.Sub(a.stats.Total.Lateness))
+		lag := percentiles(b.stats.Total.TickLag.Sub(a.stats.Total.TickLag))
+		late := percentiles(b.stats.Total.Lateness.Sub(a.stats.Total.Lateness))
 		r.TickLag, r.WheelLateness = &lag, &late
 		at, bt := a.stats.Total, b.stats.Total
 		r.Wheel = &wheelCounts{
-			Pending:  b.stats.Pending,
-			RingPeak: bt.RingPeak,
-			CapHits:  bt.CapHits - at.CapHits,
-			Refiled:  bt.Refiled - at.Refiled,
-			Ticks:    bt.Ticks - at.Ticks,
+			Pending:    b.stats.Pending,
+			QueuedPeak: bt.QueuedPeak,
+			CapHits:    bt.CapHits - at.CapHits,
+			Refiled:    bt.Refiled - at.Refiled,
+			Ticks:      bt.Ticks - at.Ticks,
 		}
 	}
 	r.OtherCPU = max(b.proc.host-a.proc.host-r.CPU, 0)

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
@@ -376,8 +376,8 @@ func (r *ProxyResult) finish() {
 		r.AllocsPerReq = float64(r.Allocs) / float64(r.Served)
 		r.BytesPerReq = float64(r.AllocBytes) / float64(r.Served)
 	}
-	r.Latency = intervalPercentiles(r.latency)
-	r.TimeoutLate = intervalPercentiles(r.late)
+	r.Latency = r.latency.Percentiles()
+	r.TimeoutLate = r.late.Percentiles()
 }
 
 // proxyRows are the rows of the proxy report, in order.

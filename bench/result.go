@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 // Names of the implementations, as reports show them.
@@ -126,11 +126,11 @@ func libraryCost(r, alone *Result) *libraryCPU {
 
 // wheelCounts are shardwheel Stats counters over a window.
 type wheelCounts struct {
-	Pending  int    `json:"pending"`
-	RingPeak int    `json:"ring_peak"`
-	CapHits  uint64 `json:"cap_hits"`
-	Refiled  uint64 `json:"refiled"`
-	Ticks    uint64 `json:"ticks"`
+	Pending    int    `json:"pending"`
+	QueuedPeak int    `json:"queued_peak"`
+	CapHits    uint64 `json:"cap_hits"`
+	Refiled    uint64 `json:"refiled"`
+	Ticks      uint64 `json:"ticks"`
 }
 
 // opCounts are the load's calls and what came of them.
@@ -183,16 +183,4 @@ func (c opCounts) sub(o opCounts) opCounts {
 // batch: pending is then 0, not negative.
 func (c opCounts) pending() int64 {
 	return max(0, c.Schedules+c.Reopened-(c.Cancels-c.Missed)-c.Fired)
-}
-
-// intervalPercentiles is s.Percentiles with a Max that belongs to s:
-// for a difference of snapshots (Snapshot.Sub), Max is the histogram's
-// all-time maximum, prefill included, so use the highest bucket the
-// interval reached instead (within hist.RelativeError).
-func intervalPercentiles(s hist.Snapshot) hist.Percentiles {
-	p := s.Percentiles()
-	// The nearest-rank quantile just below 1 is the Count-th value: the
-	// last one, looked up in the buckets rather than taken from Max.
-	p.Max = time.Duration(s.Quantile(1 - 1e-15))
-	return p
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 // Tasks count their firings at once while workers publish their calls

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 // Kinds of the requests that may time out, kept beside their handles.

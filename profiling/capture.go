@@ -94,7 +94,7 @@ type Report struct {
 // it runs, an fgprof profile records every goroutine and, every
 // cfg.Interval, a sample records the interval's tick lag, lateness and task
 // time percentiles, its fired, scheduled and cancelled rates, and the
-// pending count and ring depth at its end. The summary covers the whole
+// pending count and queue depth at its end. The summary covers the whole
 // capture. Capture blocks until done and may run alongside other Captures
 // and profiles.
 //
@@ -209,7 +209,7 @@ type sample struct {
 	ScheduledPerSec float64       `json:"scheduled_per_sec"`
 	CancelledPerSec float64       `json:"cancelled_per_sec"`
 	Pending         int           `json:"pending"`
-	RingDepth       int           `json:"ring_depth"`
+	Queued          int           `json:"ring_depth"`
 	CapHits         uint64        `json:"cap_hits"`
 	Panics          uint64        `json:"panics"`
 	TickLag         dist          `json:"tick_lag"`
@@ -279,7 +279,7 @@ func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 		ScheduledPerSec: float64(v.Scheduled) / sec,
 		CancelledPerSec: float64(v.Cancelled) / sec,
 		Pending:         cur.Pending,
-		RingDepth:       v.RingDepth,
+		Queued:          v.Queued,
 		CapHits:         v.CapHits,
 		Panics:          v.Panics,
 		TickLag:         v.TickLag,

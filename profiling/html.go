@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
@@ -73,7 +73,7 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 			{"tick lag p99", units.Duration(t.TickLag.P99), "max " + units.Duration(t.TickLag.Max), t.TickLag.P99 > limit},
 			{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > r.tick},
 			{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
-			{"pending at end", strconv.Itoa(r.last.Pending), "ring depth " + strconv.Itoa(t.RingDepth), false},
+			{"pending at end", strconv.Itoa(r.last.Pending), "ring depth " + strconv.Itoa(t.Queued), false},
 		},
 		Findings: sm.findings(),
 		Latency: []latencyRow{
@@ -157,7 +157,7 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 			{"pending", "#0072b2", "", pick(func(s sample) float64 { return float64(s.Pending) })},
 		}, nil), "Timers pending at the end of each interval."},
 		{overTime("Queued new timers", "timers", yCount, []line{
-			{"in queues", "#e69f00", "", pick(func(s sample) float64 { return float64(s.RingDepth) })},
+			{"in queues", "#e69f00", "", pick(func(s sample) float64 { return float64(s.Queued) })},
 		}, nil), "New timers still waiting in the queues for their shard at the end of each interval: " +
 			"normally near zero; a rising line means shards cannot keep up with Schedule."},
 	}
@@ -207,7 +207,7 @@ const (
 // distribution plots the lateness and tick lag of total, the capture's
 // total, by percentile.
 func (r *recording) distribution(total *view) chart {
-	curve := func(s hist.Snapshot) []point {
+	curve := func(s shardwheel.Histogram) []point {
 		if s.Count() == 0 {
 			return nil
 		}

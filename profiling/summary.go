@@ -3,48 +3,42 @@ package profiling
 import (
 	"fmt"
 	"io"
-	"math"
 	"text/tabwriter"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
-	"github.com/shardwheel/shardwheel/shard"
 )
 
-// belowOne is the largest float64 under 1. Its quantile is the midpoint of
-// the highest non-empty bucket (rank Count), not the recorded Max: see
-// summarize.
-var belowOne = math.Nextafter(1, 0)
-
-// dist summarizes one latency distribution.
+// dist summarizes one latency distribution. Durations are integer
+// nanoseconds in JSON, hence the _ns suffixes.
 type dist struct {
-	hist.Percentiles
-	Mean time.Duration `json:"mean_ns"`
+	P50   time.Duration `json:"p50_ns"`
+	P90   time.Duration `json:"p90_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	P999  time.Duration `json:"p999_ns"`
+	Max   time.Duration `json:"max_ns"`
+	Mean  time.Duration `json:"mean_ns"`
+	Count uint64        `json:"count"`
 }
 
 // summarize returns the distribution of the values recorded between the
-// snapshots prev and cur of one histogram. hist.Snapshot.Sub keeps cur's
-// Max, the largest value since the histogram started, so when prev holds
-// values the window's maximum is estimated from its highest non-empty
-// bucket instead (within hist.RelativeError). With an empty prev the window
-// is the histogram's whole life and Max is exact.
-func summarize(cur, prev hist.Snapshot) dist {
+// snapshots prev and cur of one histogram (Histogram.Sub).
+func summarize(cur, prev shardwheel.Histogram) dist {
 	d := cur.Sub(prev)
-	p := d.Percentiles()
-	if prev.Count() > 0 {
-		p.Max = time.Duration(d.Quantile(belowOne))
+	p := dist{
+		P50: d.Quantile(0.5), P90: d.Quantile(0.9), P99: d.Quantile(0.99), P999: d.Quantile(0.999),
+		Max: d.Max(), Mean: d.Mean(), Count: d.Count(),
 	}
-	return dist{Percentiles: p, Mean: d.Mean()}
+	return p
 }
 
 // view is a ShardStats over a window: counters are differences between the
-// window's end and start, gauges (Resident, RingDepth, TransferLast) are
-// read at its end, and peaks (RingPeak, TransferPeak, RefiledPeak,
+// window's end and start, gauges (Resident, Queued, TransferLast) are
+// read at its end, and peaks (QueuedPeak, TransferPeak, RefiledPeak,
 // SlowestPass) stay the peaks since the scheduler started, since they
 // cannot be differenced. The embedded
-// histograms hold the window's values (hist.Snapshot.Sub); the dist fields
+// histograms hold the window's values (Histogram.Sub); the dist fields
 // summarize them and, being shallower, replace them in JSON.
 type view struct {
 	shardwheel.ShardStats
@@ -57,32 +51,7 @@ type view struct {
 // newView returns the window from prev to cur. A zero prev makes the window
 // the scheduler's whole life.
 func newView(cur, prev shardwheel.ShardStats) view {
-	v := view{ShardStats: cur}
-	st := &v.ShardStats
-	for _, c := range []struct {
-		cur  *uint64
-		prev uint64
-	}{
-		{&st.Scheduled, prev.Scheduled},
-		{&st.Fired, prev.Fired},
-		{&st.Cancelled, prev.Cancelled},
-		{&st.TakenBack, prev.TakenBack},
-		{&st.Reset, prev.Reset},
-		{&st.Stopped, prev.Stopped},
-		{&st.CapHits, prev.CapHits},
-		{&st.Ticks, prev.Ticks},
-		{&st.TicksSkipped, prev.TicksSkipped},
-		{&st.Refiled, prev.Refiled},
-		{&st.Panics, prev.Panics},
-	} {
-		// Saturate: snapshots are not atomic across fields (see
-		// shard.Stats), so never let a glitch wrap around.
-		*c.cur -= min(*c.cur, c.prev)
-	}
-	st.TickLag = cur.TickLag.Sub(prev.TickLag)
-	st.Lateness = cur.Lateness.Sub(prev.Lateness)
-	st.TaskTime = cur.TaskTime.Sub(prev.TaskTime)
-	st.PassTime = cur.PassTime.Sub(prev.PassTime)
+	v := view{ShardStats: cur.Sub(prev)}
 	v.TickLag = summarize(cur.TickLag, prev.TickLag)
 	v.Lateness = summarize(cur.Lateness, prev.Lateness)
 	v.TaskTime = summarize(cur.TaskTime, prev.TaskTime)
@@ -148,8 +117,8 @@ func (sm *summary) write(w io.Writer) error {
 	p("\nnow\n")
 	p("pending\t%d\n", sm.pending)
 	p("resident\t%d\n", t.Resident)
-	p("ring depth\t%d\n", t.RingDepth)
-	p("ring peak (since start)\t%d\n", t.RingPeak)
+	p("ring depth\t%d\n", t.Queued)
+	p("ring peak (since start)\t%d\n", t.QueuedPeak)
 	p("transfer peak (since start)\t%d\n", t.TransferPeak)
 	p("re-filed by one pass, peak (since start)\t%d\n", t.RefiledPeak)
 	p("slowest pass (since start)\t%s\n", describePass(t.SlowestPass))
@@ -168,7 +137,7 @@ func (sm *summary) write(w io.Writer) error {
 		"\tlag p99\tlate p99\tlate max\ttask p99\n")
 	for i, v := range sm.shards {
 		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
-			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.RingDepth, v.CapHits, v.Panics,
+			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.Queued, v.CapHits, v.Panics,
 			units.Duration(v.TickLag.P99), units.Duration(v.Lateness.P99), units.Duration(v.Lateness.Max), units.Duration(v.TaskTime.P99))
 	}
 	if err := tw.Flush(); err != nil {
@@ -251,13 +220,13 @@ func (sm *summary) findings() []finding {
 }
 
 // describePass says what one worker pass did.
-func describePass(p shard.PassWork) string {
+func describePass(p shardwheel.PassWork) string {
 	return fmt.Sprintf("%s, %d new timers taken in, %d re-filed, %d tasks run",
 		units.Duration(p.Duration), p.Transferred, p.Refiled, p.Fired)
 }
 
 // stallCause names the likeliest cause of a slow pass.
-func stallCause(p shard.PassWork, tasks dist) string {
+func stallCause(p shardwheel.PassWork, tasks dist) string {
 	const nodeCost = 200 * time.Nanosecond // a generous cost of moving one node
 	work := time.Duration(p.Transferred+p.Refiled) * nodeCost
 	switch {

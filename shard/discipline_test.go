@@ -101,7 +101,7 @@ func TestPassBudgetLetsDueTimersRunDuringABurst(t *testing.T) {
 	h.pass()
 	assert.False(t, h.sh.more)
 	assert.Equal(t, 3*passBudget, int(h.sh.Stats().Scheduled)-1)
-	assert.Zero(t, h.sh.Stats().RingDepth, "all taken in")
+	assert.Zero(t, h.sh.Stats().Queued, "all taken in")
 }
 
 // TestIdlePauseIsNotTickLag parks a shard with nothing to do for two

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 // Stats is a snapshot of one shard's counters and latency distributions.
@@ -35,10 +35,10 @@ type Stats struct {
 	Reset uint64 `json:"reset"`
 	// Stopped counts timers returned by Stop.
 	Stopped uint64 `json:"stopped"`
-	// RingDepth is the number of new timers waiting in the incoming
-	// queues, and RingPeak the largest depth a pass has seen.
-	RingDepth int `json:"ring_depth"`
-	RingPeak  int `json:"ring_peak"`
+	// Queued is the number of new timers waiting in the incoming
+	// queues, and QueuedPeak the largest depth a pass has seen.
+	Queued     int `json:"queued"`
+	QueuedPeak int `json:"queued_peak"`
 	// TransferLast is the number of timers moved from the queues to the
 	// wheel during the last tick that moved any, TransferPeak the most in
 	// one tick, and CapHits the ticks that reached the transfer cap.
@@ -60,6 +60,12 @@ type Stats struct {
 	// if the worker stalled past that deadline), plus timers whose Reset
 	// moved them.
 	RefiledPeak int `json:"refiled_peak"`
+	// HeldCancelled is the number of cancelled timers whose nodes the
+	// wheel still holds; Sweeps counts completed sweeps and Swept the
+	// cancelled nodes they freed.
+	HeldCancelled int    `json:"held_cancelled"`
+	Sweeps        uint64 `json:"sweeps"`
+	Swept         uint64 `json:"swept"`
 	// SlowestPass is the longest pass the worker made and what it did:
 	// the cause of the worst stall a shard had.
 	SlowestPass PassWork `json:"slowest_pass"`
@@ -84,35 +90,6 @@ type Stats struct {
 	TaskTime hist.Snapshot `json:"task_time"`
 }
 
-// Add accumulates o into s: counts add up, peaks take the larger value and
-// distributions merge. Scheduler.Stats uses it to total its shards.
-func (s *Stats) Add(o Stats) {
-	s.Resident += o.Resident
-	s.Scheduled += o.Scheduled
-	s.Fired += o.Fired
-	s.Cancelled += o.Cancelled
-	s.TakenBack += o.TakenBack
-	s.Reset += o.Reset
-	s.Stopped += o.Stopped
-	s.RingDepth += o.RingDepth
-	s.RingPeak = max(s.RingPeak, o.RingPeak)
-	s.TransferLast += o.TransferLast
-	s.TransferPeak = max(s.TransferPeak, o.TransferPeak)
-	s.CapHits += o.CapHits
-	s.Ticks += o.Ticks
-	s.TicksSkipped += o.TicksSkipped
-	s.Refiled += o.Refiled
-	s.RefiledPeak = max(s.RefiledPeak, o.RefiledPeak)
-	if o.SlowestPass.Duration > s.SlowestPass.Duration {
-		s.SlowestPass = o.SlowestPass
-	}
-	s.Panics += o.Panics
-	s.TickLag.Merge(o.TickLag)
-	s.Lateness.Merge(o.Lateness)
-	s.PassTime.Merge(o.PassTime)
-	s.TaskTime.Merge(o.TaskTime)
-}
-
 // taskSampleEvery sets how often a task's run time is measured: timing
 // every task would cost two clock reads (about 50ns here) per timer.
 const taskSampleEvery = 16
@@ -123,7 +100,7 @@ const (
 	cFired    = iota
 	cConsumed // queue entries taken, over all lanes
 	cResident // nodes linked in the wheel
-	cRingPeak
+	cQueuedPeak
 	cTransferLast
 	cTransferPeak
 	cCapHits
@@ -193,11 +170,11 @@ func (sh *Shard) Stats() Stats {
 	}
 	// A node can be consumed before its Schedule call counts it, so the
 	// depth is clamped at 0.
-	st.RingDepth = int(pushed - min(consumed, pushed))
-	st.Resident = int(p[cResident].Load()) + st.RingDepth
+	st.Queued = int(pushed - min(consumed, pushed))
+	st.Resident = int(p[cResident].Load()) + st.Queued
 	st.Fired = p[cFired].Load()
 	st.Stopped = sh.stopped.Load()
-	st.RingPeak = int(p[cRingPeak].Load())
+	st.QueuedPeak = int(p[cQueuedPeak].Load())
 	st.TransferLast = int(p[cTransferLast].Load())
 	st.TransferPeak = int(p[cTransferPeak].Load())
 	st.CapHits = p[cCapHits].Load()

@@ -18,15 +18,15 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	}
 	st := h.sh.Stats()
 	assert.Equal(t, uint64(10), st.Scheduled)
-	assert.Equal(t, 10, st.RingDepth, "nothing taken yet")
+	assert.Equal(t, 10, st.Queued, "nothing taken yet")
 
 	h.pass() // takes 4: the cap
 	st = h.sh.Stats()
-	assert.Equal(t, 6, st.RingDepth)
+	assert.Equal(t, 6, st.Queued)
 	assert.Equal(t, 10, st.Resident)
 	assert.Equal(t, 4, st.TransferLast)
 	assert.Equal(t, uint64(1), st.CapHits)
-	assert.Equal(t, 10, st.RingPeak)
+	assert.Equal(t, 10, st.QueuedPeak)
 
 	require.True(t, h.sh.Cancel(refs[0]))                 // in the wheel
 	require.True(t, h.sh.Cancel(refs[9]))                 // still in its queue
@@ -41,7 +41,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Reset)
 	assert.Equal(t, uint64(1), st.Panics)
 	assert.Equal(t, 1, st.Resident, "the reset timer")
-	assert.Zero(t, st.RingDepth)
+	assert.Zero(t, st.Queued)
 	assert.Equal(t, 4, st.TransferPeak)
 	assert.GreaterOrEqual(t, st.Refiled, uint64(1), "the reset timer was found at its old slot")
 	assert.Equal(t, uint64(10), st.Ticks)

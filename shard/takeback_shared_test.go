@@ -105,7 +105,7 @@ func TestSharedLanesAfterGOMAXPROCSRaise(t *testing.T) {
 				"every timer must end")
 			require.Eventually(t, func() bool {
 				st := sh.Stats()
-				return st.Scheduled == st.Fired+st.Cancelled && st.RingDepth == 0 && st.Resident == 0
+				return st.Scheduled == st.Fired+st.Cancelled && st.Queued == 0 && st.Resident == 0
 			}, 10*time.Second, time.Millisecond, "the worker publishes every end")
 			sh.Close()
 			<-sh.Exited()
@@ -121,7 +121,7 @@ func TestSharedLanesAfterGOMAXPROCSRaise(t *testing.T) {
 			assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
 			assert.NotZero(t, st.TakenBack)
 			assert.LessOrEqual(t, st.TakenBack, st.Cancelled)
-			assert.Zero(t, st.RingDepth)
+			assert.Zero(t, st.Queued)
 			assert.Less(t, sh.arena.HighWater(), uint32(producers*rounds/2), "nodes are reused")
 			t.Logf("scheduled %d, cancelled %d, taken back %d, arena %d nodes", st.Scheduled, st.Cancelled, st.TakenBack, sh.arena.HighWater())
 		})

@@ -35,7 +35,7 @@ func TestCancelTakesBackANewTimer(t *testing.T) {
 		require.True(t, h.sh.Cancel(r))
 		st := h.sh.Stats()
 		assert.Equal(t, uint64(1), st.TakenBack)
-		assert.Zero(t, st.RingDepth, "taken back: not in the queue")
+		assert.Zero(t, st.Queued, "taken back: not in the queue")
 		idx, gen := r.split()
 		r2 := sched(2)
 		idx2, gen2 := r2.split()
@@ -62,7 +62,7 @@ func TestCancelTakesBackANewTimer(t *testing.T) {
 		h.pass()
 		st = h.sh.Stats()
 		assert.Equal(t, 2, st.Resident, "timers 2 and 4")
-		assert.Zero(t, st.RingDepth)
+		assert.Zero(t, st.Queued)
 		assert.Equal(t, int64(2), h.pending())
 	})
 }

@@ -38,7 +38,7 @@ func (sh *Shard) transfer(target uint64, budget int) (more bool) {
 	if sh.capUsed == sh.cfg.TransferCap {
 		c[cCapHits]++
 	}
-	c[cRingPeak] = max(c[cRingPeak], sh.queued()+uint64(total))
+	c[cQueuedPeak] = max(c[cQueuedPeak], sh.queued()+uint64(total))
 	return more
 }
 

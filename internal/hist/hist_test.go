@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 var quantiles = []float64{0.5, 0.9, 0.99, 0.999}
@@ -201,8 +201,15 @@ func TestSub(t *testing.T) {
 	assert.Equal(t, want.Count(), d.Count())
 	assert.Equal(t, want.Sum(), d.Sum())
 	assert.Equal(t, want.Mean(), d.Mean())
-	assert.Equal(t, cur.Max(), d.Max(), "Sub keeps the newer Max as an upper bound")
-	assert.Equal(t, cur.Min(), d.Min(), "Sub keeps the newer Min as a lower bound")
+	assert.LessOrEqual(t, d.Max(), cur.Max(), "Sub's Max never exceeds the newer Max")
+	assert.GreaterOrEqual(t, d.Max(), want.Max(), "Sub's Max bounds the interval's from above")
+	// A bucket's bounds lie within twice RelativeError of any value in it.
+	assert.Less(t, float64(d.Max()-want.Max()), 2*hist.RelativeError*float64(want.Max()),
+		"the interval's Max comes from its highest bucket")
+	assert.GreaterOrEqual(t, d.Min(), cur.Min(), "Sub's Min is never below the newer Min")
+	assert.LessOrEqual(t, d.Min(), want.Min(), "Sub's Min bounds the interval's from below")
+	assert.Less(t, float64(want.Min()-d.Min()), 2*hist.RelativeError*float64(want.Min())+1,
+		"the interval's Min comes from its lowest bucket")
 	for q := 0.01; q < 1; q += 0.01 {
 		assert.Equal(t, want.Quantile(q), d.Quantile(q), "q=%v", q)
 	}

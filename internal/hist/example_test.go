@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardwheel/shardwheel/hist"
+	"github.com/shardwheel/shardwheel/internal/hist"
 )
 
 func Example() {

@@ -254,15 +254,31 @@ func (s *Snapshot) Merge(other Snapshot) {
 // Sub returns the distribution of the values recorded between prev and s,
 // where prev is an earlier snapshot of the same histogram: bucket counts and
 // sums subtract (counts saturate at 0 should prev not be earlier). The
-// extremes of an interval cannot be derived, so the result keeps s's Max and
-// Min, which bound the interval's true Max and Min from above and below.
+// extremes of an interval are not recorded, so the result's Max is the
+// high bound of its highest non-empty bucket (capped at s's Max) and its
+// Min the low bound of its lowest (raised to s's Min): bounds of the
+// interval's true extremes, within twice RelativeError of them.
 func (s Snapshot) Sub(prev Snapshot) Snapshot {
-	d := Snapshot{sum: s.sum - prev.sum, max: s.max, minInv: s.minInv}
+	d := Snapshot{sum: s.sum - prev.sum}
+	lowest, highest := -1, -1
 	for i, c := range s.counts {
 		if p := prev.counts[i]; c > p {
 			d.counts[i] = c - p
 			d.total += c - p
+			if lowest < 0 {
+				lowest = i
+			}
+			highest = i
 		}
+	}
+	if d.total > 0 {
+		low, _ := bucketBounds(lowest)
+		_, high := bucketBounds(highest)
+		if highest == numBuckets-1 {
+			high = s.max // the last bucket also holds every larger value
+		}
+		d.max = min(high, s.max)
+		d.minInv = ^max(low, ^s.minInv)
 	}
 	return d
 }
@@ -295,4 +311,16 @@ func (s Snapshot) Percentiles() Percentiles {
 // endpoint serves; the buckets stay in memory for Merge and Sub.
 func (s Snapshot) MarshalJSON() ([]byte, error) {
 	return json.Marshal(s.Percentiles())
+}
+
+// NumBuckets is the number of buckets of a Histogram.
+const NumBuckets = numBuckets
+
+// Bucket returns bucket i's bounds (the smallest and largest value it
+// holds, in nanoseconds) and how many values s counted in it. The last
+// bucket also holds every value above MaxTrackable. i must be in
+// [0, NumBuckets).
+func (s *Snapshot) Bucket(i int) (low, high int64, count uint64) {
+	l, h := bucketBounds(i)
+	return int64(l), int64(h), s.counts[i]
 }
