@@ -74,7 +74,7 @@ type config struct {
 	transferCap int
 	maxPending  int
 	executor    func(task func())
-	onPanic     func(v any) // nil: log with logger
+	onPanic     func(v any)  // nil: log with logger
 	logger      *slog.Logger // nil: slog.Default() at the time of logging
 	affinity    bool
 	stats       bool
