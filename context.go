@@ -55,14 +55,13 @@ type timerCtx struct {
 	// to the parent by context.AfterFunc, to the caller by the return).
 	parent   context.Context
 	deadline time.Time
-	sh       *shard.Shard  // the shard of the wheel timer; nil for a context done at birth
-	due      time.Duration // the deadline as a reading of sh's clock: never early
+	sh       *shard.Shard // the shard of the wheel timer; nil for a context done at birth
 	// stopParent unregisters fire from the parent. Written before the
 	// timer is scheduled, read only by finish for reasons other than
 	// ctxParentDone, which the parent's callback never finishes with.
 	stopParent func() bool
 
-	ref   atomic.Uint64 // the wheel timer's shard.Ref; 0 until Schedule returned
+	ref   shard.AtomicRef // the wheel timer's; the zero Ref until Schedule returned
 	state atomic.Uint32 // see the constants: CAS from ctxLive by finish only
 	// done is Done's channel: made by Done, by CAS from nil, or sealed by
 	// finish with &closedChan, by CAS from nil. finish is its only closer:
@@ -174,29 +173,34 @@ func (s *Scheduler) withDeadline(parent context.Context, now, d time.Time, cause
 		c.finish(ctxExpired)
 		return c, fire
 	}
-	elapsed := now.Sub(s.epoch)
-	if delay > s.MaxDelay() || elapsed > maxDuration-delay {
+	// A caller inside a testing/synctest bubble the Scheduler does not
+	// belong to (or outside the one it does) reads another clock than the
+	// wheel's, and the bubble forbids the wheel's goroutines to close a
+	// channel it made: the context package's own function is right there.
+	if shard.InBubble(now) != s.bubbled {
 		return context.WithDeadlineCause(parent, d, cause)
 	}
-	c.due = elapsed + delay
-	key := uint64(c.due)
-	c.sh = s.shards[s.ShardOf(key)]
+	// The clock reading at which d arrives is at most d.Sub(epoch) + skew
+	// (see shard.NewClock): due at that reading is never early.
+	elapsed := now.Sub(s.epoch)
+	if delay > s.MaxDelay() || elapsed > maxDuration-delay-s.skew {
+		return context.WithDeadlineCause(parent, d, cause)
+	}
+	c.sh = s.localShard()
 	if c.sh.Closed() {
 		return context.WithDeadlineCause(parent, d, cause)
 	}
 	if pdone != nil {
 		c.stopParent = context.AfterFunc(parent, fire)
 	}
-	t, err := s.scheduleOn(c.sh, key, func() (shard.Ref, shard.Reject) {
-		return c.sh.ScheduleAt(key, elapsed, delay, fire) // elapsed is a reading of the shards' clock
-	})
+	t, err := s.scheduleOn(c.sh, shard.Request{Now: elapsed, Delay: delay + s.skew, Task: shard.Task{Func: fire}})
 	if err != nil {
 		if c.stopParent != nil {
 			c.stopParent()
 		}
 		return context.WithDeadlineCause(parent, d, cause)
 	}
-	c.ref.Store(uint64(t.ref))
+	c.ref.Store(t.ref)
 	// The parent may have ended the context before the store: finish
 	// found no timer to cancel then, so cancel it here. (finish stores the
 	// state before it loads ref, and we store ref before loading the
@@ -222,7 +226,7 @@ func (c *timerCtx) fire() {
 		c.finish(ctxParentDone)
 	case c.cancelTimer():
 		c.finish(ctxCanceled)
-	case time.Now().Before(c.sh.Time(c.due)):
+	case c.sh.Now() < c.sh.Reading(c.deadline):
 		c.finish(ctxCanceled) // Stop claimed the timer
 	default:
 		c.finish(ctxExpired)
@@ -231,8 +235,8 @@ func (c *timerCtx) fire() {
 
 // cancelTimer cancels the wheel timer and reports whether this call did.
 func (c *timerCtx) cancelTimer() bool {
-	r := shard.Ref(c.ref.Load())
-	return r != 0 && c.sh.Cancel(r)
+	r := c.ref.Load()
+	return !r.IsZero() && c.sh.Cancel(r)
 }
 
 // finish ends the context for reason why, once; a call that loses waits
@@ -247,16 +251,18 @@ func (c *timerCtx) finish(why uint32) {
 		cancel(x.cause)
 		x.causeCtx = cc
 	}
-	c.state.Store(why)
-	if !c.done.CompareAndSwap(nil, &closedChan) {
-		close(*c.done.Load())
-	}
-	c.state.Store(why | ctxPublished)
+	// The wheel timer goes before Done closes, so that whoever waits for
+	// Done (a CancelFunc that lost the race among them) finds it gone.
 	if why == ctxParentDone {
 		c.cancelTimer()
 	} else if c.stopParent != nil {
 		c.stopParent()
 	}
+	c.state.Store(why)
+	if !c.done.CompareAndSwap(nil, &closedChan) {
+		close(*c.done.Load())
+	}
+	c.state.Store(why | ctxPublished)
 	// Loaded after the state store; AfterFunc stores x before it loads
 	// the state: one of us sees the other.
 	if x := c.x.Load(); x != nil {
@@ -397,17 +403,28 @@ func (c *timerCtx) String() string {
 // fireCode is the code pointer of every timerCtx.fire closure.
 var fireCode = reflect.ValueOf((*timerCtx)(nil).fire).Pointer()
 
-// handOver gives a timer Stop claimed, due at clock reading due, whose
-// task is a context's fire to a runtime timer that calls it then, and
-// reports whether it did. fire then ends the context as it would have from
-// the wheel (or cancels it, for a timer a user scheduled with a CancelFunc
-// as its task, due before the context's deadline).
-func handOver(t Timeout, due time.Duration) bool {
-	task := t.sh.Claimed(t.ref)
-	if task == nil || reflect.ValueOf(task).Pointer() != fireCode {
+// handOver gives task, the task of a timer Stop claimed on sh, due at
+// clock reading due, to a runtime timer that calls it then if it is a
+// context's fire, and reports whether it did. fire then ends the context
+// as it would have from the wheel (or cancels it, for a timer a user
+// scheduled with a CancelFunc as its task, due before the context's
+// deadline). The runtime timer follows the clock of the goroutine that
+// calls Stop, which inside a testing/synctest bubble is the bubble's: so
+// it looks at the shards' clock when it fires, and waits on if the
+// deadline has not come on that clock yet.
+func (s *Scheduler) handOver(sh *shard.Shard, task shard.Task, due time.Duration) bool {
+	f := task.Func
+	if f == nil || reflect.ValueOf(f).Pointer() != fireCode {
 		return false
 	}
-	time.AfterFunc(time.Until(t.sh.Time(due)), task)
-	t.sh.Unclaim(t.ref) // not returned by Stop, so Task reports nil, as documented
+	var at func()
+	at = func() {
+		if left := due - sh.Now(); left > 0 {
+			time.AfterFunc(left, at)
+			return
+		}
+		f()
+	}
+	time.AfterFunc(due-sh.Now(), at)
 	return true
 }

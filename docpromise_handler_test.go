@@ -182,7 +182,7 @@ func TestDocHandlerExpiryAllocations(t *testing.T) {
 		}
 		var before, after runtime.MemStats
 		for key := range uint64(n) {
-			_, err := h.Schedule(key, 300*time.Millisecond)
+			_, err := h.Schedule(key, time.Second) // none due before the count starts
 			require.NoError(t, err)
 		}
 		runtime.ReadMemStats(&before)
@@ -201,50 +201,63 @@ func TestDocHandlerExpiryAllocations(t *testing.T) {
 	assert.InDelta(t, 1.0, withExecutor-inline, 0.15)
 }
 
-// README Cancel row, Timeout.Cancel's doc and Stats: a Cancel of a timer
-// its shard has not seen, the last its lane queued, frees it at once and
-// counts in Stats.TakenBack (a subset of Cancelled); call counters
-// (scheduled, cancelled, taken back) show at once, without a shard pass;
-// the queue depth goes back down.
+// README Cancel row, Timeout.Cancel's doc and Stats: a Cancel of the timer
+// its P's shard filed last, from that P, frees its node at once and counts
+// in Stats.TakenBack (a subset of Cancelled); any other cancelled timer
+// stays held until its wheel meets it; a timer that found the wheel held
+// waits in the queue, and its Cancel leaves it there for the holder to
+// free. Call counters (scheduled, cancelled) show at once, without a pass.
 func TestDocCancelTakesBackAtOnce(t *testing.T) {
-	withGOMAXPROCS(1, func() { // one P: Schedule and Cancel use one lane
+	withGOMAXPROCS(1, func() { // one P: every call is on shard 0's P
 		s := newScheduler(t, shardwheel.WithShards(1))
 		h, err := s.NewHandler(func(uint64) { t.Error("cancelled Handler timer ran") })
 		require.NoError(t, err)
-		release := blockShard(t, s)
 		base := s.Stats().Total
 
-		tm, err := s.Schedule(1, time.Hour, func() { t.Error("cancelled timer ran") })
+		tm, err := s.AfterFunc(time.Hour, func() { t.Error("cancelled timer ran") })
 		require.NoError(t, err)
 		st := s.Stats().Total
 		assert.Equal(t, base.Scheduled+1, st.Scheduled, "Schedule counted at once")
-		// Relative to base: the blocked pass has not published that it
-		// took the blocking task's own node, whether that pass filed it
-		// or an earlier one did.
-		assert.Equal(t, base.Queued+1, st.Queued, "queued, not seen by the blocked shard")
+		assert.Equal(t, base.Queued, st.Queued, "filed at once, not queued")
 		require.True(t, tm.Cancel())
 		st = s.Stats().Total
 		assert.Equal(t, base.Cancelled+1, st.Cancelled, "Cancel counted at once")
 		assert.Equal(t, base.TakenBack+1, st.TakenBack, "taken back")
-		assert.Equal(t, base.Queued, st.Queued, "no longer in the queue")
+		assert.Equal(t, base.HeldCancelled, st.HeldCancelled, "nothing held")
 		assert.False(t, tm.Pending())
 		assert.False(t, tm.Cancel(), "true at most once")
 
-		ht, err := h.Schedule(2, time.Hour)
+		ht, err := h.AfterFunc(2, time.Hour)
 		require.NoError(t, err)
 		require.True(t, ht.Cancel())
 		st = s.Stats().Total
 		assert.Equal(t, base.TakenBack+2, st.TakenBack, "Handler timer taken back")
 		assert.LessOrEqual(t, st.TakenBack, st.Cancelled)
 
-		// One below the top is cancelled but left to the shard.
-		below, err := h.Schedule(3, time.Hour)
+		// One filed before the last is cancelled but held by the wheel.
+		below, err := h.AfterFunc(3, time.Hour)
 		require.NoError(t, err)
-		top, err := h.Schedule(4, time.Hour)
+		top, err := h.AfterFunc(4, time.Hour)
 		require.NoError(t, err)
 		require.True(t, below.Cancel())
-		assert.Equal(t, base.TakenBack+2, s.Stats().Total.TakenBack, "not on top: not taken back")
+		st = s.Stats().Total
+		assert.Equal(t, base.TakenBack+2, st.TakenBack, "not the last filed: not taken back")
+		assert.Equal(t, base.HeldCancelled+1, st.HeldCancelled, "held until the wheel meets it")
 		require.True(t, top.Cancel())
+		assert.Equal(t, base.TakenBack+3, s.Stats().Total.TakenBack, "the last filed is taken back")
+
+		// A blocked shard's wheel is held: timers wait in its queue, and a
+		// Cancel cannot take them back.
+		release := blockShard(t, s)
+		base = s.Stats().Total
+		queued, err := s.AfterFunc(time.Hour, func() { t.Error("cancelled queued timer ran") })
+		require.NoError(t, err)
+		st = s.Stats().Total
+		assert.Equal(t, base.Queued+1, st.Queued, "queued while the wheel is held")
+		require.True(t, queued.Cancel())
+		st = s.Stats().Total
+		assert.Equal(t, base.TakenBack, st.TakenBack, "the queued timer is not taken back")
+		assert.Equal(t, base.Queued+1, st.Queued, "still in the queue")
 
 		release()
 		require.Eventually(t, func() bool {

@@ -669,19 +669,24 @@ func TestDocOptionLimitsAndMessages(t *testing.T) {
 	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
 }
 
-// "WithTransferCap(n) ... new timers moved into the wheel per tick per
-// shard; the rest wait" and the Stats that show it.
+// "WithTransferCap(n) ... new timers moved from the queue into the wheel
+// per tick per shard; the rest wait" and the Stats that show it: timers
+// scheduled while the shard's wheel is held (here by a blocked task) wait
+// in its queue.
 func TestDocTransferCapShowsInStats(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTransferCap(10))
 	var wg sync.WaitGroup
 	const n = 300
 	wg.Add(n)
+	release := blockShard(t, s)
 	for i := range n {
 		_, err := s.Schedule(uint64(i), 0, wg.Done)
 		require.NoError(t, err)
 	}
+	assert.Equal(t, n, s.Stats().Total.Queued, "queued behind the blocked task")
+	release()
 	wg.Wait()
-	require.Eventually(t, func() bool { return s.Stats().Total.Fired == n }, waitFor, pollEvery)
+	require.Eventually(t, func() bool { return s.Stats().Total.Fired == n+1 }, waitFor, pollEvery, "the timers and the blocking task")
 	st := s.Stats().Total
 	assert.LessOrEqual(t, st.TransferPeak, 10)
 	assert.Positive(t, st.CapHits)

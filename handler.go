@@ -2,6 +2,8 @@ package shardwheel
 
 import (
 	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 // MaxHandlers is the most handlers one Scheduler holds (see NewHandler):
@@ -60,8 +62,23 @@ func (h Handler) Schedule(key uint64, delay time.Duration) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return h.s.schedule(key, delay, nil, h.id, false)
+	return h.s.scheduleOn(h.s.shards[h.s.ShardOf(key)], h.s.request(key, delay, h.task()))
 }
+
+// AfterFunc is Scheduler.AfterFunc for a timer whose task is the handler's
+// function called with key: it runs fn(key) once, delay from now, on the
+// shard of the P the caller runs on, whatever the key: the key is the
+// handler's argument only. It is the cheapest timer there is: no closure,
+// no routing, a node on the caller's own wheel. Its Timeout's Key is key.
+func (h Handler) AfterFunc(key uint64, delay time.Duration) (Timeout, error) {
+	if h.s == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return h.s.scheduleOn(h.s.localShard(), h.s.request(key, delay, h.task()))
+}
+
+// task returns the handler as a timer's task.
+func (h Handler) task() shard.Task { return shard.Task{Handler: h.id} }
 
 // ScheduleKey is Scheduler.ScheduleKey for a timer whose task is the
 // handler's function called with key: it becomes key's indexed timer,
@@ -72,5 +89,5 @@ func (h Handler) ScheduleKey(key uint64, delay time.Duration) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return h.s.scheduleKey(key, delay, nil, h.id)
+	return h.s.scheduleKey(key, delay, h.task())
 }

@@ -126,7 +126,7 @@ func (ix *keyIndex) find(key uint64, try func(shard.Ref) bool) (shard.Ref, bool)
 	for ok && !try(r) {
 		next, loaded := ix.m.Load(key)
 		if !loaded || next == r {
-			return 0, false
+			return shard.Ref{}, false
 		}
 		r = next
 	}
@@ -164,16 +164,20 @@ func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
 // insert or delete crossed a size threshold does at once), and allocates
 // the index entry (16 bytes).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
-	return s.scheduleKey(key, delay, task, 0)
+	return s.scheduleKey(key, delay, shard.Task{Func: task})
 }
 
-// scheduleKey is ScheduleKey for task or, when task is nil, handler h.
-func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task func(), h uint16) (Timeout, error) {
-	if task == nil && h == 0 {
+// scheduleKey is ScheduleKey for task, a closure or a handler.
+func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task) (Timeout, error) {
+	if task.IsZero() {
 		return Timeout{}, ErrNilTask
 	}
-	_, ix := s.keyed(key)
-	return ix.add(key, func() (Timeout, error) { return s.schedule(key, delay, task, h, true) })
+	sh, ix := s.keyed(key)
+	return ix.add(key, func() (Timeout, error) {
+		r := s.request(key, delay, task)
+		r.Indexed = true
+		return s.scheduleOn(sh, r)
+	})
 }
 
 // CancelKey cancels key's indexed timer and reports whether this call

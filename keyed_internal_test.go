@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 // TestKeyIndexPadding checks that each shard's index pointer has a whole
@@ -36,7 +37,9 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			if end == "ran" {
 				delay = 0
 			}
-			tm, err := s.schedule(1, delay, func() { close(ran) }, 0, true)
+			r := s.request(1, delay, shard.Task{Func: func() { close(ran) }})
+			r.Indexed = true
+			tm, err := s.scheduleOn(s.shards[0], r)
 			require.NoError(t, err)
 			switch end {
 			case "ran":

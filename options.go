@@ -277,13 +277,13 @@ func (c *config) panicHandler() func(v any) {
 	}
 }
 
-func (c *config) shardConfig(quota int64) shard.Config {
+func (c *config) shardConfig(tokens int64) shard.Config {
 	return shard.Config{
 		Tick:        c.tick,
 		WheelSize:   c.wheelSize,
 		FirstBlock:  c.firstBlock,
 		TransferCap: c.transferCap,
-		Quota:       quota,
+		Tokens:      tokens,
 		Lanes:       runtime.GOMAXPROCS(0),
 		Run:         c.executor,
 		OnPanic:     c.panicHandler(),

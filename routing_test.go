@@ -86,10 +86,14 @@ func TestScheduleGoesToShardOf(t *testing.T) {
 		}
 		expectOn(before, s.ShardOf(k), 2, fmt.Sprintf("two timers with key %d", k))
 	}
-	for range 20 {
-		before := scheduled()
-		tm, err := s.AfterFunc(time.Hour, noop)
-		require.NoError(t, err)
-		expectOn(before, s.ShardOf(tm.Key()), 1, fmt.Sprintf("AfterFunc with key %d", tm.Key()))
-	}
+	// AfterFunc files on the shard of the caller's P: with one P, P 0's.
+	withGOMAXPROCS(1, func() {
+		for range 20 {
+			before := scheduled()
+			tm, err := s.AfterFunc(time.Hour, noop)
+			require.NoError(t, err)
+			assert.Zero(t, tm.Key(), "AfterFunc's timers have key 0")
+			expectOn(before, 0, 1, "AfterFunc on P 0")
+		}
+	})
 }

@@ -71,9 +71,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/bits"
-	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -112,18 +111,24 @@ const ShardCapacity = 1<<26 - 1
 // of them waits for a shard to make progress, except Stop and Shutdown,
 // which wait as they document.
 type Scheduler struct {
-	shards     []*shard.Shard // immutable after New
-	index      []keyIndex     // per shard; immutable slice after New (see keyed.go)
-	handlers   shard.Handlers // shared by the shards (see handler.go)
-	tick       time.Duration  // immutable after New
-	totalQuota int64          // sum of the shards' initial tokens
+	// Immutable after New.
+	shards   []*shard.Shard
+	local    []*shard.Shard // by P id modulo its length: the shard of each P
+	index    []keyIndex     // per shard (see keyed.go)
+	tick     time.Duration
+	limit    int64          // WithMaxPending, 0 for none
+	handlers shard.Handlers // shared by the shards (see handler.go); Add locks
 	// errLimit is ErrTooManyPending wrapped with the limit, made once so
 	// that a rejection at the limit allocates nothing.
 	errLimit error
-	// epoch is the origin of the clock every shard shares (immutable
-	// after New): contexts (context.go) keep their deadlines as readings
-	// of it, and shard.Shard.Time turns readings back into times.
+	// clock is the clock every shard shares, epoch the time its reading 0
+	// stands for and skew the uncertainty of that (shard.NewClock):
+	// contexts (context.go) turn their deadlines into readings with them,
+	// and shard.Shard.Time turns readings back into times.
+	clock    shard.Clock
 	epoch    time.Time
+	skew     time.Duration
+	bubbled  bool // made inside a testing/synctest bubble: its clock is the bubble's
 	stopping atomic.Bool
 	stopped  chan struct{} // closed when the first Stop has drained
 	// dry is set while no shard has a spare pending token (see
@@ -160,32 +165,34 @@ func New(opts ...Option) (*Scheduler, error) {
 	if err := c.checkMemory(); err != nil {
 		return nil, err
 	}
-	clock := shard.NewRealClock()
+	clock, epoch, skew := shard.NewClock()
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
 		index:   make([]keyIndex, c.shards),
 		tick:    c.tick,
-		epoch:   clock.Epoch(),
+		limit:   int64(c.maxPending),
+		clock:   clock,
+		epoch:   epoch,
+		skew:    skew,
+		bubbled: shard.InBubble(epoch),
 		stopped: make(chan struct{}),
 	}
-	// Pending tokens are split between the shards and move between them
-	// (Shard.TakeTokens) only when one runs out, so the limit needs no global
-	// counter. Without a limit each shard gets a share too large to use.
-	limit := int64(c.maxPending)
-	if limit == 0 {
-		limit = math.MaxInt64 / 2
-	}
-	s.totalQuota = limit
+	// Pending tokens, with a limit, are split between the shards and move
+	// between them (Shard.TakeTokens) only when one runs out, so the limit
+	// needs no global counter.
 	s.errLimit = fmt.Errorf("%w: the WithMaxPending(%d) limit is reached", ErrTooManyPending, c.maxPending)
 	n := int64(c.shards)
+	procs := runtime.GOMAXPROCS(0)
 	for i := range s.shards {
-		q := limit / n
-		if int64(i) < limit%n {
+		q := s.limit / n
+		if int64(i) < s.limit%n {
 			q++
 		}
 		s.index[i] = newKeyIndex()
 		cfg := c.shardConfig(q)
-		cfg.Clock, cfg.Epoch = clock, clock.Epoch()
+		cfg.Limited = s.limit > 0
+		cfg.ID, cfg.Shards, cfg.Home = i, c.shards, i%procs
+		cfg.Clock, cfg.Epoch, cfg.Skew = clock, epoch, skew
 		cfg.Dry = &s.dry
 		cfg.Handlers = &s.handlers
 		cfg.Unindex = s.index[i].unindex
@@ -197,6 +204,12 @@ func New(opts ...Option) (*Scheduler, error) {
 			return nil, err // unreachable: the options were validated
 		}
 		s.shards[i] = sh
+	}
+	// P p files its timers without a key on shard p modulo the shards
+	// (a P beyond GOMAXPROCS at New, after a raise, wraps round too).
+	s.local = make([]*shard.Shard, max(procs, len(s.shards)))
+	for p := range s.local {
+		s.local[p] = s.shards[p%len(s.shards)]
 	}
 	for _, sh := range s.shards {
 		sh.Start()
@@ -261,9 +274,10 @@ func (s *Scheduler) ShardOf(key uint64) int {
 
 // Schedule runs task once, delay from now, on the shard that key routes to,
 // and returns a handle to the timer. Timers with equal keys share a shard;
-// keys need not be unique. delay <= 0 runs task at the first tick at or
-// after the call, normally the next, and a delay beyond MaxDelay is
-// clamped.
+// keys need not be unique. A timer that needs no key (a request timeout)
+// is cheaper through AfterFunc, which files it on the calling goroutine's
+// own shard. delay <= 0 runs task at the first tick at or after the call,
+// normally the next, and a delay beyond MaxDelay is clamped.
 //
 // It returns ErrNilTask for a nil task, ErrStopped after Stop, and
 // ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the
@@ -272,44 +286,56 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
-	return s.schedule(key, delay, task, 0, false)
-}
-
-// schedule is Schedule, for task or, when task is nil, handler h (see
-// Handler), and ScheduleKey's first step when indexed is set.
-func (s *Scheduler) schedule(key uint64, delay time.Duration, task func(), h uint16, indexed bool) (Timeout, error) {
-	if task == nil && h == 0 {
+	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	sh := s.shards[s.ShardOf(key)]
-	return s.scheduleOn(sh, key, func() (shard.Ref, shard.Reject) {
-		if task == nil {
-			return sh.ScheduleHandler(key, delay, h, indexed)
-		}
-		if indexed {
-			return sh.ScheduleIndexed(key, delay, task)
-		}
-		return sh.Schedule(key, delay, task)
-	})
+	return s.scheduleOn(s.shards[s.ShardOf(key)], s.request(key, delay, shard.Task{Func: task}))
 }
 
-// scheduleOn makes a timer keyed key on sh, the shard key routes to, with
-// try, which calls one of sh's Schedule methods; it borrows pending tokens
-// from other shards and tries again while try reports none.
-func (s *Scheduler) scheduleOn(sh *shard.Shard, key uint64, try func() (shard.Ref, shard.Reject)) (Timeout, error) {
+// AfterFunc runs task once, delay from now, on the shard of the P the
+// caller runs on, and returns a handle to the timer: Schedule without a
+// key, for timers that need none (request timeouts, idle timers). The
+// timer's whole life then usually stays on the caller's CPU, which makes
+// it the cheapest way to schedule; its Key is 0. Delays, errors and
+// guarantees are Schedule's.
+func (s *Scheduler) AfterFunc(delay time.Duration, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return s.scheduleOn(s.localShard(), s.request(0, delay, shard.Task{Func: task}))
+}
+
+// request describes a timer due delay from now.
+func (s *Scheduler) request(key uint64, delay time.Duration, task shard.Task) shard.Request {
+	return shard.Request{Key: key, Now: s.clock.Now(), Delay: delay, Task: task}
+}
+
+// localShard returns the shard of the P the caller runs on.
+func (s *Scheduler) localShard() *shard.Shard {
+	s.mustBeNew()
+	if p := shard.CurrentP(); p < len(s.local) {
+		return s.local[p]
+	} else {
+		return s.shards[p%len(s.shards)]
+	}
+}
+
+// scheduleOn schedules r on sh, borrowing pending tokens from other shards
+// and trying again while sh reports none.
+func (s *Scheduler) scheduleOn(sh *shard.Shard, r shard.Request) (Timeout, error) {
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
 	var ref shard.Ref
 	var rej shard.Reject
 	for {
-		if ref, rej = try(); rej != shard.NoTokens || !s.borrowTokens(sh) {
+		if ref, rej = sh.Schedule(r); rej != shard.NoTokens || !s.borrowTokens(sh) {
 			break
 		}
 	}
 	switch rej {
 	case shard.Accepted:
-		return Timeout{sh: sh, ref: ref, key: key}, nil
+		return Timeout{sh: sh, ref: ref, key: r.Key}, nil
 	case shard.NoTokens:
 		return Timeout{}, s.errLimit
 	case shard.ArenaFull:
@@ -348,22 +374,16 @@ func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
 	return false
 }
 
-// AfterFunc is Schedule with a random key: use it when no key groups the
-// timer with others. The key chosen is available from Timeout.Key.
-func (s *Scheduler) AfterFunc(delay time.Duration, task func()) (Timeout, error) {
-	return s.Schedule(rand.Uint64(), delay, task)
-}
-
 // Pending returns the number of timers accepted and not yet ended (run,
 // cancelled or returned by Stop). While timers are being scheduled and
 // cancelled concurrently it is a snapshot, exact when the scheduler is
 // quiescent. A timer whose task is running no longer counts.
 func (s *Scheduler) Pending() int {
-	var spare int64
+	var live int64
 	for _, sh := range s.shards {
-		spare += sh.Quota()
+		live += sh.Live()
 	}
-	return int(max(s.totalQuota-spare, 0))
+	return int(max(live, 0))
 }
 
 // Stop stops every shard, waits for their goroutines to return, and returns
@@ -457,10 +477,12 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	}
 	var out []Timeout
 	for _, sh := range s.shards {
-		sh.Drain(func(r shard.Ref, key uint64, due time.Duration) {
-			if t := (Timeout{sh: sh, ref: r, key: key}); !handOver(t, due) {
-				out = append(out, t)
+		sh.Drain(func(r shard.Ref, key uint64, due time.Duration, task shard.Task) bool {
+			if s.handOver(sh, task, due) {
+				return false // not returned: Task reports nil, as documented
 			}
+			out = append(out, Timeout{sh: sh, ref: r, key: key})
+			return true
 		})
 	}
 	// Every indexed timer has ended: drop the index. A ScheduleKey racing
@@ -547,7 +569,7 @@ func (t Timeout) Task() func() {
 	if t.sh == nil {
 		return nil
 	}
-	return t.sh.Claimed(t.ref)
+	return t.sh.Func(t.sh.Claimed(t.ref), t.key)
 }
 
 // Key returns the key the timer was scheduled with.

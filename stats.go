@@ -196,7 +196,6 @@ func (s Stats) Sub(prev Stats) Stats {
 // concurrent use, never blocks a shard, and allocates the snapshot (about
 // 40 KB per shard): call it from a monitoring loop, not per request.
 func (s *Scheduler) Stats() Stats {
-	s.mustBeNew()
 	st := Stats{Pending: s.Pending(), Shards: make([]ShardStats, len(s.shards))}
 	for i, sh := range s.shards {
 		st.Shards[i] = shardStats(sh.Stats())

@@ -38,17 +38,20 @@ func TestStatsAccountForEveryEnd(t *testing.T) {
 		assert.Equal(t, perShard[i], sh.Scheduled, "shard %d", i)
 	}
 
-	// The worker publishes its counters once per pass; wait until the
-	// cancelled timers are freed and the short ones have run.
+	// A shard publishes what its goroutine counts once per pass; wait
+	// until the short timers have run.
 	require.Eventually(t, func() bool {
 		st := s.Stats()
-		return ran.Load() == n/3 && st.Total.Fired >= n/3 && st.Total.Cancelled >= n/3 &&
-			st.Total.Resident <= n/3 && st.Pending == n/3
+		return ran.Load() == n/3 && st.Total.Fired >= n/3 && st.Total.Cancelled >= n/3 && st.Pending == n/3
 	}, waitFor, pollEvery)
 	st = s.Stats()
 	assert.EqualValues(t, n/3, st.Total.Fired)
 	assert.EqualValues(t, n/3, st.Total.Cancelled)
-	assert.Equal(t, n/3, st.Total.Resident, "only the timers left for Stop are held")
+	// The cancelled timers' nodes stay in the wheel (a Cancel only marks
+	// them) until their slot comes round or a sweep passes: too few here
+	// to start one.
+	assert.Equal(t, n/3, st.Total.Resident-st.Total.HeldCancelled, "only the timers left for Stop are live")
+	assert.LessOrEqual(t, st.Total.HeldCancelled, n/3)
 	assert.Equal(t, s.Pending(), st.Pending)
 	assert.Zero(t, st.Total.Stopped)
 

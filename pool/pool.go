@@ -2,6 +2,9 @@
 // 32-bit index that grows in blocks as timers arrive, with lock-free free
 // lists so that steady-state scheduling allocates nothing.
 //
+// It is part of shardwheel's engine: its API serves package shard and
+// carries no compatibility promise. Users use package shardwheel.
+//
 // Layout. Block 0 holds the first nodes New was given (rounded up to a
 // power of two); each later block is as large as all the blocks before it
 // (so the arena doubles) until blocks reach 2^18 nodes, or block 0's size if
@@ -17,35 +20,36 @@
 // that kind lands in it, so a shard whose timers all use handlers holds no
 // pointer per timer at all, and the GC has nothing of it to mark.
 //
-// Index 0 is never handed out, so that 0 can mean "no node" in every link.
-// An arena therefore holds at most Capacity = MaxNodes-1 timers.
+// Index 0 is never handed out, so that 0 can mean "no node" in every link:
+// every list in the engine (free lists, the shard's queue and attention
+// stack, wheel slots) stores a node by its plain index and ends at 0. An
+// arena therefore holds at most Capacity = MaxNodes-1 timers.
 //
-// Ownership. Nodes are taken by Get, which any goroutine may call, and
-// returned by PutChain, which only the arena's owner (the shard worker)
-// calls, or by Put, which the one goroutine that holds a node nobody else
-// can reach may call (a Cancel that took its timer back from the shard's
-// queue). Between Get and Put a node belongs to one timer; the fields' rules
-// are on Node. Get bumps the node's generation when it hands the node out,
-// so a handle that remembers (index, generation) can tell a recycled node
-// from its own. Every node is put back at most once per generation: that is
-// the caller's invariant, which the shard's state machine upholds.
+// Ownership. Nodes are taken by Get and returned by PutChain, both of which
+// any goroutine may call; a caller may also keep freed nodes on a list of
+// its own (package shard keeps one for whoever holds its wheel, linked
+// through Node.Next) and hand them out again without the arena. Between a
+// Get and a return a node belongs to one timer; the fields' rules are on
+// Node. Every node is returned at most once per life: that is the caller's
+// invariant, which the shard's state machine upholds. The arena does not
+// count lives: the shard keeps each node's generation in its state word and
+// Node.Epoch.
 //
-// The owner does not need to write a node's own memory to free it: free-list
-// links live in a separate array and the generation is bumped by Get, in the
-// taking producer's cache. Freeing usually costs the owner a read of the
-// node's cache line, not a write that the next producer would have to fetch
-// back.
+// Freeing need not write a node's own memory: free-list links live in a
+// separate array and the generation is bumped by Get, in the taking
+// producer's cache. Freeing usually costs a read of the node's cache line,
+// not a write that the next producer would have to fetch back.
 //
 // Free nodes sit on one of several free lists (lanes), so that producers on
-// different CPUs do not contend for one list head, or in a lane's spare
-// slot (one node; see freeList.spare): a producer takes its own lane's
-// spare, else pops its own lane's list, and steals from the other lanes'
-// lists and then their spares only when its own has nothing, before it
-// grows the arena: it grows only when no lane holds a free node. Each free list is a Treiber stack whose head packs
-// (index+1, tag). The tag counts pops, so a pop that read a stale head fails
-// its CAS even if the same index was popped and pushed back meanwhile (the
-// ABA case). PutChain pushes a whole chain with one CAS, so the worker pays
-// one contended operation per lane per pass, not one per node.
+// different CPUs do not contend for one list head: a producer pops its own
+// lane's list, and steals from the other lanes' lists only when its own has
+// nothing, before it grows the arena: it grows only when no lane holds a
+// free node. Each free
+// list is a Treiber stack whose head packs (index, tag). The tag counts
+// pops, so a pop that read a stale head fails its CAS even if the same
+// index was popped and pushed back meanwhile (the ABA case). PutChain
+// pushes a whole chain with one CAS, so freeing costs one contended
+// operation per chain, not one per node.
 package pool
 
 import (
@@ -87,24 +91,23 @@ const (
 //
 // Field ownership:
 //   - State: atomic; its encoding belongs to package shard. Stored by the
-//     producer that took the node, then changed only by CAS.
-//   - Key: written by the producer before it stores State; read only by
-//     goroutines ordered after that store (the worker after it takes the
-//     node from its incoming queue, Drain after a successful CAS on State).
-//   - Gen: atomic; bumped only by Get, before it returns the node, so a
-//     node's generation changes exactly when it starts a new life.
-//     Readers use it to validate handles.
-//   - Next, Prev: worker only (wheel slot links).
-//   - QNext: the link of the shard's incoming queue (package ring): stored
-//     by the producer that pushes this node or the next one, read by the
-//     worker that pops them.
+//     producer that took the node, then changed by CAS (and by the stores
+//     package shard documents for the node it owns alone).
+//   - Key: written by the producer before it publishes the node (its
+//     State store, then a link into the wheel or a push on a queue); read
+//     only by goroutines ordered after that.
+//   - Epoch: atomic; the high part of the node's generation, whose low
+//     part is a tag in State (package shard): stored when a life starts
+//     whose tag wrapped around. Readers use it to validate handles.
+//   - Next, Prev: the wheel's slot links, read and written only by the
+//     goroutine holding the shard's wheel; Next also links that
+//     goroutine's own free list while the node is free.
 type Node struct {
 	State atomic.Uint64
 	Key   uint64
-	Gen   atomic.Uint32
+	Epoch atomic.Uint64
 	Next  uint32
 	Prev  uint32
-	QNext atomic.Uint32
 }
 
 type block struct {
@@ -115,10 +118,12 @@ type block struct {
 	// afterwards. Element i belongs to node i's owner (see Arena.Task).
 	tasks    atomic.Pointer[[]func()]
 	handlers atomic.Pointer[[]uint16]
-	// links holds, per node, index+1 of the next node on the free list
-	// while the node is free, or on the shard's attention stack while it
-	// is queued there (a queued node is never freed until the shard has
-	// taken it off the stack, so the uses never overlap). 0 ends a list.
+	// links holds, per node, the index of the next node on whichever
+	// list the node is on outside the wheel: a free list while it is
+	// free, the shard's queue while it waits there new, or the shard's
+	// attention stack while it is queued there. A node is on at most one
+	// of them at a time (package shard's state machine), so the uses never
+	// overlap. 0 ends a list.
 	links []atomic.Uint32
 }
 
@@ -140,16 +145,10 @@ type Arena struct {
 
 // freeList is one lane's Treiber stack, on a cache line of its own.
 type freeList struct {
-	// head is (index+1)<<32 | tag. Producers CAS it in Get; the owner
-	// CASes it in PutChain.
+	// head is index<<32 | tag, index 0 when empty. CASed by Get's pops and
+	// by PutChain's pushes.
 	head atomic.Uint64
-	// spare is index+1 of one free node kept off the stack, 0 if none:
-	// Put parks a node here and the lane's next Get takes it, so a node
-	// that a producer frees and takes again stays on that producer's
-	// core without a write to the links array (whose lines nodes of
-	// other lanes share). Swapped and CASed by Get and Put.
-	spare atomic.Uint32
-	_     [pad.CacheLineSize - 12]byte
+	_    [pad.CacheLineSize - 8]byte
 }
 
 // New returns an empty arena with the given number of free-list lanes (at
@@ -212,28 +211,39 @@ func (a *Arena) Slot(idx uint32) Slot {
 // Node returns the slot's node.
 func (s Slot) Node() *Node { return &s.b.nodes[s.off] }
 
-// SetTask stores what the node's timer runs: task, or when task is nil,
-// handler h (non-zero). The node must be fresh from Get (or from Add, which
-// clears both), and only its owner may call it (see Arena.Task). The first
-// SetTask of a kind in a block makes that kind's array for the block.
-func (s Slot) SetTask(task func(), h uint16) {
-	if task != nil {
-		(*lazyArray(&s.b.tasks, len(s.b.nodes)))[s.off] = task
-		return
-	}
-	(*lazyArray(&s.b.handlers, len(s.b.nodes)))[s.off] = h
+// Task is what a timer runs: a closure, or the handler numbered Handler
+// (1..65535), a function the shard keeps and calls with the timer's key.
+// Exactly one of the two is set in a timer's task; the zero Task is none.
+type Task struct {
+	Func    func()
+	Handler uint16
 }
 
-// Task returns what SetTask stored: a task, or nil and a handler; nil and
-// 0 once Add has cleared the node.
-func (s Slot) Task() (task func(), h uint16) {
+// IsZero reports whether t names nothing to run.
+func (t Task) IsZero() bool { return t.Func == nil && t.Handler == 0 }
+
+// SetTask stores what the node's timer runs. The node must be fresh from
+// Get (or from Add, which clears the slot), and only its owner may call it
+// (see Arena.Task). The first SetTask of a kind in a block makes that
+// kind's array for the block.
+func (s Slot) SetTask(t Task) {
+	if t.Func != nil {
+		(*lazyArray(&s.b.tasks, len(s.b.nodes)))[s.off] = t.Func
+		return
+	}
+	(*lazyArray(&s.b.handlers, len(s.b.nodes)))[s.off] = t.Handler
+}
+
+// Task returns what SetTask stored; the zero Task once the slot has been
+// cleared (Add, DropFunc for a closure).
+func (s Slot) Task() (t Task) {
 	if p := s.b.tasks.Load(); p != nil {
-		task = (*p)[s.off]
+		t.Func = (*p)[s.off]
 	}
 	if p := s.b.handlers.Load(); p != nil {
-		h = (*p)[s.off]
+		t.Handler = (*p)[s.off]
 	}
-	return task, h
+	return t
 }
 
 // lazyArray returns the array p points to, making it (n elements) if it
@@ -268,57 +278,62 @@ func (a *Arena) Find(idx uint32) *Node {
 	return &b.nodes[off]
 }
 
+// FindSlot is Find for the node's whole storage: the slot of idx, and
+// false where Find returns nil.
+func (a *Arena) FindSlot(idx uint32) (Slot, bool) {
+	if idx == 0 || idx >= a.HighWater() {
+		return Slot{}, false
+	}
+	blk, off := a.locate(idx)
+	b := a.blocks[blk].Load()
+	return Slot{b, off}, b != nil
+}
+
 // Link returns the list link of the node at idx (see block.links).
 func (a *Arena) Link(idx uint32) *atomic.Uint32 { return a.Slot(idx).Link() }
 
-// Task returns the task of the node at idx, or nil and its handler (see
-// Slot.SetTask). Only the node's current owner may read or write its task:
-// the producer before publishing the node, the worker afterwards (and
-// Drain, for a node it claimed).
-func (a *Arena) Task(idx uint32) (func(), uint16) { return a.Slot(idx).Task() }
+// Task returns the task of the node at idx (see Slot.SetTask). Only the
+// node's current owner may read or write its task: the producer before it
+// publishes the node; afterwards whoever ended the timer with a CAS on its
+// State (package shard: the goroutine that fired it, the Cancel that
+// cancelled it, Stop for a timer it claimed).
+func (a *Arena) Task(idx uint32) Task { return a.Slot(idx).Task() }
 
-// Get takes a node, preferably lane's spare or from its free list (lane
-// taken modulo the lane count), else another lane's, else a never-used one;
-// it bumps the node's generation and returns its index, new generation
-// and storage, or false if the arena already holds Capacity nodes. Safe for
-// concurrent use.
-func (a *Arena) Get(lane int) (idx, gen uint32, s Slot, ok bool) {
-	if idx, ok = a.takeSpare(&a.lanes[uint(lane)%uint(len(a.lanes))]); !ok {
-		for i := range a.lanes {
-			if idx, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
-				break
-			}
-		}
+// Span returns the nodes of idx's block from idx to the block's end, and
+// nil if that block is not installed: a sweep walks the arena a block at a
+// time. idx must be below HighWater.
+func (a *Arena) Span(idx uint32) []Node {
+	blk, off := a.locate(idx)
+	b := a.blocks[blk].Load()
+	if b == nil {
+		return nil
 	}
-	for i := 1; !ok && i < len(a.lanes); i++ {
-		idx, ok = a.takeSpare(&a.lanes[uint(lane+i)%uint(len(a.lanes))])
-	}
-	if !ok {
-		if idx, ok = a.grow(); !ok {
-			return 0, 0, Slot{}, false
-		}
-	}
-	s = a.Slot(idx)
-	return idx, s.Node().Gen.Add(1), s, true
+	return b.nodes[off:]
 }
 
-// takeSpare takes l's spare node, if it has one.
-func (a *Arena) takeSpare(l *freeList) (uint32, bool) {
-	if l.spare.Load() == 0 {
-		return 0, false
+// Get takes a node from lane's free list (lane taken modulo the lane
+// count), else from another lane's, else a never-used one, and returns its
+// index and storage, or false if the arena already holds Capacity nodes.
+// Safe for concurrent use.
+func (a *Arena) Get(lane int) (idx uint32, s Slot, ok bool) {
+	for i := range a.lanes {
+		if idx, ok = a.pop(&a.lanes[uint(lane+i)%uint(len(a.lanes))]); ok {
+			return idx, a.Slot(idx), true
+		}
 	}
-	top := l.spare.Swap(0)
-	return top - 1, top != 0
+	if idx, ok = a.grow(); !ok {
+		return 0, Slot{}, false
+	}
+	return idx, a.Slot(idx), true
 }
 
 func (a *Arena) pop(l *freeList) (uint32, bool) {
 	for {
 		h := l.head.Load()
-		top := uint32(h >> 32)
-		if top == 0 {
+		idx := uint32(h >> 32)
+		if idx == 0 {
 			return 0, false
 		}
-		idx := top - 1
 		next := a.Link(idx).Load()
 		// The tag (low half) changes on every pop, so this CAS fails if idx
 		// was popped, reused and pushed back since we loaded h.
@@ -355,68 +370,57 @@ func (a *Arena) blockFor(idx uint32) {
 	})
 }
 
-// Chain collects freed nodes so the owner can return them with one CAS. The
-// zero value is an empty chain. A Chain belongs to the arena's owner.
+// Chain collects freed nodes so that they return to a free list with one
+// CAS. The zero value is an empty chain. A Chain belongs to the goroutine
+// that fills it.
 type Chain struct {
-	head, tail uint32 // index+1; 0 when empty
+	head, tail uint32 // node indices; 0 when empty
 }
 
 // Add clears the task and handler of the node at idx and appends the node
 // to c. The node must have ended its life (handles to it no longer
 // validate), and must not be touched until Get returns it again. c belongs
-// to its caller: the owner's chains, or Put's chain of one.
+// to its caller.
 func (a *Arena) Add(c *Chain, idx uint32) {
 	s := a.Slot(idx)
-	clearTask(s)
+	s.Clear()
 	s.Link().Store(c.head)
-	c.head = idx + 1
+	c.head = idx
 	if c.tail == 0 {
-		c.tail = idx + 1
+		c.tail = idx
 	}
 }
 
-// Put returns the node at idx to lane (modulo the lane count): as its
-// spare if it has none, so that the lane's next Get takes it back without
-// touching the free list, else onto its free list, as Add and PutChain
-// would with a chain of one. Unlike them it may be called by any goroutine
-// that holds the node alone: one that ended the node's life and took it
-// back before the owner could see it (the shard's Cancel of a timer still
-// on top of its queue). The push is a CAS that keeps the list's tag, safe
-// beside concurrent pops and pushes.
-func (a *Arena) Put(lane int, idx uint32) {
-	l := &a.lanes[uint(lane)%uint(len(a.lanes))]
-	if l.spare.Load() == 0 {
-		clearTask(a.Slot(idx)) // before the CAS publishes the node
-		if l.spare.CompareAndSwap(0, idx+1) {
-			return
-		}
-	}
-	var c Chain
-	a.Add(&c, idx)
-	a.PutChain(lane, &c)
-}
-
-// clearTask clears the slot's task, to let the GC take the closure now,
-// not at reuse, and its handler: SetTask relies on both being clear.
-func clearTask(s Slot) {
-	if p := s.b.tasks.Load(); p != nil {
-		(*p)[s.off] = nil
-	}
+// Clear clears the slot's task, to let the GC take the closure now, not at
+// reuse, and its handler: SetTask relies on both being clear. Add does it;
+// a caller that keeps freed nodes on a list of its own calls it. Only the
+// node's owner may call it.
+func (s Slot) Clear() {
+	s.DropFunc()
 	if p := s.b.handlers.Load(); p != nil {
 		(*p)[s.off] = 0
 	}
 }
 
+// DropFunc clears the slot's closure, if it has one, so that the garbage
+// collector may take it: a cancelled timer's task is unreachable from the
+// moment its Cancel returns, not when its node is freed. Only the node's
+// owner may call it (see Arena.Task).
+func (s Slot) DropFunc() {
+	if p := s.b.tasks.Load(); p != nil {
+		(*p)[s.off] = nil
+	}
+}
+
 // PutChain returns every node in c to the free list of lane (modulo the lane
-// count) and empties c. The owner calls it with the chains of a pass, Put
-// with a chain of one: the push is a CAS that keeps the list's tag, safe
-// beside concurrent pushes and pops.
+// count) and empties c: one CAS that keeps the list's tag, safe beside
+// concurrent pushes and pops.
 func (a *Arena) PutChain(lane int, c *Chain) {
 	if c.head == 0 {
 		return
 	}
 	l := &a.lanes[uint(lane)%uint(len(a.lanes))]
-	last := a.Link(c.tail - 1)
+	last := a.Link(c.tail)
 	for {
 		h := l.head.Load()
 		last.Store(uint32(h >> 32))

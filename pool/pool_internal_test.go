@@ -82,17 +82,16 @@ func TestCapacity(t *testing.T) {
 	a := New(64, 2)
 	a.fresh.Store(MaxNodes - 1) // as if Capacity-1 nodes had been handed out
 
-	idx, gen, _, ok := a.Get(0)
+	idx, _, ok := a.Get(0)
 	require.True(t, ok, "the last index is still available")
 	assert.Equal(t, uint32(MaxNodes-1), idx)
-	assert.Equal(t, uint32(1), gen)
 	assert.Equal(t, uint32(MaxNodes), a.HighWater())
 	assert.Equal(t, (1<<maxBlockBits)*BaseNodeBytes, a.Bytes(), "only the last block exists")
 	assert.Same(t, a.Node(idx), a.Find(idx))
 	a.Node(idx).Key = 42
 
 	for range 3 {
-		_, _, _, ok = a.Get(1)
+		_, _, ok = a.Get(1)
 		assert.False(t, ok, "Get must fail once Capacity nodes are out")
 		assert.Equal(t, uint32(MaxNodes), a.HighWater())
 		assert.Equal(t, uint64(MaxNodes), a.fresh.Load(), "the counter must not creep toward overflow")
@@ -103,12 +102,11 @@ func TestCapacity(t *testing.T) {
 	var c Chain
 	a.Add(&c, idx)
 	a.PutChain(1, &c)
-	got, gen, _, ok := a.Get(0)
+	got, _, ok := a.Get(0)
 	require.True(t, ok)
 	assert.Equal(t, idx, got)
-	assert.Equal(t, uint32(2), gen)
 	assert.Equal(t, uint64(42), a.Node(got).Key)
-	_, _, _, ok = a.Get(0)
+	_, _, ok = a.Get(0)
 	assert.False(t, ok)
 }
 
@@ -117,10 +115,10 @@ func TestCapacity(t *testing.T) {
 // HighWater but has no storage yet.
 func TestFindBeforeBlockInstalled(t *testing.T) {
 	a := New(64, 1)
-	idx, _, _, ok := a.Get(0) // installs block 0
+	idx, _, ok := a.Get(0) // installs block 0
 	require.True(t, ok)
 	for range 62 {
-		_, _, _, ok = a.Get(0)
+		_, _, ok = a.Get(0)
 		require.True(t, ok)
 	}
 	require.Equal(t, uint32(64), a.HighWater(), "indices 1..63 handed out: block 0 is full")
@@ -150,7 +148,7 @@ func TestHeadTagDefeatsABA(t *testing.T) {
 	a := New(64, 1)
 	var c Chain
 	for range 3 {
-		idx, _, _, ok := a.Get(0)
+		idx, _, ok := a.Get(0)
 		require.True(t, ok)
 		a.Add(&c, idx)
 	}
@@ -159,21 +157,21 @@ func TestHeadTagDefeatsABA(t *testing.T) {
 
 	for range 5 {
 		h0 := l.head.Load()
-		top := uint32(h0>>32) - 1
+		top := uint32(h0 >> 32)
 		staleNext := a.Link(top).Load()
 
 		// Another goroutine pops top and the node below it, then the
 		// owner pushes top back alone: top's link now differs.
-		x, _, _, ok := a.Get(0)
+		x, _, ok := a.Get(0)
 		require.True(t, ok)
 		require.Equal(t, top, x)
-		y, _, _, ok := a.Get(0)
+		y, _, ok := a.Get(0)
 		require.True(t, ok)
 		a.Add(&c, x)
 		a.PutChain(0, &c)
 
 		h1 := l.head.Load()
-		require.Equal(t, top, uint32(h1>>32)-1, "same top node: the ABA shape")
+		require.Equal(t, top, uint32(h1>>32), "same top node: the ABA shape")
 		require.NotEqual(t, staleNext, a.Link(top).Load())
 		assert.NotEqual(t, h0, h1, "the head word must change, or a stale CAS would succeed")
 		assert.False(t, l.head.CompareAndSwap(h0, uint64(staleNext)<<32), "a stale pop's CAS must fail")

@@ -12,7 +12,6 @@ func Example() {
 	// The queue links pool nodes; it holds no memory of its own.
 	arena := pool.New(64, 1)
 	var q ring.Queue
-	q.Init()
 
 	// Producers may push from any goroutine; a push never fails or waits.
 	var wg sync.WaitGroup
@@ -21,12 +20,12 @@ func Example() {
 		go func() {
 			defer wg.Done()
 			for i := range 3 {
-				idx, _, _, ok := arena.Get(p)
+				idx, _, ok := arena.Get(p)
 				if !ok {
 					panic("arena full")
 				}
 				arena.Node(idx).Key = uint64(10*p + i) // written before Push
-				q.Push(idx, arena.Node(idx))
+				q.Push(idx, arena.Link(idx))
 			}
 		}()
 	}
@@ -53,9 +52,9 @@ func Example() {
 	fmt.Println("sum:", sum, "in order:", inOrder, "empty:", q.Empty())
 
 	// A popped node may be pushed again.
-	idx, _, _, _ := arena.Get(0)
+	idx, _, _ := arena.Get(0)
 	for range 3 {
-		q.Push(idx, arena.Node(idx))
+		q.Push(idx, arena.Link(idx))
 		got, _ := q.TryPop(arena)
 		fmt.Print(got == idx, " ")
 	}

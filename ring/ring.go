@@ -1,36 +1,38 @@
-// Package ring is the queue by which new timeouts reach a shard's worker: an
-// unbounded, lock-free, multi-producer single-consumer queue threaded
-// through the timeout nodes themselves (pool.Node.QNext), so that it never
-// fills, never drops, never makes a producer wait for the consumer, and
-// costs no memory of its own beyond one small header: its capacity is the
-// node pool's.
+// Package ring holds the lock-free lists by which timer nodes reach the
+// goroutine that holds a shard's wheel: Stack, a multi-producer stack whose
+// consumer takes everything at once, and Queue, a Stack with the consumer's
+// backlog, which hands nodes out oldest first. Both are threaded through
+// the nodes' links (pool.Arena.Link), so they never fill, never drop, never
+// make a producer wait for the consumer, and cost no memory beyond a small
+// header: their capacity is the node pool's.
 //
-// The algorithm: producers push onto a Treiber stack (one CAS on its head);
-// the consumer takes the whole stack with one CAS when it has nothing left
-// of its last take, reverses it into a FIFO backlog of its own, and pops
-// from there. A node pushed last and not yet taken can be taken back
-// (Unpush, by any goroutine that knows the generation it was pushed in: in
-// the shard, the Cancel that ended its timer): a timer cancelled before its shard saw it
-// then never crosses to the shard's core at all, which is the common fate
-// of a request timeout on a busy proxy (tokio's per-worker timers drop such
-// entries without touching the wheel; Go's runtime timers stay on the
-// creating P). A Vyukov queue, used here before, cannot give an element
-// back: its consumer alone unlinks.
+// It is part of shardwheel's engine: its API serves package shard and
+// carries no compatibility promise. Users use package shardwheel.
 //
-// The head packs (index, tag): index 0 (never a node: pool index 0 is
-// reserved) means empty, and the tag grows with every change of the head,
-// so a CAS that read an old head fails even if the same index is back on
-// top (the ABA case; see Unpush for why that matters).
+// # Algorithm
 //
-// Ordering: a producer writes the node and its link before the CAS that
-// publishes it; the consumer reads links after the CAS that takes the
-// stack; Go's atomics are sequentially consistent.
+// A push is one CAS on the head (Treiber's stack); the consumer takes the
+// whole stack with one Swap. Since nothing but that Swap ever removes a
+// node, a push needs no ABA tag: if the head it loaded is the head again
+// when its CAS runs, the node it names is on the stack, whatever happened
+// in between, and linking to it is right.
 //
-// Ownership: head is shared by producers and the consumer's take (atomic,
-// on a line of its own); first and last, the backlog, are the consumer's
-// alone, on another line, so that pops do not invalidate the line every push
-// writes. A node's QNext is written by its pusher while it is on the stack
-// and by the consumer once it is in the backlog.
+// # Ordering
+//
+//  1. A producer writes the node's fields, then its link, then the CAS that
+//     publishes it.
+//  2. The consumer's Swap takes the stack; Go's atomics are sequentially
+//     consistent, so every write of step 1 for every node it took is
+//     visible to the consumer after the Swap, links included.
+//
+// # Ownership
+//
+// head is written by producers (CAS) and the consumer (Swap), on a cache
+// line of its own. Queue's backlog (first, last) belongs to the consumer,
+// on another line, so that pops do not invalidate the line every push
+// writes. In package shard the consumer is whoever holds the wheel: holders
+// follow one another through the wheel's owner word, whose CAS and Swap
+// order each holder's use of the backlog after the previous one's.
 package ring
 
 import (
@@ -40,67 +42,65 @@ import (
 	"github.com/shardwheel/shardwheel/pool"
 )
 
-// Queue is an unbounded MPSC queue of pool nodes. Any number of goroutines
-// may call Push and Unpush concurrently; only one goroutine at a time may
-// call the consumer methods (TryPop, Empty). A node may be in at most one
-// queue at a time. The zero Queue is empty; Init empties one. A Queue must
-// not be copied after first use.
-type Queue struct {
-	// Producers' line: index<<32 | tag.
-	head atomic.Uint64
-	_    [pad.CacheLineSize - 8]byte
-	// Consumer's line: the backlog, oldest first, linked by QNext; 0 when
-	// empty.
-	first, last uint32
-	_           [pad.CacheLineSize - 8]byte
+// Stack is a lock-free stack of pool nodes that its consumer empties at
+// once. Any number of goroutines may Push and call Waiting concurrently;
+// TakeAll may run concurrently with them, by one goroutine at a time. The
+// zero Stack is empty. A node may be on at most one list at a time. A Stack
+// must not be copied after first use.
+type Stack struct {
+	head atomic.Uint32 // index of the node pushed last; 0 when empty
+	_    [pad.CacheLineSize - 4]byte
 }
 
-// Init makes q an empty queue. It must not run concurrently with any other
-// method.
-func (q *Queue) Init() {
-	q.head.Store(0)
-	q.first, q.last = 0, 0
-}
-
-func top(h uint64) uint32 { return uint32(h >> 32) }
-
-// Push appends node idx; n is that node, whose link it writes. It never
-// blocks for the consumer and never fails; it is safe for concurrent use by
-// many goroutines, lock-free (a CAS that loses to another push, an Unpush
-// or a take retries). The node must not be in any queue.
-func (q *Queue) Push(idx uint32, n *pool.Node) {
+// Push puts node idx on the stack; link is its link (pool.Arena.Link(idx)).
+// It never blocks and never fails: a CAS that loses to another push or a
+// take retries.
+func (s *Stack) Push(idx uint32, link *atomic.Uint32) {
 	for {
-		h := q.head.Load()
-		// The link is stored before the CAS that publishes the node,
-		// so whoever takes it sees its link and every field the caller
-		// wrote before Push.
-		n.QNext.Store(top(h))
-		if q.head.CompareAndSwap(h, uint64(idx)<<32|uint64(uint32(h)+1)) {
+		h := s.head.Load()
+		link.Store(h) // before the CAS that publishes the node (ordering step 1)
+		if s.head.CompareAndSwap(h, idx) {
 			return
 		}
 	}
 }
 
-// Unpush takes node idx (n, a.Node(idx)) back out of the queue if it is the
-// node pushed last and nobody has taken it yet, and reports whether it did;
-// then the node is in no queue and belongs to the caller. gen is the node's
-// generation when it was pushed: Unpush fails if the node has been reused
-// since (pool.Arena.Get bumps it), so a stale call never takes a node
-// pushed in a later life. Any goroutine may call it.
-//
-// Why the generation and the tag: after the consumer took the node, it may
-// be freed, reused and pushed again, by anyone, and be on top once more. If
-// Gen, loaded after the head, still equals gen, the head was read in the
-// node's life of gen, during which it is pushed once: so it was that push,
-// and its link is the one read here. The CAS then succeeds only if the head
-// has not changed since, as every change bumps the tag.
-func (q *Queue) Unpush(idx uint32, n *pool.Node, gen uint32) bool {
-	h := q.head.Load()
-	if top(h) != idx || n.Gen.Load() != gen {
-		return false
+// Waiting reports whether nodes were pushed that no TakeAll has taken yet.
+// Any goroutine may call it.
+func (s *Stack) Waiting() bool { return s.head.Load() != 0 }
+
+// TakeAll empties the stack and returns the node pushed last, whose links
+// lead to the first, or 0 if the stack was empty.
+func (s *Stack) TakeAll() uint32 {
+	if s.head.Load() == 0 {
+		return 0 // a load is cheaper than a Swap on an empty stack
 	}
-	return q.head.CompareAndSwap(h, uint64(n.QNext.Load())<<32|uint64(uint32(h)+1))
+	return s.head.Swap(0)
 }
+
+// Queue is an unbounded lock-free multi-producer queue of pool nodes with
+// one consumer at a time: a Stack whose consumer reverses what it takes
+// into a backlog and hands nodes out oldest first. Any number of
+// goroutines may call Push and Waiting concurrently; only one goroutine at
+// a time may call TryPop and Empty, and successive consumers must be
+// ordered by a happens-before edge (see the package comment). The zero
+// Queue is empty. It must not be copied after first use.
+type Queue struct {
+	in Stack // producers' line
+	// Consumer's line: the backlog, oldest first, linked through the
+	// nodes' links; 0 when empty.
+	first, last uint32
+	_           [pad.CacheLineSize - 8]byte
+}
+
+// Push appends node idx, whose link is link. It never blocks and never
+// fails.
+func (q *Queue) Push(idx uint32, link *atomic.Uint32) { q.in.Push(idx, link) }
+
+// Waiting reports whether nodes were pushed that the consumer has not
+// taken into its backlog yet. Any goroutine may call it; it does not look
+// at the backlog, which only the consumer sees.
+func (q *Queue) Waiting() bool { return q.in.Waiting() }
 
 // TryPop removes and returns the oldest element, or reports false if the
 // queue is empty. Elements pushed by one goroutine come out in the order it
@@ -113,7 +113,7 @@ func (q *Queue) TryPop(a *pool.Arena) (uint32, bool) {
 	if idx == q.last {
 		q.first, q.last = 0, 0
 	} else {
-		q.first = a.Node(idx).QNext.Load()
+		q.first = a.Link(idx).Load()
 	}
 	return idx, true
 }
@@ -121,30 +121,26 @@ func (q *Queue) TryPop(a *pool.Arena) (uint32, bool) {
 // take moves the stack into the (empty) backlog, oldest first, and reports
 // whether there was anything to move.
 func (q *Queue) take(a *pool.Arena) bool {
-	var h uint64
-	for {
-		h = q.head.Load()
-		if top(h) == 0 {
-			return false
-		}
-		if q.head.CompareAndSwap(h, uint64(uint32(h)+1)) {
-			break
-		}
+	top := q.in.TakeAll()
+	if top == 0 {
+		return false
 	}
 	// Reverse the chain: the stack's top is the newest.
 	var prev uint32
-	q.last = top(h)
-	for idx := top(h); idx != 0; {
-		n := a.Node(idx)
-		next := n.QNext.Load()
-		n.QNext.Store(prev)
+	q.last = top
+	for idx := top; idx != 0; {
+		link := a.Link(idx)
+		next := link.Load()
+		link.Store(prev)
 		prev, idx = idx, next
 	}
 	q.first = prev
 	return true
 }
 
+// Backlogged reports whether the consumer's backlog holds nodes it took
+// but has not popped. Consumer only.
+func (q *Queue) Backlogged() bool { return q.first != 0 }
+
 // Empty reports whether the queue holds no element. Consumer only.
-func (q *Queue) Empty() bool {
-	return q.first == 0 && top(q.head.Load()) == 0
-}
+func (q *Queue) Empty() bool { return q.first == 0 && !q.in.Waiting() }

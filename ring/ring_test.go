@@ -21,18 +21,14 @@ func nodes(tb testing.TB, n int) (*pool.Arena, []uint32) {
 	a := pool.New(n, 1)
 	idxs := make([]uint32, n)
 	for i := range idxs {
-		idx, _, _, ok := a.Get(0)
+		idx, _, ok := a.Get(0)
 		require.True(tb, ok)
 		idxs[i] = idx
 	}
 	return a, idxs
 }
 
-func newQueue() *ring.Queue {
-	q := new(ring.Queue)
-	q.Init()
-	return q
-}
+func newQueue() *ring.Queue { return new(ring.Queue) }
 
 // withGOMAXPROCS sets GOMAXPROCS to n for the rest of the test and restores
 // the previous value when the test ends.
@@ -49,7 +45,7 @@ func TestFIFOSingleGoroutine(t *testing.T) {
 			q := newQueue()
 			for i, idx := range idxs {
 				a.Node(idx).Key = uint64(i)
-				q.Push(idx, a.Node(idx))
+				q.Push(idx, a.Link(idx))
 			}
 			for i, want := range idxs {
 				idx, ok := q.TryPop(a)
@@ -89,7 +85,7 @@ func TestTryPopEmpty(t *testing.T) {
 	}
 	assert.True(t, q.Empty(), "failed pops do not change the queue")
 
-	q.Push(idxs[0], a.Node(idxs[0]))
+	q.Push(idxs[0], a.Link(idxs[0]))
 	idx, ok := q.TryPop(a)
 	require.True(t, ok)
 	require.Equal(t, idxs[0], idx)
@@ -124,7 +120,7 @@ func TestEmptyTransitions(t *testing.T) {
 	}
 	for i, s := range steps {
 		for _, idx := range s.push {
-			q.Push(idx, a.Node(idx))
+			q.Push(idx, a.Link(idx))
 		}
 		for k := range s.pops {
 			_, ok := q.TryPop(a)
@@ -145,7 +141,7 @@ func TestReuse(t *testing.T) {
 		q := newQueue()
 		for i := range rounds {
 			a.Node(n[0]).Key = uint64(i)
-			q.Push(n[0], a.Node(n[0]))
+			q.Push(n[0], a.Link(n[0]))
 			idx, ok := q.TryPop(a)
 			require.True(t, ok, "round %d", i)
 			require.Equal(t, n[0], idx)
@@ -160,13 +156,13 @@ func TestReuse(t *testing.T) {
 			a, n := nodes(t, k)
 			q := newQueue()
 			for _, idx := range n {
-				q.Push(idx, a.Node(idx))
+				q.Push(idx, a.Link(idx))
 			}
 			for i := range rounds {
 				idx, ok := q.TryPop(a)
 				require.True(t, ok, "k=%d round %d", k, i)
 				require.Equal(t, n[i%k], idx, "k=%d round %d", k, i)
-				q.Push(idx, a.Node(idx))
+				q.Push(idx, a.Link(idx))
 			}
 			for i := range k {
 				idx, ok := q.TryPop(a)
@@ -192,7 +188,7 @@ func TestReuse(t *testing.T) {
 			for _, idx := range order {
 				if !seen[idx] {
 					seen[idx] = true
-					q.Push(idx, a.Node(idx))
+					q.Push(idx, a.Link(idx))
 					pushed = append(pushed, idx)
 				}
 			}
@@ -218,7 +214,7 @@ func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 	own := make([][]uint32, producers)
 	for p := range own {
 		for range nodesEach {
-			idx, _, _, ok := a.Get(p)
+			idx, _, ok := a.Get(p)
 			require.True(t, ok)
 			own[p] = append(own[p], idx)
 		}
@@ -247,7 +243,7 @@ func runMPSC(t *testing.T, producers, perProducer, nodesEach int) {
 				}
 				n.Key = uint64(p)<<32 | uint64(i)
 				n.State.Store(1)
-				q.Push(idx, a.Node(idx))
+				q.Push(idx, a.Link(idx))
 			}
 		}()
 	}
@@ -321,113 +317,92 @@ func TestConcurrentMPSC(t *testing.T) {
 	}
 }
 
-// TestUnpush: the node pushed last comes back to whoever pushed it while
-// nobody has taken it; a node below the top, one the consumer took, and one
-// in the consumer's backlog do not; what is left comes out in order.
-func TestUnpush(t *testing.T) {
+// TestStackTakesEverythingNewestFirst: TakeAll returns the node pushed last,
+// whose links lead through every other node to the first, and empties the
+// stack; Waiting tells whether anything is there, from any goroutine.
+func TestStackTakesEverythingNewestFirst(t *testing.T) {
 	a, n := nodes(t, 4)
-	q := newQueue()
-	gen := func(idx uint32) uint32 { return a.Node(idx).Gen.Load() }
-	push := func(idx uint32) { q.Push(idx, a.Node(idx)) }
-	unpush := func(idx uint32) bool { return q.Unpush(idx, a.Node(idx), gen(idx)) }
-
-	push(n[0])
-	assert.True(t, unpush(n[0]))
-	assert.True(t, q.Empty(), "the only node taken back")
-	assert.False(t, unpush(n[0]), "not in the queue any more")
-
-	push(n[0])
-	push(n[1])
-	assert.False(t, unpush(n[0]), "below the top")
-	assert.True(t, unpush(n[1]))
-	assert.False(t, unpush(n[1]))
-	push(n[2])
-	push(n[3])
-	idx, ok := q.TryPop(a) // the consumer takes n[0], n[2], n[3] into its backlog
-	require.True(t, ok)
-	assert.Equal(t, n[0], idx)
-	assert.False(t, unpush(n[3]), "in the consumer's backlog")
-	push(n[1])
-	assert.False(t, q.Unpush(n[1], a.Node(n[1]), gen(n[1])+1), "another generation")
-	assert.Equal(t, []uint32{n[2], n[3], n[1]}, popAll(t, q, a))
-	assert.True(t, q.Empty())
+	var s ring.Stack
+	assert.False(t, s.Waiting())
+	assert.Zero(t, s.TakeAll(), "an empty stack yields 0")
+	for _, idx := range n {
+		s.Push(idx, a.Link(idx))
+	}
+	assert.True(t, s.Waiting())
+	var got []uint32
+	for idx := s.TakeAll(); idx != 0; idx = a.Link(idx).Load() {
+		got = append(got, idx)
+	}
+	assert.Equal(t, []uint32{n[3], n[2], n[1], n[0]}, got)
+	assert.False(t, s.Waiting(), "TakeAll empties it")
+	assert.Zero(t, s.TakeAll())
 }
 
-// TestUnpushRacingTheConsumer: producers push and at once try to take their
-// node back while the consumer takes stacks concurrently; every node ends in
-// exactly one place (taken back, or popped once), many times over.
-func TestUnpushRacingTheConsumer(t *testing.T) {
-	rounds := 20000
-	if testing.Short() {
-		rounds = 5000
-	}
-	for _, procs := range []int{1, 2, 4} {
-		t.Run(fmt.Sprint("procs=", procs), func(t *testing.T) {
-			withGOMAXPROCS(t, procs)
-			const producers = 3
-			a := pool.New(64, producers)
-			q := newQueue()
-			var popped, unpushed atomic.Int64
-			// State is 1 while a node is in the queue; the consumer and a
-			// successful Unpush set it back to 0, and both count.
-			var wg sync.WaitGroup
-			var done atomic.Bool
-			consumerDone := make(chan struct{})
-			go func() {
-				defer close(consumerDone)
-				for {
-					idx, ok := q.TryPop(a)
-					if !ok {
-						if done.Load() && q.Empty() {
-							return
-						}
-						runtime.Gosched()
-						continue
-					}
-					if !a.Node(idx).State.CompareAndSwap(1, 0) {
-						panic("popped a node that is not queued")
-					}
-					popped.Add(1)
+// TestStackConcurrentPushAndTake: producers push while the consumer takes,
+// many times over; every node pushed is taken exactly once.
+func TestStackConcurrentPushAndTake(t *testing.T) {
+	const producers, each = 4, 64
+	a := pool.New(producers*each, producers)
+	var s ring.Stack
+	var wg sync.WaitGroup
+	var left atomic.Int64
+	left.Store(producers * each)
+	seen := make(map[uint32]int)
+	for p := range producers {
+		wg.Go(func() {
+			for range each {
+				idx, _, ok := a.Get(p)
+				if !ok {
+					panic("arena full")
 				}
-			}()
-			for p := range producers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var own [8]uint32
-					for i := range own {
-						idx, _, _, ok := a.Get(p)
-						if !ok {
-							panic("Get failed")
-						}
-						own[i] = idx
-					}
-					for i := range rounds {
-						idx := own[i%len(own)]
-						n := a.Node(idx)
-						for n.State.Load() != 0 {
-							runtime.Gosched() // still queued
-						}
-						n.Gen.Add(1) // a new life, as Get would start
-						n.State.Store(1)
-						g := n.Gen.Load()
-						q.Push(idx, n)
-						if i%2 == 0 && q.Unpush(idx, n, g) {
-							if !n.State.CompareAndSwap(1, 0) {
-								panic("took back a node the consumer had")
-							}
-							unpushed.Add(1)
-						}
-					}
-				}()
+				s.Push(idx, a.Link(idx))
+				runtime.Gosched()
 			}
-			wg.Wait()
-			done.Store(true)
-			<-consumerDone
-			assert.Equal(t, int64(producers*rounds), popped.Load()+unpushed.Load(), "every push ends once")
-			t.Logf("popped %d, taken back %d", popped.Load(), unpushed.Load())
 		})
 	}
+	deadline := time.Now().Add(10 * time.Second)
+	for left.Load() > 0 && time.Now().Before(deadline) {
+		for idx := s.TakeAll(); idx != 0; idx = a.Link(idx).Load() {
+			seen[idx]++
+			left.Add(-1)
+		}
+	}
+	wg.Wait()
+	for idx := s.TakeAll(); idx != 0; idx = a.Link(idx).Load() {
+		seen[idx]++
+		left.Add(-1)
+	}
+	require.Zero(t, left.Load(), "every push taken")
+	require.Len(t, seen, producers*each)
+	for idx, n := range seen {
+		require.Equal(t, 1, n, "node %d taken %d times", idx, n)
+	}
+}
+
+// TestWaitingAndBacklog: Waiting sees pushes the consumer has not taken,
+// Backlogged what it took and has not popped, Empty neither.
+func TestWaitingAndBacklog(t *testing.T) {
+	a, n := nodes(t, 3)
+	q := newQueue()
+	q.Push(n[0], a.Link(n[0]))
+	q.Push(n[1], a.Link(n[1]))
+	assert.True(t, q.Waiting())
+	assert.False(t, q.Backlogged())
+	idx, ok := q.TryPop(a)
+	require.True(t, ok)
+	assert.Equal(t, n[0], idx)
+	assert.False(t, q.Waiting(), "the pop took the stack into the backlog")
+	assert.True(t, q.Backlogged())
+	assert.False(t, q.Empty())
+	q.Push(n[2], a.Link(n[2]))
+	assert.True(t, q.Waiting())
+	for _, want := range []uint32{n[1], n[2]} {
+		idx, ok := q.TryPop(a)
+		require.True(t, ok)
+		assert.Equal(t, want, idx, "the backlog first, then the newer pushes")
+	}
+	assert.True(t, q.Empty())
+	assert.False(t, q.Backlogged())
 }
 
 // TestPushPopAllocs checks that the queue itself never allocates.
@@ -436,7 +411,7 @@ func TestPushPopAllocs(t *testing.T) {
 	q := newQueue()
 	allocs := testing.AllocsPerRun(1000, func() {
 		for _, idx := range n {
-			q.Push(idx, a.Node(idx))
+			q.Push(idx, a.Link(idx))
 		}
 		for range n {
 			if _, ok := q.TryPop(a); !ok {
@@ -454,7 +429,7 @@ func BenchmarkPushPop(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		q.Push(n[0], a.Node(n[0]))
+		q.Push(n[0], a.Link(n[0]))
 		if idx, ok := q.TryPop(a); !ok || idx != n[0] {
 			b.Fatalf("pop = %d, %v; want %d", idx, ok, n[0])
 		}
@@ -503,7 +478,7 @@ func BenchmarkPushParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var own [perProducer]uint32
 		for i := range own {
-			idx, _, _, ok := a.Get(0)
+			idx, _, ok := a.Get(0)
 			if !ok {
 				panic("Get failed")
 			}
@@ -516,7 +491,7 @@ func BenchmarkPushParallel(b *testing.B) {
 				runtime.Gosched()
 			}
 			n.State.Store(1)
-			q.Push(own[i], a.Node(own[i]))
+			q.Push(own[i], a.Link(own[i]))
 			i = (i + 1) % perProducer
 		}
 	})

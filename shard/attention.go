@@ -1,78 +1,46 @@
 package shard
 
-// The attention stacks and the worker's wake-up. Producers push on the stack
-// of their P's lane; the worker pops everything with one Swap per lane and
-// pass (a lane whose stack it finds empty costs it one load).
-//
-// Each stack is a Treiber stack threaded through the arena's link array
-// (pool.Arena.Link), which a node uses for the free list only while it is
-// free: a node on the stack is never freed before the worker has taken it
-// off (see releaseNode), so the two uses never overlap. Pushes need no ABA
-// tag: the only pop is the worker's Swap of the whole stack.
+// The attention stack: a Reset that moves a filed timer's deadline earlier
+// pushes the node there (from any goroutine), and the holder takes the
+// whole stack with one Swap and files each node again. The stack is
+// threaded through the arena's links (pool.Arena.Link): a node on it is
+// filed, so it is on no free list and not in the queue, the other users of
+// its link, and it is never freed before the holder has taken it off (see
+// releaseNode).
 
-// pushAttention queues the timer r for the worker, on lane l's stack.
-// Any goroutine.
-func (sh *Shard) pushAttention(l *lane, r Ref) {
-	idx, _ := r.split()
-	link := sh.arena.Link(idx)
-	for {
-		h := l.attention.Load()
-		link.Store(h)
-		if l.attention.CompareAndSwap(h, idx+1) {
-			break
-		}
-	}
-	if sh.parked.Load() != 0 {
-		sh.unpark()
-	}
-}
-
-// unpark wakes a parked worker. Only the producer that clears the flag
-// sends, so a burst of schedules costs one wake-up. Any goroutine.
-func (sh *Shard) unpark() {
-	if sh.parked.CompareAndSwap(1, 0) {
-		select {
-		case sh.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// processAttention empties the attention stacks: cancelled nodes are
-// unlinked and freed, nodes whose deadline moved earlier are re-filed.
-// Worker only.
+// processAttention empties the attention stack: nodes whose deadline moved
+// earlier are filed again, and nodes whose timer ended meanwhile are
+// unlinked and freed. Holder only.
 func (sh *Shard) processAttention() {
-	for i := range sh.lanes {
-		if l := &sh.lanes[i]; l.attention.Load() != 0 {
-			sh.attend(l.attention.Swap(0))
-		}
-	}
-}
-
-// attend handles the nodes of one attention stack, h its head.
-func (sh *Shard) attend(h uint32) {
-	for h != 0 {
-		idx := h - 1
+	w := sh.h.w
+	for idx := sh.attention.TakeAll(); idx != 0; {
 		n := sh.arena.Node(idx)
 		// Read the link before clearing queued: once the bit is clear a
-		// producer may queue the node again and overwrite Link.
-		h = sh.arena.Link(idx).Load()
+		// Reset may push the node again and overwrite it.
+		next := sh.arena.Link(idx).Load()
 		s := dequeue(n)
-		switch {
-		case n.Prev == 0:
-			// Not yet transferred: the transfer still ahead of us files
-			// or frees it.
-		case !s.live():
-			if n.Prev != detached {
-				sh.w.unlink(idx)
+		switch st := s.status(); {
+		case st == statusPending:
+			if n.Prev == 0 {
+				badNode(idx, s, "queued for attention while not in the wheel")
 			}
-			sh.free(idx, int(idx))
+			w.unlink(idx)
+			sh.h.counts[cRefiled]++
+			t := sh.tickOf(s)
+			sh.file(idx, n, t)
+			if sh.h.worker {
+				sh.work.refiled++
+			}
+			sh.wakeFor(t)
+		case st == statusCancelled || st == statusFired:
+			if n.Prev != detached {
+				w.unlink(idx)
+			}
+			sh.freeNode(idx, n, s)
 		default:
-			// Reset to an earlier deadline: re-file it.
-			sh.w.unlink(idx)
-			sh.stats.counts[cRefiled]++
-			sh.work.refiled++
-			sh.file(idx, s)
+			// cancelling or stopped: left where it is, for a later
+			// holder to meet (a stopped node is never freed).
 		}
+		idx = next
 	}
 }

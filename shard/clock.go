@@ -1,19 +1,19 @@
 package shard
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
+	_ "unsafe" // for go:linkname
 )
 
-// Clock is the worker's source of time, injected so that tests can step a
+// Clock is a shard's source of time, injected so that tests can step a
 // wheel exactly (as tokio's time driver does). Now must be monotonic and safe
-// for concurrent use: Reset and Deadline call it from any goroutine.
+// for concurrent use: Schedule, Reset and Deadline call it from any
+// goroutine.
 type Clock interface {
 	// Now returns the time elapsed since an arbitrary fixed origin.
 	Now() time.Duration
-	// NewTimer returns a stopped Timer that the worker resets before each
-	// sleep. Only the worker uses it.
+	// NewTimer returns a stopped Timer that the shard goroutine resets
+	// before each sleep. Only that goroutine uses it.
 	NewTimer() Timer
 }
 
@@ -28,21 +28,63 @@ type Timer interface {
 	Stop()
 }
 
-// RealClock is the monotonic clock of package time.
-type RealClock struct{ base time.Time }
+// NewClock returns the clock a Scheduler made now should follow, the
+// wall-clock time its reading 0 stands for, and the uncertainty of that
+// correspondence: a reading r is the time epoch+r-δ for some δ in
+// [0, skew], so epoch.Add(r) is never earlier than the moment r stands for
+// (see Shard.Time), and a moment t has the reading t.Sub(epoch)+δ, never
+// more than t.Sub(epoch)+skew.
+//
+// Outside a testing/synctest bubble the clock is RealClock, the runtime's
+// monotonic clock, read so that no bubble can change it: a Scheduler made
+// outside a bubble keeps real time for callers inside one. A Scheduler made
+// inside a bubble belongs to it: its clock is the bubble's fake clock, as
+// its goroutines and timers are the bubble's.
+func NewClock() (c Clock, epoch time.Time, skew time.Duration) {
+	before := nanotime()
+	epoch = time.Now()
+	after := nanotime()
+	if InBubble(epoch) {
+		return bubbleClock{epoch}, epoch, 0
+	}
+	return RealClock{base: before}, epoch, time.Duration(after - before)
+}
 
-// NewRealClock returns a RealClock whose origin is now.
-func NewRealClock() *RealClock { return &RealClock{base: time.Now()} }
+// InBubble reports whether t, a reading of time.Now, was taken inside a
+// testing/synctest bubble: there time.Now carries no monotonic reading,
+// which it always does outside on the platforms Go supports.
+func InBubble(t time.Time) bool { return t == t.Round(0) }
 
-// Epoch returns the wall-clock time of the origin: Epoch().Add(Now()) is
-// the present, with a monotonic reading.
-func (c *RealClock) Epoch() time.Time { return c.base }
+// nanotime is the runtime's monotonic clock, in nanoseconds: the clock
+// time.Now's monotonic reading comes from, without the fake time a
+// testing/synctest bubble substitutes for time.Now and time.Since. The
+// runtime keeps it reachable by linkname for the many packages that use it
+// (see go.dev/issue/67401).
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
-// Now returns the time since the origin. It reads only the monotonic clock.
-func (c *RealClock) Now() time.Duration { return time.Since(c.base) }
+// RealClock is the runtime's monotonic clock, counted from a fixed origin.
+type RealClock struct{ base int64 }
 
-// NewTimer returns a stopped timer.
-func (c *RealClock) NewTimer() Timer {
+// Now returns the time since the origin.
+func (c RealClock) Now() time.Duration { return time.Duration(nanotime() - c.base) }
+
+// NewTimer returns a stopped timer of package time.
+func (RealClock) NewTimer() Timer { return newTimer() }
+
+// bubbleClock is the fake clock of the testing/synctest bubble a
+// Scheduler was made in: time.Since, from the bubble's own start.
+type bubbleClock struct{ epoch time.Time }
+
+// Now returns the bubble's time since the epoch.
+func (c bubbleClock) Now() time.Duration { return time.Since(c.epoch) }
+
+// NewTimer returns a stopped timer of the bubble (the shard goroutine that
+// calls it is the bubble's).
+func (bubbleClock) NewTimer() Timer { return newTimer() }
+
+func newTimer() Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return realTimer{t}
@@ -55,69 +97,3 @@ func (r realTimer) C() <-chan time.Time { return r.t.C }
 // Reset relies on Go 1.23 timers: Reset discards an undelivered value.
 func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
 func (r realTimer) Stop()                 { r.t.Stop() }
-
-// ManualClock is a Clock that moves only when Advance is called. It is meant
-// for tests: a worker driven by it sleeps until the test advances time past
-// its wake-up tick. The zero value reads 0 and is ready to use.
-type ManualClock struct {
-	now    atomic.Int64
-	mu     sync.Mutex // guards timers
-	timers []*manualTimer
-}
-
-// Now returns the current manual time.
-func (c *ManualClock) Now() time.Duration { return time.Duration(c.now.Load()) }
-
-// Advance moves the clock forward by d and fires every timer that is due.
-func (c *ManualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now.Add(int64(d))
-	for _, t := range c.timers {
-		if t.armed && int64(t.when) <= now {
-			t.armed = false
-			select {
-			case t.ch <- time.Time{}:
-			default:
-			}
-		}
-	}
-}
-
-// NewTimer returns a stopped timer driven by Advance.
-func (c *ManualClock) NewTimer() Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-type manualTimer struct {
-	c     *ManualClock
-	ch    chan time.Time
-	when  time.Duration // guarded by c.mu
-	armed bool          // guarded by c.mu
-}
-
-func (t *manualTimer) C() <-chan time.Time { return t.ch }
-
-func (t *manualTimer) Reset(d time.Duration) {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	select {
-	case <-t.ch:
-	default:
-	}
-	t.when, t.armed = t.c.Now()+d, true
-	if d <= 0 {
-		t.armed = false
-		t.ch <- time.Time{}
-	}
-}
-
-func (t *manualTimer) Stop() {
-	t.c.mu.Lock()
-	t.armed = false
-	t.c.mu.Unlock()
-}

@@ -19,7 +19,7 @@ func TestDeadlineIsAnchoredAtTheCall(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
 	call := h.clock.Now()
-	_, rej := h.sh.Schedule(1, 30*testTick+testTick/2, func() { h.fired[1] = h.clock.Now() })
+	_, rej := sched(h.sh, 1, 30*testTick+testTick/2, func() { h.fired[1] = h.clock.Now() })
 	require.Equal(t, Accepted, rej)
 	h.clock.Advance(20 * testTick) // the worker is busy elsewhere for 20 ticks
 	h.step(40 * testTick)
@@ -38,7 +38,7 @@ func TestLevelOneSlotOfAMillionCascadesInBoundedShares(t *testing.T) {
 		n = 100_000
 	}
 	h := newHarness(t, func(c *Config) { c.WheelSize = 512; c.Stats = false })
-	sh, w := h.sh, h.sh.w
+	sh, w := h.sh, h.sh.h.w
 	h.pass()
 	width := uint64(1) << w.shift // a level-1 slot's ticks
 	num := w.num(1, w.elapsed) + 3
@@ -51,20 +51,20 @@ func TestLevelOneSlotOfAMillionCascadesInBoundedShares(t *testing.T) {
 	for i := range n {
 		due[i] = first + r.Uint64N(width)
 		delay := sh.tickTime(due[i]) - now - time.Duration(r.Int64N(int64(testTick))) // due within the tick before
-		_, rej := sh.Schedule(uint64(i), delay, func() { ran[i] = sh.floorTick(h.clock.Now()) })
+		_, rej := sched(sh, uint64(i), delay, func() { ran[i] = sh.floorTick(h.clock.Now()) })
 		require.Equal(t, Accepted, rej)
 	}
-	for sh.pass(); sh.more; sh.pass() {
+	for passHeld(t, sh); sh.more; passHeld(t, sh) {
 	}
 	sh.verify()
-	require.Equal(t, n, int(sh.w.slots[w.slotIndex(1, num)].filed), "all in the one slot")
+	require.Equal(t, n, int(sh.h.w.slots[w.slotIndex(1, num)].filed), "all in the one slot")
 
 	window := w.cascadeDeadline(1, num) - w.windowOpen(1, num)
 	bound := max((n+int(window)-1)/int(window)+1, cascadeChunk)
 	peak := 0
 	for tick := w.elapsed + 1; tick <= first+width; tick++ {
 		h.clock.Advance(testTick)
-		require.True(t, sh.pass())
+		require.True(t, passHeld(t, sh))
 		peak = max(peak, sh.work.refiled)
 		require.LessOrEqual(t, sh.work.refiled, bound, "pass at tick %d re-filed more than its share", tick)
 		if tick%64 == 0 {
@@ -88,10 +88,12 @@ func TestLevelOneSlotOfAMillionCascadesInBoundedShares(t *testing.T) {
 func TestPassBudgetLetsDueTimersRunDuringABurst(t *testing.T) {
 	h := newHarness(t)
 	h.schedule(0, 2*testTick)
+	unhold := holdWheel(t, h.sh) // the burst waits in the queue
 	for i := 1; i <= 3*passBudget; i++ {
-		_, rej := h.sh.Schedule(uint64(i), time.Hour, func() {})
+		_, rej := sched(h.sh, uint64(i), time.Hour, func() {})
 		require.Equal(t, Accepted, rej)
 	}
+	unhold()
 	h.clock.Advance(2 * testTick)
 	h.pass()
 	assert.Contains(t, h.fired, 0, "the due timer ran in the first pass")
@@ -115,7 +117,7 @@ func TestIdlePauseIsNotTickLag(t *testing.T) {
 	require.True(t, park)
 	require.False(t, timed, "nothing due: parked untimed")
 	h.clock.Advance(2 * time.Second)
-	_, rej := h.sh.Schedule(1, 50*testTick, func() { h.fired[1] = h.clock.Now() })
+	_, rej := sched(h.sh, 1, 50*testTick, func() { h.fired[1] = h.clock.Now() })
 	require.Equal(t, Accepted, rej)
 	h.pass() // woken by the Schedule
 	assert.Zero(t, h.sh.Stats().TickLag.Count(), "a parked shard is not late")
@@ -151,7 +153,7 @@ func TestLatenessIsMeasuredFromTheDeadlineTick(t *testing.T) {
 func TestForcedCascadeEmptiesTheSlotWhateverFiledSays(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
-	w := h.sh.w
+	w := h.sh.h.w
 	num := w.num(1, w.elapsed) + 4
 	for id := range 2 {
 		h.schedule(id, h.sh.tickTime(num<<w.shift)-h.clock.Now())
@@ -172,6 +174,6 @@ func TestFootprintCountsTheWheelNewBuilds(t *testing.T) {
 	require.NoError(t, err)
 	b, err := New(Config{Tick: 1, WheelSize: minWheelSize, TransferCap: 1, OnPanic: func(any) {}})
 	require.NoError(t, err)
-	require.Len(t, a.w.slots, len(b.w.slots))
+	require.Len(t, a.h.w.slots, len(b.h.w.slots))
 	assert.Equal(t, Footprint(minWheelSize, 2), Footprint(2, 2))
 }

@@ -29,7 +29,8 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 		FirstBlock:  64,
 		TransferCap: 1 << 20,
 		Clock:       h.clock,
-		Quota:       1 << 40,
+		Tokens:      1 << 40,
+		Limited:     true,
 		Lanes:       2,
 		OnPanic:     func(v any) { h.panics = append(h.panics, v) },
 		Stats:       true,
@@ -46,7 +47,7 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 // schedule files timer id and lets the "worker" pick it up at once.
 func (h *harness) schedule(id int, delay time.Duration) Ref {
 	h.t.Helper()
-	r, rej := h.sh.Schedule(uint64(id), delay, func() {
+	r, rej := sched(h.sh, uint64(id), delay, func() {
 		_, dup := h.fired[id]
 		require.False(h.t, dup, "timer %d ran twice", id)
 		h.fired[id] = h.clock.Now()
@@ -56,11 +57,14 @@ func (h *harness) schedule(id int, delay time.Duration) Ref {
 	return r
 }
 
-// pass runs one worker pass and checks the wheel's invariants after it.
+// pass runs one pass of the shard goroutine, holding the wheel as that
+// goroutine does, and checks the wheel's invariants after it.
 func (h *harness) pass() {
 	h.t.Helper()
+	require.True(h.t, h.sh.holdForPass(), "the wheel is held")
 	require.True(h.t, h.sh.pass())
 	h.sh.verify()
+	h.sh.release()
 }
 
 // step advances the clock by d in tick-sized moves, with a pass after each.
@@ -71,4 +75,41 @@ func (h *harness) step(d time.Duration) {
 	}
 }
 
-func (h *harness) pending() int64 { return h.sh.cfg.Quota - h.sh.Quota() }
+func (h *harness) pending() int64 { return h.sh.Live() }
+
+// sched schedules f on sh, delay from now by sh's clock.
+func sched(sh *Shard, key uint64, delay time.Duration, f func()) (Ref, Reject) {
+	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}})
+}
+
+// schedIndexed is sched for an indexed timer.
+func schedIndexed(sh *Shard, key uint64, delay time.Duration, f func()) (Ref, Reject) {
+	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}, Indexed: true})
+}
+
+// schedHandler is sched for handler h's timer.
+func schedHandler(sh *Shard, key uint64, delay time.Duration, h uint16, indexed bool) (Ref, Reject) {
+	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Handler: h}, Indexed: indexed})
+}
+
+// holdWheel takes the wheel as a holder that does nothing, so that
+// Schedules and earlier Resets meanwhile go to the queue and the
+// attention stack; unhold lets go without taking them in, leaving them
+// for the next pass.
+func holdWheel(t testing.TB, sh *Shard) (unhold func()) {
+	t.Helper()
+	require.True(t, sh.tryHold(), "the wheel is free")
+	return func() { sh.own.Store(sh.ownWord()) }
+}
+
+// passHeld runs one pass of the shard goroutine as it does: holding the
+// wheel, and letting go after it unless a task closed the shard.
+func passHeld(t testing.TB, sh *Shard) bool {
+	t.Helper()
+	require.True(t, sh.holdForPass(), "the wheel is held")
+	ok := sh.pass()
+	if ok {
+		sh.release()
+	}
+	return ok
+}

@@ -14,26 +14,32 @@ import (
 	"github.com/shardwheel/shardwheel/internal/pad"
 )
 
-// TestPaddedLayout checks the false-sharing padding: each lane fills whole
-// cache lines, with its attention head on its producers' line, and the
-// shard's read-mostly parked/closed flags and the worker's fields sit on
-// different lines from the immutable fields.
+// TestPaddedLayout checks the false-sharing padding. Go aligns a Shard to
+// no more than 16 bytes, so what keeps two groups of fields off one cache
+// line is distance: at least a line between the last byte of one group and
+// the first of the next. The groups: the immutable fields; the owner word
+// (every holder CASes it); the queue's and the attention stack's heads
+// (producers that find the wheel held push there); the flags every
+// Schedule reads (sleepUntil, closed, gid), which share a line only the
+// shard goroutine writes; Stop's fields; the holder's state. A lane is one
+// line of its own P's counters.
 func TestPaddedLayout(t *testing.T) {
-	assert.Zero(t, unsafe.Sizeof(lane{})%pad.CacheLineSize, "lane is %d bytes", unsafe.Sizeof(lane{}))
-	var l lane
-	assert.Less(t, unsafe.Offsetof(l.queue)+unsafe.Sizeof(l.queue)-1, unsafe.Offsetof(l.quota)/pad.CacheLineSize*pad.CacheLineSize+pad.CacheLineSize,
-		"the lane's counters follow its queue")
-	assert.NotEqual(t, (unsafe.Offsetof(l.queue)+unsafe.Sizeof(l.queue)-1)/pad.CacheLineSize, unsafe.Offsetof(l.quota)/pad.CacheLineSize,
-		"the queue's consumer line is not shared with the producers' counters")
-	assert.Equal(t, unsafe.Offsetof(l.quota)/pad.CacheLineSize, unsafe.Offsetof(l.attention)/pad.CacheLineSize,
-		"the lane's attention head sits on its producers' counter line")
+	assert.Equal(t, uintptr(pad.CacheLineSize), unsafe.Sizeof(lane{}), "a lane is one line")
 	var sh Shard
-	line := func(off uintptr) uintptr { return off / pad.CacheLineSize }
-	parked := line(unsafe.Offsetof(sh.parked))
-	assert.Equal(t, parked, line(unsafe.Offsetof(sh.closed)), "the flags producers read share a line")
-	assert.NotEqual(t, parked, line(unsafe.Offsetof(sh.cfg)+unsafe.Sizeof(sh.cfg)-1), "immutable config")
-	assert.NotEqual(t, parked, line(unsafe.Offsetof(sh.quiet)), "immutable fields")
-	assert.Less(t, parked, line(unsafe.Offsetof(sh.stopped)), "worker-side fields start after the flags' line")
+	end := func(off, size uintptr) uintptr { return off + size }
+	apart := func(prevEnd, next uintptr, what string) {
+		t.Helper()
+		assert.GreaterOrEqual(t, next, prevEnd+pad.CacheLineSize, "%s: %d bytes apart", what, next-prevEnd)
+	}
+	apart(end(unsafe.Offsetof(sh.quiet), unsafe.Sizeof(sh.quiet)), unsafe.Offsetof(sh.own), "immutable fields, owner word")
+	apart(end(unsafe.Offsetof(sh.own), unsafe.Sizeof(sh.own)), unsafe.Offsetof(sh.queue), "owner word, queue head")
+	q := unsafe.Offsetof(sh.queue)
+	apart(q+4, unsafe.Offsetof(sh.attention), "queue head (and its consumer's backlog), attention head")
+	apart(unsafe.Offsetof(sh.attention)+4, unsafe.Offsetof(sh.sleepUntil), "attention head, flags")
+	flags := unsafe.Offsetof(sh.sleepUntil)
+	assert.Less(t, end(unsafe.Offsetof(sh.gid), unsafe.Sizeof(sh.gid))-flags, uintptr(pad.CacheLineSize), "the flags fit one line")
+	apart(end(unsafe.Offsetof(sh.gid), unsafe.Sizeof(sh.gid)), unsafe.Offsetof(sh.stopped), "flags, Stop's fields")
+	apart(end(unsafe.Offsetof(sh.claimed), unsafe.Sizeof(sh.claimed)), unsafe.Offsetof(sh.h), "Stop's fields, the holder's state")
 }
 
 // TestRangeTable regenerates the range table of the package comment from

@@ -6,14 +6,11 @@ import (
 	"time"
 )
 
-// The worker's loop. Everything in this file, transfer.go, attention.go's
-// processAttention, expire.go and wheel.go runs on the worker goroutine only.
+// The shard goroutine's loop. Everything in this file, expire.go and the
+// parts of stats.go it names runs on the shard goroutine only.
 
 func (sh *Shard) run() {
 	defer close(sh.exited)
-	// Counters of the pass a task abandoned by calling Stop are published
-	// too, so that Stats add up after Stop.
-	defer sh.stats.publish()
 	sh.gid.Store(GoroutineID())
 	if sh.cfg.Pin != nil {
 		// Never unlocked: the thread's CPU mask was changed, and an
@@ -26,130 +23,115 @@ func (sh *Shard) run() {
 	timer := sh.clock.NewTimer()
 	defer timer.Stop()
 	for !sh.closed.Load() {
+		if !sh.holdForPass() {
+			// A producer holds the wheel for a moment; its release
+			// wakes us (ownWanted).
+			select {
+			case <-sh.wake:
+			case <-sh.done:
+			}
+			continue
+		}
 		if !sh.pass() {
+			// A task closed the shard: the pass is abandoned with the
+			// wheel held, so that nothing touches a node again; Stop
+			// claims what is left.
 			return
 		}
-		if !sh.more {
-			sh.sleep(timer)
-		} else {
+		sh.release()
+		if sh.more {
 			// A scheduling point between back-to-back passes: the P
 			// then runs the timers due on it, other shards' wake-ups
 			// among them, instead of waiting up to 10ms for Go to
 			// preempt this goroutine.
 			runtime.Gosched()
+			continue
 		}
+		sh.sleep(timer)
 	}
 }
 
-// passBudget bounds the new timers one pass takes in (tasks that are due
-// always run): at 30-100ns a node, well under a millisecond, so timers
-// that come due while a burst is being taken in run on time. Cascades are
-// bounded by their own shares (cascadeAhead), not by this budget: they have
-// deadlines, and a sustained burst must not starve them into one big move.
+// passBudget bounds the new timers one pass takes from the queue (tasks
+// that are due always run): at 30-100ns a node, well under a millisecond,
+// so timers that come due while a burst is being taken in run on time.
+// Cascades are bounded by their own shares (cascadeAhead), not by this
+// budget: they have deadlines, and a sustained burst must not starve them
+// into one big move.
 const passBudget = 8192
 
-// pass does one round of work: attention, transfer, expiry, cascades. It
-// returns false if a task closed the shard, in which case it abandons the
-// round: Drain has claimed every live node, and the wheel is never used
-// again.
+// pass does one round of work, holding the wheel: attention, transfer,
+// expiry, cascades, a share of the sweep. It returns false if a task
+// closed the shard, in which case it abandons the round: Stop claims every
+// live node, and the wheel is never used again.
 func (sh *Shard) pass() bool {
+	w := sh.h.w
 	now := sh.clock.Now()
 	target := sh.floorTick(now)
-	if debug && target < sh.w.elapsed {
+	if debug && target < w.elapsed {
 		panic("shardwheel: the clock went backwards")
 	}
 	sh.recordTick(now, target)
-	if sh.w.count == 0 && target > sh.w.elapsed+1 {
+	sh.h.tick = target
+	if w.count == 0 && target > w.elapsed+1 {
 		// Nothing is filed, so nothing can be skipped: catch elapsed up
 		// with the clock before filing, so that deadlines unwrap against
 		// a current tick even after the shard was parked for long. One
 		// tick short of target, so that a timer already due is filed at
 		// target and runs in this pass, as it would have while ticking.
-		sh.w.elapsed = target - 1
+		w.setElapsed(target - 1)
 	}
 	sh.work = passWork{}
+	sh.unindexEnded()
 	sh.processAttention()
-	sh.more = sh.transfer(target, passBudget)
+	sh.more = sh.transfer(passBudget)
 	ok := sh.advance(target, now)
-	if ok {
-		sh.cascadeAhead()
+	if !ok {
+		sh.publish()
+		return false
 	}
-	for i := range sh.freed {
-		sh.arena.PutChain(i, &sh.freed[i])
-	}
-	sh.stats.counts[cResident] = uint64(sh.w.count)
+	sh.cascadeAhead()
+	sh.sweep(sweepPerPass)
 	sh.recordPass(now)
-	sh.stats.publish()
-	if debug && ok {
+	sh.publish()
+	if debug {
 		sh.verify()
 	}
-	// Unless sleep plans otherwise, the next tick is the one due next.
-	sh.wakeTick, sh.slept, sh.timed = sh.w.elapsed+1, false, true
-	sh.dueTick.Store(sh.wakeTick)
-	return ok
+	sh.plan()
+	return true
 }
 
-// plan decides when the worker wakes next: at the next tick while work is
-// in flight, else at the tick the wheel needs next, parked (timed reports
-// whether there is such a tick; a shard with no timers parks untimed).
+// plan decides when the goroutine wakes next: at the next tick while work
+// is in flight, else at the tick the wheel needs next, parked (timed
+// reports whether there is such a tick; a shard with no timers parks
+// untimed). It publishes the tick in sleepUntil, while still holding the
+// wheel, so that every timer filed after it is checked against it.
 func (sh *Shard) plan() (next uint64, park, timed bool) {
-	next = sh.w.elapsed + 1
-	t, any := sh.w.nextWake()
-	park = !sh.busy() && (!any || t > next)
+	w := sh.h.w
+	next = w.elapsed + 1
+	t, any := w.nextWake()
+	busy := sh.more || w.dueNow() || !sh.queue.Empty() || sh.attention.Waiting() || sh.h.unindex != 0
+	park = !busy && (!any || t > next)
 	if park && any {
 		next = t
 	}
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed
 	if timed {
-		sh.dueTick.Store(next)
+		sh.sleepUntil.Store(next)
 	} else {
-		sh.dueTick.Store(math.MaxUint64)
+		sh.sleepUntil.Store(math.MaxUint64)
 	}
 	return next, park, timed
 }
 
-// busy reports whether producers have left work for the next pass: new
-// timers in a queue or nodes on an attention stack.
-func (sh *Shard) busy() bool {
-	for i := range sh.lanes {
-		if sh.lanes[i].attention.Load() != 0 {
-			return true
-		}
-	}
-	return !sh.queuesEmpty()
-}
-
-// queuesEmpty reports whether every lane's incoming queue is empty, with no
-// push in progress.
-func (sh *Shard) queuesEmpty() bool {
-	for i := range sh.lanes {
-		if !sh.lanes[i].queue.Empty() {
-			return false
-		}
-	}
-	return true
-}
-
-// sleep waits until the planned tick, a producer's signal, or Close. When
-// parked it publishes the flag that makes producers wake it.
+// sleep waits until the planned tick, a signal (a timer filed earlier than
+// planned, a producer's release that saw ownWanted, work left over), or
+// Close.
 func (sh *Shard) sleep(timer Timer) {
-	next, park, timed := sh.plan()
-	if park {
-		sh.parked.Store(1)
-		// Re-check after publishing parked: a producer that pushed
-		// before it could see the flag is visible here, and one that
-		// pushes later will see the flag and wake us.
-		if sh.busy() {
-			sh.parked.Store(0)
-			return
-		}
-	}
 	var fire <-chan time.Time
-	if timed {
-		d := sh.tickTime(next) - sh.clock.Now()
+	if sh.timed {
+		d := sh.tickTime(sh.wakeTick) - sh.clock.Now()
 		if d <= 0 {
-			sh.parked.Store(0)
 			return
 		}
 		timer.Reset(d)
@@ -160,5 +142,4 @@ func (sh *Shard) sleep(timer Timer) {
 	case <-sh.wake:
 	case <-sh.done:
 	}
-	sh.parked.Store(0)
 }

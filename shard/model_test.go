@@ -80,7 +80,7 @@ func runModel(t *testing.T, ops []byte) {
 			// pass, which may be a few ticks later, but its deadline
 			// counts from now.
 			id := len(timers) - 1
-			r, rej := h.sh.Schedule(uint64(id), delay, func() { h.fired[id] = h.clock.Now() })
+			r, rej := sched(h.sh, uint64(id), delay, func() { h.fired[id] = h.clock.Now() })
 			require.Equal(t, Accepted, rej)
 			tm.ref = r
 			arm(tm, now, delay) // anchored at the call, not at the pass that files it
@@ -128,5 +128,5 @@ func runModel(t *testing.T, ops []byte) {
 		require.False(t, h.sh.Pending(tm.ref))
 	}
 	require.Zero(t, h.pending())
-	require.Zero(t, h.sh.w.count)
+	require.Zero(t, h.sh.h.w.count)
 }

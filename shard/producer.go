@@ -8,7 +8,8 @@ import (
 )
 
 // The producer API: any goroutine, including a task running on this shard's
-// worker or another's, may call these. None of them waits for a worker.
+// goroutine or another's, may call these. None of them waits for another
+// goroutine.
 
 // Reject says why Schedule refused a timer; package shardwheel turns it
 // into an error.
@@ -22,215 +23,304 @@ const (
 	Closed                  // the shard was closed
 )
 
-// Schedule files task to run delay from now: at the first tick that starts
-// at or after the clock reading it takes plus delay (for delay <= 0, the
-// first tick at or after the call); delay beyond MaxDelay is clamped. It
-// never blocks. When it rejects the timer (see Reject), it leaves no trace.
-func (sh *Shard) Schedule(key uint64, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, -1, delay, task, 0, 0)
+// Task is what a timer runs: a closure, or a handler number (see Handlers).
+type Task = pool.Task
+
+// Request is one timer to schedule.
+type Request struct {
+	// Key is passed to a handler task; for an indexed timer it is the
+	// key Config.Unindex hears of.
+	Key uint64
+	// Now is a reading of the shard's clock (Shard.Now) taken before the
+	// call, and Delay the time after it the timer is due: at the first
+	// tick that starts at or after Now+Delay. Delay is clamped to [0,
+	// MaxDelay].
+	Now, Delay time.Duration
+	Task       Task
+	// Indexed makes Config.Unindex hear of the timer's end. An indexed
+	// Schedule never yields the processor (see yieldIfBehind): its caller
+	// holds a lock of the index that others, the shard goroutine among
+	// them, may want.
+	Indexed bool
 }
 
-// ScheduleHandler is Schedule for a timer whose task is handler h (a
-// number Config.Handlers.Add returned), which the worker calls with key:
-// the timer holds no closure. indexed makes it a ScheduleIndexed timer.
-func (sh *Shard) ScheduleHandler(key uint64, delay time.Duration, h uint16, indexed bool) (Ref, Reject) {
+// Schedule files the timer r describes and returns its Ref. It never
+// blocks. When it rejects the timer (see Reject), it leaves no trace.
+func (sh *Shard) Schedule(r Request) (Ref, Reject) {
+	t := sh.deadlineTick(r.Now, r.Delay)
 	var flags state
-	if indexed {
+	if r.Indexed {
 		flags = indexedBit
 	}
-	return sh.schedule(key, -1, delay, nil, h, flags)
-}
-
-// ScheduleIndexed is Schedule for a timer that a key index refers to: the
-// worker calls Config.Unindex with its key and Ref when it frees the node.
-// It never yields the processor (see yieldIfBehind): its caller holds a
-// lock of the index that other callers, the worker among them, may want.
-func (sh *Shard) ScheduleIndexed(key uint64, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, -1, delay, task, 0, indexedBit)
-}
-
-// ScheduleAt is Schedule from a reading of the shard's clock the caller
-// took already (a clock read is a good part of a Schedule): task runs at
-// the first tick that starts at or after now plus delay. now must be a
-// non-negative reading taken before the call.
-func (sh *Shard) ScheduleAt(key uint64, now, delay time.Duration, task func()) (Ref, Reject) {
-	return sh.schedule(key, now, delay, task, 0, 0)
-}
-
-// schedule is Schedule from clock reading now (or the clock's reading
-// when it takes the node, if now < 0), with the extra state bits flags (0
-// or indexedBit), for task, or handler h when task is nil.
-func (sh *Shard) schedule(key uint64, now, delay time.Duration, task func(), h uint16, flags state) (Ref, Reject) {
-	li, l := sh.myLane()
-	if !sh.acquire(l) {
-		return 0, NoTokens
+	p := procPin()
+	l := &sh.lanes[p&sh.laneMask]
+	if sh.cfg.Limited && !sh.acquire(l) {
+		procUnpin()
+		return Ref{}, NoTokens
 	}
-	idx, gen, slot, ok := sh.arena.Get(li)
+	var ref Ref
+	var ok bool
+	local := sh.isLocal(p)
+	if local && sh.tryHold() {
+		sh.h.tick = sh.floorTick(r.Now)
+		ref, ok = sh.scheduleHeld(r, t, flags)
+		sh.release()
+	} else {
+		ref, ok = sh.scheduleQueued(p, l, r, t, flags, local)
+	}
+	procUnpin()
 	if !ok {
-		sh.giveBack(l)
-		return 0, ArenaFull
+		if sh.cfg.Limited {
+			sh.giveBack(l)
+		}
+		return Ref{}, ArenaFull
+	}
+	// Close may have raced with us: Close stores closed before Drain
+	// scans, and we stored the state before loading closed, so either
+	// Drain sees our node or we see closed here. Whoever CASes the node
+	// first owns its fate; the node stays where it is, and nobody frees
+	// it once the shard is closed.
+	if sh.closed.Load() && sh.undo(ref, l) {
+		return Ref{}, Closed
+	}
+	if !r.Indexed {
+		sh.yieldIfBehind(l, r.Now)
+	}
+	return ref, Accepted
+}
+
+// isLocal reports whether P p's own shard is this one (see Config.ID).
+func (sh *Shard) isLocal(p int) bool {
+	if p < sh.of {
+		return p == sh.id
+	}
+	return p%sh.of == sh.id
+}
+
+// scheduleHeld starts the timer's life on a node of the holder's and files
+// it. Holder, pinned.
+func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
+	var slot pool.Slot
+	idx, ok := sh.takeFree()
+	if ok {
+		slot = sh.arena.Slot(idx)
+	} else if idx, slot, ok = sh.arena.Get(sh.home); !ok {
+		return Ref{}, false
 	}
 	n := slot.Node()
-	n.Key = key
-	slot.SetTask(task, h)
-	// Storing the state before the push publishes the fields above to
-	// anyone who validates the state first (Drain, the worker after its
-	// pop, which the push orders after this store).
-	if now < 0 {
-		now = sh.clock.Now()
+	n.Key = r.Key
+	slot.SetTask(r.Task)
+	// The state store publishes the fields above to whoever validates the
+	// state first (Drain, the shard goroutine after it meets the node).
+	gen := startLife(n, statusPending, t, flags)
+	sh.catchUp()
+	sh.file(idx, n, t)
+	sh.h.lastFiled = idx
+	sh.h.counts[cScheduled]++
+	if c := sh.h.counts[cScheduled]; c&publishEvery == 0 {
+		// own carries the low bits (see scheduledNow): keep the
+		// published count within reach of them.
+		sh.stats.published[cScheduled].Store(c)
 	}
-	s := newState(gen, sh.deadlineTick(now, delay)) | flags
-	n.State.Store(uint64(s))
-	l.queue.Push(idx, n)
-	if sh.parked.Load() != 0 {
-		sh.unpark()
-	}
-	// Close may have raced with us: Close stores closed before Drain scans,
-	// and we stored the state before loading closed, so either Drain sees
-	// our node or we see closed here (all Go atomics are sequentially
-	// consistent). Whoever CASes the node first owns its fate; the node
-	// stays in the queue, where a worker that is still running frees it.
-	if sh.closed.Load() {
-		if ok, _ := cancel(n, s, 0); ok {
-			l.undone.Add(1)
-			sh.release()
-			return 0, Closed
-		}
-	}
-	l.scheduled.Add(1)
-	if flags&indexedBit == 0 {
-		sh.yieldIfBehind(l, now)
-	}
-	return makeRef(idx, gen), Accepted
+	sh.wakeFor(t)
+	sh.paceSweep(1)
+	return makeRef(idx, gen), true
 }
 
-// takeBack frees node idx (generation gen) of a timer its caller has just
-// cancelled while it was new, if it is still the node pushed last on lane
-// l's queue (number li): then the worker has not seen it and never will, so
-// the node goes straight back to the lane (its spare slot, else its free
-// list; see pool.Arena.Put), on this core, and the cancel costs the worker
-// nothing. That is the fate of a timeout
-// cancelled right after it was scheduled by the same goroutine; any other
-// node stays in its queue, where the worker finds it cancelled and frees
-// it. Not for an indexed node whose entry may remain: the worker must tell
-// its index (see free).
-func (sh *Shard) takeBack(li int, l *lane, idx uint32, n *pool.Node, gen uint32) {
-	if l.queue.Unpush(idx, n, gen) {
-		l.reclaimed.Add(1)
-		sh.arena.Put(li, idx)
+// scheduleQueued starts the timer's life on a node from the arena's lane
+// p and pushes it on the queue, for whoever holds the wheel to file. From
+// the shard's own P it then tries to take the wheel itself (handshake step
+// 1, own.go). From another P it does not: the shard's own P takes the
+// queue in when its next Schedule lets go of the wheel, and its goroutine
+// at its next pass, which wakeFor makes come no later than the timer's
+// tick. Pinned.
+func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state, local bool) (Ref, bool) {
+	hw := sh.arena.HighWater()
+	idx, slot, ok := sh.arena.Get(p)
+	if !ok {
+		return Ref{}, false
+	}
+	if idx >= hw && !sh.starved.Load() {
+		sh.starved.Store(true) // a fresh node: the shared lists were empty
+	}
+	n := slot.Node()
+	n.Key = r.Key
+	slot.SetTask(r.Task)
+	gen := startLife(n, statusNew, t, flags)
+	sh.queue.Push(idx, slot.Link())
+	l.queued.Add(1)
+	switch {
+	case !local:
+		sh.wakeFor(t)
+	case sh.tryHold():
+		sh.h.tick = sh.floorTick(r.Now)
+		sh.takeIn(takeInBudget)
+		sh.release()
+	}
+	return makeRef(idx, gen), true
+}
+
+// undo cancels a timer whose Schedule raced with Close, if Stop has not
+// claimed it first, and reports whether it did.
+func (sh *Shard) undo(r Ref, l *lane) bool {
+	n := sh.arena.Node(r.idx)
+	for {
+		s, mine := load(n, r.gen)
+		if !mine || !s.live() {
+			return false // Stop claimed it: it is Stop's now
+		}
+		if _, ok, queue := cancel(n, s, indexedBit); ok {
+			_ = queue // indexedBit dropped: never asks for the stack
+			sh.arena.Slot(r.idx).DropFunc()
+			endCancel(n)
+			l.undone.Add(1)
+			if sh.cfg.Limited {
+				sh.giveBack(l)
+			}
+			return true
+		}
 	}
 }
 
 // yieldIfBehind gives up the caller's processor, at most once per tick per
-// lane, while the worker has not started a tick that began before now. A
-// producer in a tight loop otherwise keeps its P until Go preempts it, up
-// to 10ms later, and the worker, whose timer that P must run and which is
-// readied on it, waits as long: every timer of the shard runs late. It
-// never waits for the worker: runtime.Gosched returns as soon as the
-// scheduler has looked at the other runnable goroutines.
+// lane, while the shard goroutine has not started a tick that began before
+// now. A producer in a tight loop otherwise keeps its P until Go preempts
+// it, up to 10ms later, and the shard goroutine, whose timer that P must
+// run and which is readied on it, waits as long: every timer of the shard
+// runs late. It never waits for the shard goroutine: runtime.Gosched
+// returns as soon as the scheduler has looked at the other runnable
+// goroutines.
 func (sh *Shard) yieldIfBehind(l *lane, now time.Duration) {
 	t := sh.floorTick(now)
-	if t <= sh.dueTick.Load() || l.yielded.Load() == t {
+	if t <= sh.sleepUntil.Load() || l.yielded.Load() == t {
 		return
 	}
 	l.yielded.Store(t)
 	runtime.Gosched()
 }
 
-// node returns the node of r if r is a plausible reference into this arena.
-func (sh *Shard) node(r Ref) (*pool.Node, uint32, bool) {
-	idx, gen := r.split()
-	n := sh.arena.Find(idx)
-	return n, gen, n != nil
-}
-
-// load returns the state of the timer r names, and false if the node has
-// moved on to another generation. State is loaded before Gen: Gen only
-// grows, so if Gen still equals the handle's generation afterwards, the
-// state was read within that generation.
-func load(n *pool.Node, gen uint32) (state, bool) {
-	s := state(n.State.Load())
-	return s, n.Gen.Load() == gen && s.tagOK(gen)
+// find returns the storage and node of r if r is a plausible reference
+// into this arena.
+func (sh *Shard) find(r Ref) (pool.Slot, *pool.Node, bool) {
+	slot, ok := sh.arena.FindSlot(r.idx)
+	if !ok {
+		return slot, nil, false
+	}
+	return slot, slot.Node(), true
 }
 
 // Cancel stops the timer r from running and reports whether this call did
-// so. It is lock-free and O(1).
+// so. It is lock-free and O(1): one CAS to cancelling, the task dropped so
+// that the garbage collector may take it, a second CAS to cancelled. The
+// node stays where it is until a holder meets it (see freeNode), unless
+// Cancel takes it straight back.
 func (sh *Shard) Cancel(r Ref) bool { return sh.cancelRef(r, 0) }
 
-// CancelUnindexed is Cancel for a ScheduleIndexed timer whose index entry
-// the caller has removed itself: if it cancels the timer, the worker does
-// not call Config.Unindex for it.
+// CancelUnindexed is Cancel for an indexed timer whose index entry the
+// caller has removed itself: if it cancels the timer, Config.Unindex does
+// not hear of it.
 func (sh *Shard) CancelUnindexed(r Ref) bool { return sh.cancelRef(r, indexedBit) }
 
 // cancelRef is Cancel, clearing the state bits drop in the same CAS.
 func (sh *Shard) cancelRef(r Ref, drop state) bool {
-	idx, _ := r.split()
-	n, gen, ok := sh.node(r)
+	slot, n, ok := sh.find(r)
 	if !ok {
 		return false
 	}
 	for {
-		s, mine := load(n, gen)
+		s, mine := load(n, r.gen)
 		if !mine || !s.live() {
 			return false
 		}
-		if ok, queue := cancel(n, s, drop); ok {
-			li, l := sh.myLane()
+		if _, ok, queue := cancel(n, s, drop); ok {
+			slot.DropFunc()
+			endCancel(n)
+			li := CurrentP() & sh.laneMask
+			l := &sh.lanes[li]
 			l.cancels.Add(1)
-			sh.giveBack(l)
-			if queue {
-				sh.pushAttention(l, r)
-			} else if s.status() == statusNew && (s&indexedBit == 0 || drop&indexedBit != 0) {
-				sh.takeBack(li, l, idx, n, gen)
+			if sh.cfg.Limited {
+				sh.giveBack(l)
+			}
+			switch {
+			case queue:
+				sh.attention.Push(r.idx, slot.Link())
+				sh.holdAndTakeIn()
+			// own's line is this P's when the shard is: another P's
+			// Cancel does not read it.
+			case li == sh.home && s.status() == statusPending && uint32(sh.own.Load()>>ownIdxShift) == r.idx:
+				sh.takeBack(r, n)
 			}
 			return true
 		}
 	}
 }
 
+// takeBack frees the node of r, a timer its caller has just cancelled,
+// if it can hold the wheel and the node is still linked there: the node
+// goes to the holder's free list, hot in this core's cache, and the next
+// Schedule takes it again. Only for the node the last holder filed, so
+// that a Cancel right after its Schedule (a request answered at once)
+// costs the wheel nothing later.
+func (sh *Shard) takeBack(r Ref, n *pool.Node) {
+	procPin()
+	defer procUnpin()
+	if !sh.tryHold() {
+		return
+	}
+	if s, mine := load(n, r.gen); mine && s.status() == statusCancelled && !s.queued() &&
+		n.Prev != 0 && n.Prev != detached {
+		sh.h.w.unlink(r.idx)
+		sh.freeNode(r.idx, n, s)
+		sh.h.counts[cTakenBack]++
+	}
+	sh.release()
+}
+
 // Reset moves the timer r's deadline to delay from now and reports whether
-// it was still pending. A later deadline costs one CAS; an earlier one also
-// queues the node for the worker to re-file.
+// it was still pending. A later deadline costs one CAS: the holder finds
+// the node in its old slot and moves it on. An earlier one also pushes the
+// node on the attention stack, for the holder to file again.
 func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
-	n, gen, ok := sh.node(r)
+	_, n, ok := sh.find(r)
 	if !ok {
 		return false
 	}
 	t := sh.deadlineTick(sh.clock.Now(), delay)
 	for {
-		s, mine := load(n, gen)
+		s, mine := load(n, r.gen)
 		if !mine || !s.live() {
 			return false
 		}
 		if ok, queue := reset(n, s, t); ok {
-			_, l := sh.myLane()
-			l.resets.Add(1)
+			sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
 			if queue {
-				sh.pushAttention(l, r)
+				sh.attention.Push(r.idx, sh.arena.Link(r.idx))
+				sh.holdAndTakeIn()
 			}
 			return true
 		}
 	}
 }
 
-// Pending reports whether the timer r has neither run nor been cancelled.
+// Pending reports whether the timer r has neither run nor been cancelled
+// nor claimed by Stop.
 func (sh *Shard) Pending(r Ref) bool {
-	n, gen, ok := sh.node(r)
+	_, n, ok := sh.find(r)
 	if !ok {
 		return false
 	}
-	s, mine := load(n, gen)
+	s, mine := load(n, r.gen)
 	return mine && s.live()
 }
 
 // Deadline returns the clock reading at which the timer r is due (the start
 // of its deadline tick), and false if it is no longer pending.
 func (sh *Shard) Deadline(r Ref) (time.Duration, bool) {
-	n, gen, ok := sh.node(r)
+	_, n, ok := sh.find(r)
 	if !ok {
 		return 0, false
 	}
-	s, mine := load(n, gen)
+	s, mine := load(n, r.gen)
 	if !mine || !s.live() {
 		return 0, false
 	}

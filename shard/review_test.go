@@ -83,7 +83,7 @@ func runReviewModel(t *testing.T, c reviewModel, seed uint64) {
 		tm.due = now + sh.clampDelay(delay)
 		dtick := sh.ceilTick(tm.due)
 		// A tick already processed cannot be run again: the next one.
-		tm.eff = max(dtick, sh.w.elapsed+1)
+		tm.eff = max(dtick, sh.h.w.elapsed+1)
 		if inPass {
 			tm.eff = max(dtick, passTarget+1)
 		}
@@ -107,7 +107,7 @@ func runReviewModel(t *testing.T, c reviewModel, seed uint64) {
 		timers = append(timers, tm)
 		live = append(live, tm)
 		arm(tm, now, delay)
-		ref, rej := sh.Schedule(uint64(tm.id), delay, task(tm.id))
+		ref, rej := sched(sh, uint64(tm.id), delay, task(tm.id))
 		if rej != Accepted {
 			fail("timer %d rejected: %v", tm.id, rej)
 		}
@@ -137,7 +137,7 @@ func runReviewModel(t *testing.T, c reviewModel, seed uint64) {
 	task = func(id int) func() {
 		return func() {
 			now, tm := h.clock.Now(), timers[id]
-			tm.history = append(tm.history, fmt.Sprintf("ran at %v in pass %d at tick %d", now-sh.origin, seq, sh.w.elapsed))
+			tm.history = append(tm.history, fmt.Sprintf("ran at %v in pass %d at tick %d", now-sh.origin, seq, sh.h.w.elapsed))
 			switch {
 			case fired[id]:
 				fail("timer %d ran twice: %v", id, tm.history)
@@ -165,10 +165,10 @@ func runReviewModel(t *testing.T, c reviewModel, seed uint64) {
 	pass := func() {
 		seq++
 		inPass, passTarget = true, sh.floorTick(h.clock.Now())
-		require.True(t, sh.pass())
+		require.True(t, passHeld(t, sh))
 		sh.verify()
 		for sh.more {
-			require.True(t, sh.pass())
+			require.True(t, passHeld(t, sh))
 			sh.verify()
 		}
 		inPass = false
@@ -241,10 +241,10 @@ func runReviewModel(t *testing.T, c reviewModel, seed uint64) {
 		case op < 16:
 			// Land on a cascade deadline, just after it, on the window's
 			// opening, or on the slot's first tick.
-			if cc, ok := sh.w.nextCascade(); ok {
+			if cc, ok := sh.h.w.nextCascade(); ok {
 				to := []uint64{
 					cc.deadline, cc.deadline + 1,
-					sh.w.windowOpen(cc.level, cc.num), cc.num << (uint(cc.level) * sh.w.shift),
+					sh.h.w.windowOpen(cc.level, cc.num), cc.num << (uint(cc.level) * sh.h.w.shift),
 				}[r.IntN(4)]
 				if to > sh.floorTick(h.clock.Now()) {
 					h.clock.Advance(sh.tickTime(to) - h.clock.Now())
@@ -265,7 +265,7 @@ func runReviewModel(t *testing.T, c reviewModel, seed uint64) {
 		require.False(t, sh.Pending(tm.ref))
 	}
 	require.Zero(t, h.pending())
-	require.Zero(t, sh.w.count)
+	require.Zero(t, sh.h.w.count)
 }
 
 func TestReviewModelWheelSizesAndClockJumps(t *testing.T) {
@@ -320,7 +320,7 @@ func (e *reviewExpect) task(id int) func() {
 	return func() {
 		_, dup := e.ran[id]
 		require.False(e.h.t, dup, "timer %d ran twice", id)
-		e.ran[id] = e.h.sh.w.elapsed
+		e.ran[id] = e.h.sh.h.w.elapsed
 		require.GreaterOrEqual(e.h.t, e.h.clock.Now(), e.h.sh.tickTime(e.want[id]), "timer %d ran early", id)
 	}
 }
@@ -328,7 +328,7 @@ func (e *reviewExpect) task(id int) func() {
 func (e *reviewExpect) scheduleAt(id int, due uint64, r *rand.Rand) {
 	sh := e.h.sh
 	delay := sh.tickTime(due) - e.h.clock.Now() - time.Duration(r.Int64N(int64(testTick)))
-	ref, rej := sh.Schedule(uint64(id), delay, e.task(id))
+	ref, rej := sched(sh, uint64(id), delay, e.task(id))
 	require.Equal(e.h.t, Accepted, rej)
 	e.want[id], e.refs[id] = dueAt(sh, due), ref
 }
@@ -336,7 +336,7 @@ func (e *reviewExpect) scheduleAt(id int, due uint64, r *rand.Rand) {
 // dueAt is the elapsed tick at which a timer due at tick due runs: its own,
 // or, when the worker has processed that tick already, the current one (it
 // runs at the start of the next pass, before elapsed moves on).
-func dueAt(sh *Shard, due uint64) uint64 { return max(due, sh.w.elapsed) }
+func dueAt(sh *Shard, due uint64) uint64 { return max(due, sh.h.w.elapsed) }
 
 func (e *reviewExpect) resetTo(id int, due uint64, r *rand.Rand) {
 	sh := e.h.sh
@@ -362,7 +362,7 @@ func farLevelTwoSlot(w *wheel) (num, first, width uint64) {
 // which their old slots re-file.
 func TestReviewResetsAndCancelsDuringAPartialCascade(t *testing.T) {
 	h := newHarness(t)
-	sh, w := h.sh, h.sh.w
+	sh, w := h.sh, h.sh.h.w
 	r := rand.New(rand.NewPCG(3, 4))
 	e := newReviewExpect(h)
 	h.pass()
@@ -410,7 +410,7 @@ func TestReviewResetsAndCancelsDuringAPartialCascade(t *testing.T) {
 		}
 	}
 	require.True(t, acted, "the slot was never seen half moved")
-	for w.count > 0 || !sh.queuesEmpty() {
+	for w.count > 0 || sh.queue.Waiting() {
 		h.clock.Advance(testTick)
 		h.pass()
 	}
@@ -444,7 +444,7 @@ func TestReviewParkedShardWokenAcrossLevels(t *testing.T) {
 			id := 0
 			for p := uint64(1); p < 1<<24; p *= 2 {
 				for _, d := range []uint64{p - 1, p, p + 1, p + r.Uint64N(p)} {
-					e.scheduleAt(id, sh.w.elapsed+max(d, 1), r)
+					e.scheduleAt(id, sh.h.w.elapsed+max(d, 1), r)
 					id++
 				}
 			}
@@ -453,7 +453,7 @@ func TestReviewParkedShardWokenAcrossLevels(t *testing.T) {
 			require.True(t, timed)
 			h.clock.Advance(time.Duration(jump) * testTick)
 			h.pass()
-			reached := sh.w.elapsed
+			reached := sh.h.w.elapsed
 			for id, want := range e.want {
 				_, ran := e.ran[id]
 				require.Equal(t, want <= reached, ran, "timer %d due at %d, pass to %d", id, want, reached)
@@ -480,7 +480,7 @@ func TestReviewParkedShardWokenAcrossLevels(t *testing.T) {
 // for another at once, which takes the waiting timers in at the same tick.
 func TestReviewCascadesUseThePassBudget(t *testing.T) {
 	h := newHarness(t)
-	sh, w := h.sh, h.sh.w
+	sh, w := h.sh, h.sh.h.w
 	r := rand.New(rand.NewPCG(5, 6))
 	e := newReviewExpect(h)
 	h.pass()
@@ -495,9 +495,11 @@ func TestReviewCascadesUseThePassBudget(t *testing.T) {
 	h.clock.Advance(sh.tickTime(open) - h.clock.Now())
 	h.pass() // the window opens: elapsed enters the slot before
 	require.Equal(t, open, w.elapsed)
+	unhold := holdWheel(t, sh) // the new timers wait in the queue
 	for id := n; id < n+100; id++ {
 		e.scheduleAt(id, w.elapsed+2, r)
 	}
+	unhold()
 	h.clock.Advance(sh.tickTime(deadline-1) - h.clock.Now())
 	h.pass()
 	// Transfers and cascades do not starve each other: the pass takes the
@@ -528,10 +530,12 @@ func TestReviewTransferCapAboveThePassBudget(t *testing.T) {
 	h.pass()
 	ran := 0
 	total := 2*capPerTick + 5
+	unhold := holdWheel(t, sh) // the burst waits in the queue
 	for i := range total {
-		_, rej := sh.Schedule(uint64(i), 0, func() { ran++ })
+		_, rej := sched(sh, uint64(i), 0, func() { ran++ })
 		require.Equal(t, Accepted, rej)
 	}
+	unhold()
 	type step struct {
 		advance     bool
 		transferred int
@@ -564,15 +568,15 @@ func TestReviewTickFieldWraps(t *testing.T) {
 	const wrap = 1 << ticksBits
 	h.clock.Advance(time.Duration(wrap-60) * testTick) // nothing filed: elapsed follows
 	h.pass()
-	require.Equal(t, uint64(wrap-60), sh.w.elapsed)
+	require.Equal(t, uint64(wrap-60), sh.h.w.elapsed)
 	for id := range 100 {
-		e.scheduleAt(id, sh.w.elapsed+1+uint64(id), r)
+		e.scheduleAt(id, sh.h.w.elapsed+1+uint64(id), r)
 	}
-	e.scheduleAt(100, sh.w.elapsed+maxDelayTicks-2, r)
+	e.scheduleAt(100, sh.h.w.elapsed+maxDelayTicks-2, r)
 	h.pass()
 	e.resetTo(10, wrap+500, r) // later, across the wrap
 	e.resetTo(90, wrap-40, r)  // earlier, back before it
-	for sh.w.elapsed < wrap+600 {
+	for sh.h.w.elapsed < wrap+600 {
 		h.clock.Advance(testTick)
 		h.pass()
 	}
@@ -602,11 +606,11 @@ func TestReviewConcurrentProducersRealWorker(t *testing.T) {
 		perProducer = 1000
 	}
 	for _, size := range []int{4, 8, 64} {
-		clock := NewRealClock()
+		clock, _, _ := NewClock()
 		var early, twice atomic.Int64
 		sh, err := New(Config{
 			Tick: time.Millisecond, WheelSize: size, FirstBlock: 64, TransferCap: 1 << 20,
-			Clock: clock, Quota: 1 << 30, Lanes: 4,
+			Clock: clock, Tokens: 1 << 30, Limited: true, Lanes: 4,
 			OnPanic: func(v any) { t.Errorf("panic: %v", v) },
 		})
 		require.NoError(t, err)
@@ -632,7 +636,7 @@ func TestReviewConcurrentProducersRealWorker(t *testing.T) {
 					delay := time.Duration(r.IntN(300)) * time.Millisecond / 4
 					x.mu.Lock()
 					x.due = clock.Now() + delay
-					ref, rej := sh.Schedule(0, delay, func() {
+					ref, rej := sched(sh, 0, delay, func() {
 						x.mu.Lock()
 						defer x.mu.Unlock()
 						if x.ran || x.stopped {
@@ -677,7 +681,7 @@ func TestReviewConcurrentProducersRealWorker(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		require.Eventually(t, func() bool { return sh.Quota() == 1<<30 }, 20*time.Second, time.Millisecond,
+		require.Eventually(t, func() bool { return sh.Tokens() == 1<<30 }, 20*time.Second, time.Millisecond,
 			"every timer ends")
 		sh.Close()
 		<-sh.Exited()

@@ -19,30 +19,46 @@ import (
 type Config struct {
 	Tick        time.Duration
 	WheelSize   int // a power of two, >= 2
-	TransferCap int // new timers moved into the wheel per tick, >= 1
+	TransferCap int // timers moved from the queue into the wheel per tick, >= 1
 	// FirstBlock is the number of nodes the arena allocates when the shard
 	// gets its first timer (see pool.New); later blocks double.
 	FirstBlock int
-	// Clock is the time source; nil means a new RealClock.
+	// Clock is the time source; nil means the one NewClock returns.
 	Clock Clock
-	// Epoch is the wall-clock time at which Clock read zero; Time uses it
-	// to turn clock readings into time.Time. Ignored when Clock is nil.
+	// Epoch is the wall-clock time at which Clock read zero, and Skew the
+	// uncertainty of that (see NewClock); Time and Reading use them to
+	// turn clock readings into time.Time and back. Ignored when Clock is
+	// nil.
 	Epoch time.Time
-	// Quota is the number of timers this shard may hold before Schedule
-	// fails. Tokens move between shards with TakeTokens.
-	Quota int64
+	Skew  time.Duration
+	// Limited makes the shard keep pending tokens (tokens.go): Tokens is
+	// the number of timers it may hold before Schedule fails, and tokens
+	// move between shards with TakeTokens. Without a limit it keeps none.
+	Limited bool
+	Tokens  int64
 	// Dry, shared by the shards whose tokens move between them, is set
-	// when a search for spare tokens found none (see quota.go); nil gives
+	// when a search for spare tokens found none (see tokens.go); nil gives
 	// the shard a flag of its own.
 	Dry *atomic.Bool
 	// Lanes is the number of producer lanes, rounded up to a power of
 	// two; runtime.GOMAXPROCS(0) is the natural value.
 	Lanes int
-	// Run executes an expired task; nil runs it inline on the worker.
-	// A handler timer's task reaches it as a closure made at expiry.
+	// ID and Shards place the shard among its Scheduler's: P p's own
+	// shard is number p modulo Shards, where its Schedules file timers
+	// themselves; a Schedule from another P leaves its timer in the
+	// shard's queue, for the shard's own P (or its goroutine) to file, so
+	// that a timer crossing cores touches one line of the other core, not
+	// the wheel. Shards 0 means 1.
+	ID, Shards int
+	// Home is the lane this shard's own P uses: the holder returns freed
+	// nodes there, so that the P's next Schedules find them.
+	Home int
+	// Run executes an expired task; nil runs it inline on the shard
+	// goroutine. A handler timer's task reaches it as a closure made at
+	// expiry.
 	Run func(task func())
-	// Handlers, required for ScheduleHandler, is the table of handlers
-	// its timers name; shards of one scheduler share it.
+	// Handlers, required for handler timers, is the table of handlers
+	// their tasks name; shards of one scheduler share it.
 	Handlers *Handlers
 	// OnPanic receives the value of a panicking task (or Run). Required.
 	OnPanic func(v any)
@@ -50,24 +66,28 @@ type Config struct {
 	// time, task time), which cost a clock read per pass, per 64 tasks
 	// run and per sampled task. Counters are always kept.
 	Stats bool
-	// Unindex, optional, is called by the worker, once, with the key and
-	// Ref of each timer scheduled with ScheduleIndexed when it frees the
-	// timer's node: after the timer ran or was cancelled, before the node
-	// can be reused, and for a timer that fires normally before its task
-	// runs (after, if a racing Reset had queued the node for attention).
-	// Not reported: timers claimed by Drain (the worker has stopped) and
-	// timers CancelUnindexed stopped (their caller removed the entry).
-	// It runs on the worker goroutine and must not block.
+	// Unindex, optional, is called once with the key and Ref of each
+	// indexed timer (Request.Indexed) when its node is freed: after the
+	// timer ran or was cancelled, before the node can be reused, and for
+	// a timer that fires before its task runs. Not reported: timers
+	// claimed by Stop and timers CancelUnindexed stopped (their caller
+	// removed the entry). It runs on the shard goroutine, holding the
+	// wheel, and must not block for long.
 	Unindex func(key uint64, r Ref)
-	// Pin, optional, is called on the worker goroutine after it has locked
-	// its OS thread; an error goes to OnPinError and the worker carries on.
+	// Pin, optional, is called on the shard goroutine after it has
+	// locked its OS thread; an error goes to OnPinError and the goroutine
+	// carries on.
 	Pin        func() error
 	OnPinError func(error)
 }
 
-// Shard is one timer wheel driven by one worker goroutine. All exported
-// methods are safe for concurrent use. A Shard must be created with New and
-// must not be copied.
+// Shard is one timer wheel, the goroutine that drives it, and the lanes
+// by which the rest of the process reaches it. All exported methods are
+// safe for concurrent use. A Shard must be created with New and must not
+// be copied.
+//
+// Fields are grouped by who writes them; within a group, the comment says
+// who reads them. "Holder" is whoever holds the wheel (see own.go).
 type Shard struct {
 	// Immutable after New.
 	cfg      Config
@@ -80,100 +100,141 @@ type Shard struct {
 	arena    *pool.Arena
 	lanes    []lane
 	laneMask int
-	wake     chan struct{} // capacity 1; producers signal, worker receives
+	home     int           // lane freed nodes go to
+	id, of   int           // the shard's number and the number of shards
+	wake     chan struct{} // capacity 1: anyone signals, the shard goroutine receives
 	done     chan struct{} // closed by Close
-	exited   chan struct{} // closed when the worker returns
-	// quiet is closed by the worker when it starts a task after Close
-	// (see Quiet); the worker is the only closer.
+	exited   chan struct{} // closed when the shard goroutine returns
+	// quiet is closed by the shard goroutine when it starts a task after
+	// Close (see Quiet); it is the only closer.
 	quiet chan struct{}
 
 	_ [pad.CacheLineSize]byte
 
-	// Read on every Schedule, written by the worker once per pass (and on
-	// Close): kept apart from lines producers write, so that reads stay
-	// cache hits between passes.
-	parked atomic.Uint32 // 1 while the worker sleeps beyond the next tick
-	closed atomic.Bool
-	gid    atomic.Uint64 // worker goroutine id, for Stop from a task
-	// dueTick is the tick the worker plans to process next, MaxUint64
-	// while it is parked with nothing due (see yieldIfBehind).
-	dueTick atomic.Uint64
-	_       [pad.CacheLineSize - 24]byte
+	// own is the wheel's owner word (own.go): CASed by every holder, so
+	// on every Schedule of the shard's P: a line of its own.
+	own atomic.Uint64
+	_   [pad.CacheLineSize]byte
 
-	stopped atomic.Uint64 // timers claimed by Drain; Stop's goroutine
-	// inTask is true while the worker runs a task (or the executor or
-	// panic handler for one). Written by the worker only, read by Quiet's
-	// callers; it and closed are sequentially consistent atomics, which
-	// the handshake in Quiet relies on.
+	// Pushed by producers that find the wheel held (queue) and by Resets
+	// to an earlier deadline (attention); emptied by holders. Each pads
+	// its producers' line; queue's backlog is the holders'.
+	queue     ring.Queue
+	attention ring.Stack
+	_         [pad.CacheLineSize]byte
+
+	// Read on every Schedule, written by the shard goroutine once per pass
+	// (and by Close): kept apart from lines others write, so that reads
+	// stay cache hits between passes.
+	//
+	// sleepUntil is the tick the shard goroutine plans to process next,
+	// MaxUint64 while it is parked with nothing due: a holder that files
+	// a timer due earlier wakes it (see file), and a producer that finds
+	// it a tick late yields (see yieldIfBehind).
+	sleepUntil atomic.Uint64
+	closed     atomic.Bool
+	gid        atomic.Uint64 // shard goroutine id, for Stop from a task
+	_          [pad.CacheLineSize]byte
+
+	stopped atomic.Uint64 // timers claimed by Stop; Stop's goroutine
+	// starved is set by a producer that found the wheel held and the
+	// arena's shared lists empty, so that it grew the arena; the next
+	// holder feeds the shared lists (share) and clears it.
+	starved atomic.Bool
+	// inTask is true while the shard goroutine runs a task (or the
+	// executor or panic handler for one). Written by that goroutine only,
+	// read by Quiet's callers; it and closed are sequentially consistent
+	// atomics, which the handshake in Quiet relies on.
 	inTask atomic.Bool
-	// drained has one bit per node index, set for each timer Drain
-	// claimed (atomic Or, after its CAS on the node); stored once by Drain
-	// before its scan, nil before. Read by Claimed from any goroutine.
-	drained atomic.Pointer[[]atomic.Uint64]
+	// claimed has one bit per node index, set for each timer Stop claimed
+	// and kept (atomic Or, after its CAS on the node); stored once by
+	// Drain before its scan, nil before. Read by Claimed from any
+	// goroutine.
+	claimed atomic.Pointer[[]atomic.Uint64]
 
-	// Worker only, except where workerStats says otherwise.
-	stats workerStats
-	work  passWork // what the current pass did
-	slept bool     // the last sleep passed over ticks with nothing due
-	timed bool     // the worker planned to process wakeTick when due
-	more  bool     // the pass left work for another one at once
-	// pacedTick is the elapsed tick at which cascadeAhead last ran.
-	pacedTick uint64
-	wakeTick  uint64 // the tick the worker last planned to process next
-	w         *wheel
-	freed     []pool.Chain // per lane
-	rr        int          // lane transfer starts at, rotated for fairness
-	capTick   uint64       // tick whose transfer budget capUsed counts
+	_ [pad.CacheLineSize]byte
+
+	// The holder's: only the goroutine holding the wheel reads or writes
+	// these (own.go's CAS and Swap order successive holders).
+	h holder
+
+	// The shard goroutine's, except where workerStats says otherwise; work
+	// is written under the wheel's hold.
+	stats     workerStats
+	work      passWork // what the current pass did
+	slept     bool     // the last sleep passed over ticks with nothing due
+	timed     bool     // the goroutine planned to process wakeTick when due
+	more      bool     // the pass left work for another one at once
+	pacedTick uint64   // the elapsed tick at which cascadeAhead last ran
+	wakeTick  uint64   // the tick the goroutine last planned to process next
+	lastTick  uint64   // the last tick a pass reached; written holding the wheel
+	quieted   bool     // quiet is closed
+}
+
+// holder is the state the goroutine holding the wheel works with.
+type holder struct {
+	w      *wheel
+	worker bool // the holder is the shard goroutine, which may block
+	// free lists (through the nodes' Next) the free nodes that only the
+	// holder hands out, with no atomic operation; nfree counts them.
+	// Producers that do not hold the wheel take theirs from the arena's
+	// shared lists, which the holder feeds from this list when they run
+	// dry (share).
+	free      uint32
+	nfree     int
+	lastFiled uint32 // the node the last Schedule filed, published in own
+	// tick is the clock's tick as the holder knows it, which the transfer
+	// cap counts against: the pass's for the shard goroutine, the call's
+	// for a Schedule or Reset, else the last pass's (lastTick, which the
+	// shard goroutine writes holding the wheel).
+	tick      uint64
+	capTick   uint64 // the tick whose transfer budget capUsed counts
 	capUsed   int
-	quieted   bool // quiet is closed
+	sweep     sweeper
+	// unindex lists (through the nodes' Next) ended indexed nodes a
+	// pinned holder could not free: Config.Unindex may block, so the
+	// shard goroutine, which holds the wheel unpinned, frees them.
+	unindex uint32
+	counts  [numCounters]uint64 // see stats.go
 }
 
-// lane is the part of a shard that producers running on one P use: its own
-// incoming queue and its own share of pending tokens and counters, so that
-// producers on different CPUs do not contend (the node pool has matching
-// free-list lanes). Any goroutine may use any lane; the P id only makes
-// collisions rare.
+// lane is the part of a shard that goroutines running on one P use: their
+// share of pending tokens and their counters, so that producers on
+// different CPUs do not contend (the node pool has matching free-list
+// lanes). Any goroutine may use any lane; the P id only makes collisions
+// rare. Every field is an atomic that the lane's goroutines write and
+// Stats and token searches read.
 type lane struct {
-	queue ring.Queue // pads its own producer and consumer lines
-	// quota is the number of timers this lane may still accept. Producers
-	// take a token in Schedule; Cancel, the worker and Drain give tokens
-	// back to the lane of the P they run on, so a lane's count may go
-	// beyond its initial share or negative; only the sum over all lanes and
-	// shards means anything (see Scheduler.Pending).
-	quota atomic.Int64
-	// Counters of producers on this lane, for Stats: accepted Schedules
-	// (counted once the call can no longer be undone, so the count never
-	// goes down), Schedules undone because Stop won the race (their nodes
-	// still pass through the queue), successful Resets and Cancels, and
-	// the cancelled nodes taken back from this lane's queue (takeBack).
-	scheduled atomic.Uint64
-	undone    atomic.Uint64
-	resets    atomic.Uint64
-	cancels   atomic.Uint64
-	reclaimed atomic.Uint64
+	// tokens is the number of timers this lane may still accept.
+	// Producers take one in Schedule; whoever ends a timer gives one back
+	// to the lane of the P it runs on, so a lane's count may go beyond its
+	// initial share or negative; only the sum over all lanes and shards
+	// means anything (see Scheduler.Pending).
+	tokens atomic.Int64
+	// Counters of this lane's goroutines, for Stats: Schedules undone
+	// because Stop won the race, timers pushed on the queue, and
+	// successful Resets and Cancels. (Timers filed at once are counted by
+	// the holder: see scheduledNow.)
+	undone  atomic.Uint64
+	queued  atomic.Uint64
+	resets  atomic.Uint64
+	cancels atomic.Uint64
 	// yielded is the last tick in which a producer on this lane yielded
-	// its processor to a late worker (see yieldIfBehind).
+	// its processor to a late shard goroutine (see yieldIfBehind).
 	yielded atomic.Uint64
-	// attention is the head of this lane's attention stack (index+1, 0 =
-	// empty): Cancel of a filed timer and Reset to an earlier deadline
-	// push here, on the lane of the P they run on, so that they write no
-	// line another P writes; the worker swaps each lane's stack empty once
-	// per pass (see attention.go).
-	attention atomic.Uint32
-	_         [pad.CacheLineSize - 60]byte
+	_       [pad.CacheLineSize - 48]byte
 }
 
-// New returns a shard; its worker starts with Start. It allocates no node
-// storage: the arena grows when timers arrive.
+// New returns a shard; its goroutine starts with Start. It allocates no
+// node storage: the arena grows when timers arrive.
 func New(cfg Config) (*Shard, error) {
 	if cfg.Tick <= 0 || cfg.WheelSize < 2 || cfg.WheelSize&(cfg.WheelSize-1) != 0 ||
-		cfg.TransferCap < 1 || cfg.OnPanic == nil || cfg.Quota < 0 {
+		cfg.TransferCap < 1 || cfg.OnPanic == nil || cfg.Tokens < 0 {
 		return nil, fmt.Errorf("shard: invalid config %+v", cfg)
 	}
 	clock := cfg.Clock
 	if clock == nil {
-		rc := NewRealClock()
-		clock, cfg.Epoch = rc, rc.Epoch()
+		clock, cfg.Epoch, cfg.Skew = NewClock()
 	}
 	nLanes := 1 << bits.Len(uint(max(cfg.Lanes, 1)-1))
 	a := pool.New(cfg.FirstBlock, nLanes)
@@ -186,33 +247,28 @@ func New(cfg Config) (*Shard, error) {
 		arena:    a,
 		lanes:    make([]lane, nLanes),
 		laneMask: nLanes - 1,
+		home:     cfg.Home & (nLanes - 1),
+		id:       cfg.ID,
+		of:       max(cfg.Shards, 1),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		exited:   make(chan struct{}),
 		quiet:    make(chan struct{}),
-		w:        newWheel(a, cfg.WheelSize),
-		freed:    make([]pool.Chain, nLanes),
 	}
-	for i := range sh.lanes {
-		sh.lanes[i].queue.Init()
-	}
-	sh.lanes[0].quota.Store(cfg.Quota)
+	sh.h.w = newWheel(a, cfg.WheelSize)
+	sh.h.sweep.at = minSweep
+	sh.lanes[0].tokens.Store(cfg.Tokens)
 	if sh.dry = cfg.Dry; sh.dry == nil {
 		sh.dry = new(atomic.Bool)
 	}
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
+	sh.sleepUntil.Store(math.MaxUint64)
 	return sh, nil
 }
 
-// Start launches the worker goroutine. It must be called once.
+// Start launches the shard goroutine. It must be called once.
 func (sh *Shard) Start() {
 	go sh.run()
-}
-
-// myLane returns the lane of the caller's P.
-func (sh *Shard) myLane() (int, *lane) {
-	i := currentP() & sh.laneMask
-	return i, &sh.lanes[i]
 }
 
 // MaxDelay returns the longest delay the shard files as given; longer ones
@@ -222,9 +278,18 @@ func (sh *Shard) MaxDelay() time.Duration { return sh.maxDelay }
 // Closed reports whether Close has been called.
 func (sh *Shard) Closed() bool { return sh.closed.Load() }
 
+// Now returns the shard's clock reading.
+func (sh *Shard) Now() time.Duration { return sh.clock.Now() }
+
 // Time converts a clock reading to wall-clock time (with a monotonic
-// reading when the clock is real).
+// reading when the clock is real): never earlier than the moment the
+// reading stands for (see NewClock).
 func (sh *Shard) Time(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at) }
+
+// Reading converts a time to a clock reading: never earlier than the
+// reading the clock will show at t (see NewClock), so a timer due at it is
+// never early.
+func (sh *Shard) Reading(t time.Time) time.Duration { return t.Sub(sh.cfg.Epoch) + sh.cfg.Skew }
 
 // Footprint estimates the heap bytes New allocates for a shard with
 // wheelSize slots per level and the given lane count, before any timer:
@@ -232,7 +297,7 @@ func (sh *Shard) Time(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at) 
 // there measures the real figure.
 func Footprint(wheelSize, lanes int) int {
 	nLanes := uintptr(1) << bits.Len(uint(max(lanes, 1)-1))
-	perLane := unsafe.Sizeof(lane{}) + pad.CacheLineSize + unsafe.Sizeof(pool.Chain{})
+	perLane := unsafe.Sizeof(lane{}) + pad.CacheLineSize // its free list
 	levels, size := uintptr(wheelLevels(wheelSize)), uintptr(max(wheelSize, minWheelSize))
 	slots := levels * (size*unsafe.Sizeof(slotList{}) + (size+63)/64*8)
 	return int(unsafe.Sizeof(Shard{}) + unsafe.Sizeof(pool.Arena{}) + unsafe.Sizeof(wheel{}) + nLanes*perLane + slots)

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -61,7 +62,7 @@ func TestNonPositiveDelayOnATickBoundaryRunsAtOnce(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
 	call := h.clock.Now()
-	require.Equal(t, h.sh.tickTime(h.sh.w.elapsed), call, "on the boundary of the processed tick")
+	require.Equal(t, h.sh.tickTime(h.sh.h.w.elapsed), call, "on the boundary of the processed tick")
 	h.schedule(1, 0)
 	require.Contains(t, h.fired, 1)
 	assert.Equal(t, call, h.fired[1])
@@ -74,14 +75,16 @@ func TestBurstBeyondTheBudgetRunsOnTime(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
 	ran := map[int]uint64{}
+	unhold := holdWheel(t, h.sh) // the burst waits in the queue
 	for i := range passBudget + 10 {
-		_, rej := h.sh.Schedule(uint64(i), testTick, func() { ran[i] = h.sh.w.elapsed })
+		_, rej := sched(h.sh, uint64(i), testTick, func() { ran[i] = h.sh.h.w.elapsed })
 		require.Equal(t, Accepted, rej)
 	}
+	unhold()
 	due := h.sh.ceilTick(h.clock.Now() + testTick)
 	h.clock.Advance(testTick)
 	h.pass()
-	require.Equal(t, due, h.sh.w.elapsed)
+	require.Equal(t, due, h.sh.h.w.elapsed)
 	require.True(t, h.sh.more, "budget reached: the worker passes again at once")
 	assert.Len(t, ran, passBudget)
 	h.pass() // at once: same tick, takes the last 10 in and runs them
@@ -112,12 +115,12 @@ func TestLongDelayIsNeverEarly(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Tick = 7 * time.Millisecond })
 	delay := time.Duration(1<<ticksBits) + 3
 	now := h.clock.Now()
-	r, rej := h.sh.Schedule(1, delay, func() {})
+	r, rej := sched(h.sh, 1, delay, func() {})
 	require.Equal(t, Accepted, rej)
 	dl, ok := h.sh.Deadline(r) // still in its queue
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, dl, now+delay)
-	require.True(t, h.sh.pass())
+	require.True(t, passHeld(t, h.sh))
 	dl, ok = h.sh.Deadline(r)
 	require.True(t, ok)
 	assert.GreaterOrEqual(t, dl, now+delay)
@@ -125,13 +128,15 @@ func TestLongDelayIsNeverEarly(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	for _, transferred := range []bool{false, true} {
+	for _, queued := range []bool{false, true} {
 		h := newHarness(t)
-		r, rej := h.sh.Schedule(1, 10*testTick, func() { t.Error("cancelled timer ran") })
-		require.Equal(t, Accepted, rej)
-		if transferred {
-			h.pass()
+		unhold := func() {}
+		if queued {
+			unhold = holdWheel(t, h.sh)
 		}
+		r, rej := sched(h.sh, 1, 10*testTick, func() { t.Error("cancelled timer ran") })
+		require.Equal(t, Accepted, rej)
+		unhold()
 		assert.EqualValues(t, 1, h.pending())
 		assert.True(t, h.sh.Cancel(r))
 		assert.False(t, h.sh.Cancel(r), "second Cancel")
@@ -139,23 +144,37 @@ func TestCancel(t *testing.T) {
 		assert.False(t, h.sh.Reset(r, time.Second))
 		assert.Zero(t, h.pending())
 		h.step(20 * testTick)
-		assert.Zero(t, h.sh.w.count, "cancelled node left in the wheel")
+		assert.Zero(t, h.sh.h.w.count, "cancelled node left in the wheel")
 	}
 }
 
-func TestCancelledNodeIsFreedAtNextPassNotAtItsSlot(t *testing.T) {
+// TestCancelAtOnceTakesTheNodeBack: a Cancel of the timer its P's shard
+// filed last frees the node at once (the next Schedule gets it, in a new
+// generation); a Cancel of any other leaves it held in the wheel until its
+// slot comes round, which frees it.
+func TestCancelAtOnceTakesTheNodeBack(t *testing.T) {
+	prev := runtime.GOMAXPROCS(1) // P 0, the harness shard's home
+	defer runtime.GOMAXPROCS(prev)
 	h := newHarness(t)
 	r := h.schedule(1, time.Hour)
-	require.Equal(t, 1, h.sh.w.count)
+	require.Equal(t, 1, h.sh.h.w.count)
 	require.True(t, h.sh.Cancel(r))
-	h.pass()
-	assert.Zero(t, h.sh.w.count)
-	// The freed node is the next one handed out, in a new generation.
+	assert.Zero(t, h.sh.h.w.count, "taken back")
+	assert.EqualValues(t, 1, h.sh.Stats().TakenBack)
 	r2 := h.schedule(2, time.Hour)
-	i1, g1 := r.split()
-	i2, g2 := r2.split()
-	assert.Equal(t, i1, i2)
-	assert.Equal(t, g1+1, g2)
+	assert.Equal(t, r.idx, r2.idx, "the freed node is the next one handed out")
+	assert.Equal(t, r.gen+1, r2.gen, "in a new generation")
+
+	r3 := h.schedule(3, 5*testTick)
+	require.True(t, h.sh.Cancel(r2), "not the last filed")
+	assert.Equal(t, 2, h.sh.h.w.count, "held: a Cancel only marks the node")
+	assert.Equal(t, 1, h.sh.Stats().HeldCancelled)
+	require.True(t, h.sh.Cancel(r3))
+	assert.Equal(t, 1, h.sh.h.w.count, "the last filed is taken back")
+	assert.EqualValues(t, 2, h.sh.Stats().TakenBack)
+	h.step(time.Hour + 2*testTick)
+	assert.Zero(t, h.sh.h.w.count, "its slot came round: freed")
+	assert.Zero(t, h.sh.Stats().HeldCancelled)
 }
 
 func TestStaleHandleNeverTouchesRecycledNode(t *testing.T) {
@@ -164,9 +183,7 @@ func TestStaleHandleNeverTouchesRecycledNode(t *testing.T) {
 	h.step(10 * testTick)
 	require.Contains(t, h.fired, 1)
 	fresh := h.schedule(2, 5*testTick)
-	oi, _ := old.split()
-	fi, _ := fresh.split()
-	require.Equal(t, oi, fi, "test needs the node to be reused")
+	require.Equal(t, old.idx, fresh.idx, "test needs the node to be reused")
 	assert.False(t, h.sh.Cancel(old))
 	assert.False(t, h.sh.Reset(old, time.Hour))
 	assert.False(t, h.sh.Pending(old))
@@ -193,7 +210,7 @@ func TestResetLaterIsLazyAndEarlierIsRefiled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
-			r, rej := h.sh.Schedule(1, tt.first, func() { h.fired[1] = h.clock.Now() })
+			r, rej := sched(h.sh, 1, tt.first, func() { h.fired[1] = h.clock.Now() })
 			require.Equal(t, Accepted, rej)
 			if tt.at > 0 {
 				h.pass()
@@ -211,10 +228,12 @@ func TestResetLaterIsLazyAndEarlierIsRefiled(t *testing.T) {
 
 func TestTransferCapSpreadsBurstOverTicks(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.TransferCap = 10 })
+	unhold := holdWheel(t, h.sh) // they wait in the queue
 	for i := range 35 {
-		_, rej := h.sh.Schedule(uint64(i), 0, func() { h.fired[i] = h.clock.Now() })
+		_, rej := sched(h.sh, uint64(i), 0, func() { h.fired[i] = h.clock.Now() })
 		require.Equal(t, Accepted, rej)
 	}
+	unhold()
 	h.pass() // moves the first 10 into the wheel, due at the next tick
 	// Each tick moves 10 more; delay 0 makes them due at once.
 	want := []int{20, 30, 35, 35}
@@ -226,7 +245,7 @@ func TestTransferCapSpreadsBurstOverTicks(t *testing.T) {
 
 func TestPanickingTaskDoesNotStopTheShard(t *testing.T) {
 	h := newHarness(t)
-	_, rej := h.sh.Schedule(1, testTick, func() { panic("boom") })
+	_, rej := sched(h.sh, 1, testTick, func() { panic("boom") })
 	require.Equal(t, Accepted, rej)
 	h.pass()
 	h.schedule(2, 2*testTick)
@@ -238,59 +257,66 @@ func TestPanickingTaskDoesNotStopTheShard(t *testing.T) {
 
 func TestDrainClaimsExactlyThePendingTimers(t *testing.T) {
 	h := newHarness(t)
-	inRing, rej := h.sh.Schedule(1, time.Hour, func() {})
+	unhold := holdWheel(t, h.sh)
+	inQueue, rej := sched(h.sh, 1, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
-	filed := h.schedule(2, time.Hour) // also transfers timer 1
+	unhold()
+	filed := h.schedule(2, time.Hour) // its pass also transfers timer 1
 	cancelled := h.schedule(3, time.Hour)
 	require.True(t, h.sh.Cancel(cancelled))
 	h.schedule(4, testTick)
 	h.step(2 * testTick) // timer 4 runs
-	late, rej := h.sh.Schedule(5, time.Hour, func() {})
+	unhold = holdWheel(t, h.sh)
+	late, rej := sched(h.sh, 5, time.Hour, func() {}) // still in the queue
+	require.Equal(t, Accepted, rej)
+	unhold()
+	handedOver, rej := sched(h.sh, 7, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
 
 	deadlines := map[uint64]time.Duration{}
-	for key, r := range map[uint64]Ref{1: inRing, 2: filed, 5: late} {
+	for key, r := range map[uint64]Ref{1: inQueue, 2: filed, 5: late, 7: handedOver} {
 		d, ok := h.sh.Deadline(r)
 		require.True(t, ok)
 		deadlines[key] = d
 	}
-	assert.Nil(t, h.sh.Claimed(filed), "nothing is claimed before Drain")
+	assert.True(t, h.sh.Claimed(filed).IsZero(), "nothing is claimed before Drain")
 
 	h.sh.Close()
 	got := map[uint64]Ref{}
 	dues := map[uint64]time.Duration{}
-	h.sh.Drain(func(r Ref, key uint64, due time.Duration) {
+	h.sh.Drain(func(r Ref, key uint64, due time.Duration, task Task) bool {
 		got[key], dues[key] = r, due
-		assert.NotNil(t, h.sh.Claimed(r), "claimed as soon as emitted")
+		assert.NotNil(t, task.Func, "Drain hands over the task")
+		return key != 7 // the claimant keeps all but 7
 	})
-	assert.Equal(t, map[uint64]Ref{1: inRing, 2: filed, 5: late}, got)
+	assert.Equal(t, map[uint64]Ref{1: inQueue, 2: filed, 5: late, 7: handedOver}, got)
 	assert.Equal(t, deadlines, dues)
-	for _, r := range got {
+	for key, r := range got {
 		assert.False(t, h.sh.Pending(r))
 		assert.False(t, h.sh.Cancel(r))
-		assert.NotNil(t, h.sh.Claimed(r), "Drain keeps the task")
+		assert.Equal(t, key != 7, h.sh.Claimed(r).Func != nil, "Claimed keeps the task of a kept timer only: %d", key)
 	}
-	for _, r := range []Ref{cancelled, 0, filed + 1, filed - 1, Ref(1<<63 | 1)} {
-		assert.Nil(t, h.sh.Claimed(r), "%x", r)
+	for _, r := range []Ref{cancelled, {}, {idx: filed.idx, gen: filed.gen + 1}, {idx: filed.idx, gen: filed.gen - 1}, {idx: 1 << 31, gen: 1}} {
+		assert.True(t, h.sh.Claimed(r).IsZero(), "%+v", r)
 	}
 	assert.Zero(t, h.pending())
-	_, rej = h.sh.Schedule(6, time.Hour, func() {})
+	_, rej = sched(h.sh, 6, time.Hour, func() {})
 	assert.Equal(t, Closed, rej)
 	assert.Zero(t, h.pending(), "a rejected Schedule leaves no trace")
 }
 
-func TestQuota(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Quota = 3 })
+func TestTokens(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Tokens = 3 })
 	var refs []Ref
 	for i := range 3 {
-		r, rej := h.sh.Schedule(uint64(i), time.Hour, func() {})
+		r, rej := sched(h.sh, uint64(i), time.Hour, func() {})
 		require.Equal(t, Accepted, rej)
 		refs = append(refs, r)
 	}
-	_, rej := h.sh.Schedule(9, time.Hour, func() {})
+	_, rej := sched(h.sh, 9, time.Hour, func() {})
 	require.Equal(t, NoTokens, rej)
 	require.True(t, h.sh.Cancel(refs[0]))
-	_, rej = h.sh.Schedule(9, time.Hour, func() {})
+	_, rej = sched(h.sh, 9, time.Hour, func() {})
 	require.Equal(t, Accepted, rej, "a cancelled timer frees its token")
 }
 
@@ -305,7 +331,7 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	// while on the attention stack, and the worker marks it detached.
 	var two Ref
 	cancelled := false
-	_, rej := h.sh.Schedule(1, 5*testTick, func() { cancelled = h.sh.Cancel(two) })
+	_, rej := sched(h.sh, 1, 5*testTick, func() { cancelled = h.sh.Cancel(two) })
 	require.Equal(t, Accepted, rej)
 	h.pass()
 	two = h.schedule(2, 5*testTick)
@@ -313,27 +339,28 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	require.True(t, cancelled)
 	require.NotContains(t, h.fired, 2)
 
-	// Reuse the freed nodes while they sit in their queue: resolve by Reset,
-	// then cancel, so the attention stack sees them before the transfer does.
+	// Reuse the freed nodes while they sit in the queue (the wheel held):
+	// reset, then cancel, so that the queue's holder finds them ended.
+	unhold := holdWheel(t, h.sh)
 	for i := range 8 {
-		r, rej := h.sh.Schedule(uint64(10+i), time.Hour, func() { t.Error("cancelled timer ran") })
+		r, rej := sched(h.sh, uint64(10+i), time.Hour, func() { t.Error("cancelled timer ran") })
 		require.Equal(t, Accepted, rej)
 		require.True(t, h.sh.Reset(r, 2*time.Hour))
 		require.True(t, h.sh.Cancel(r))
 	}
+	unhold()
 	h.step(2 * testTick)
 	// Each freed node must be on the free list once: the next timers get
 	// distinct nodes and all run.
 	seen := map[uint32]bool{}
 	for i := range 16 {
 		r := h.schedule(20+i, testTick)
-		idx, _ := r.split()
-		require.False(t, seen[idx], "node %d handed out twice", idx)
-		seen[idx] = true
+		require.False(t, seen[r.idx], "node %d handed out twice", r.idx)
+		seen[r.idx] = true
 	}
 	h.step(3 * testTick)
 	assert.Len(t, h.fired, 16)
-	assert.Zero(t, h.sh.w.count)
+	assert.Zero(t, h.sh.h.w.count)
 	assert.Zero(t, h.pending())
 }
 
@@ -342,7 +369,7 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 func TestQuietWhileATaskRuns(t *testing.T) {
 	h := newHarness(t)
 	var inside bool
-	_, rej := h.sh.Schedule(1, 0, func() { inside, _ = h.sh.Quiet() })
+	_, rej := sched(h.sh, 1, 0, func() { inside, _ = h.sh.Quiet() })
 	require.Equal(t, Accepted, rej)
 	h.sh.Close()
 	quiet, ch := h.sh.Quiet()
@@ -353,7 +380,7 @@ func TestQuietWhileATaskRuns(t *testing.T) {
 	default:
 	}
 	h.clock.Advance(testTick)
-	assert.False(t, h.sh.pass(), "the pass ends after the task: the shard is closed")
+	assert.False(t, passHeld(t, h.sh), "the pass ends after the task: the shard is closed")
 	assert.True(t, inside, "a running task is quiet")
 	select {
 	case <-ch:

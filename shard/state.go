@@ -8,79 +8,85 @@ import (
 
 // # The node state machine
 //
-// A node's state word is one 64-bit value, changed only by CAS (or a plain
-// store by the producer that owns a node it has just taken from the pool):
+// A node's state word is one 64-bit value, changed by CAS (and by the plain
+// stores noted below, made by the one goroutine that owns the node then):
 //
-//	bits 63..42  tag      low 22 bits of the node's generation
-//	bit  41      indexed  set by ScheduleIndexed; cleared only by CancelUnindexed
-//	bit  40      queued   the node is on the attention stack
-//	bits 39..38  status   new, pending, fired, cancelled
+//	bits 63..43  tag      low 21 bits of the node's generation
+//	bit  42      indexed  a ScheduleKey timer: its key index must hear of its end
+//	bit  41      queued   the node is on the attention stack
+//	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped
 //	bits 37..0   ticks    deadline tick modulo 2^38
 //
 // The producer computes the deadline tick from its own clock reading when
 // it schedules, as Netty, Go's runtime and tokio do: a deadline is anchored
-// at the call, however late the worker picks the timer up. "new" means
-// "not yet in the wheel": Cancel and Reset of a new timer need not tell the
-// worker, which files or frees it when it takes it off its queue.
+// at the call, however late the wheel files the timer.
 //
-// Where the node is, the worker knows from two worker-only fields: Prev (0:
-// not in the wheel; detached: out of the wheel but still on the attention
-// stack; anything else: linked in a slot) and whether it still sits in a
-// lane's incoming queue or the batch being transferred (then Prev is 0).
-// Together, the states a node goes through in one life are:
+// The statuses, and who moves a node into each:
 //
-//	name          status      queued  Prev      in queue  free-list link
-//	free          (old)       -       0         no        next free node
-//	new           new         no      0         yes       -
-//	filed         pending     ?       slot      no        attention if queued
-//	ended-new     cancelled   no      0         yes       -
-//	ended-filed   cancelled   ?       slot      no        attention if queued
-//	detached      fired/canc. yes     detached  no        attention
+//	new         in the shard's queue, not yet in the wheel   producer's store
+//	pending     in the wheel (or being linked by its holder) producer's store, or settle
+//	fired       its task has started (or is about to)        fire, shard goroutine
+//	cancelling  a Cancel won and is dropping the task        cancel, any goroutine
+//	cancelled   ended by Cancel, or a Schedule undone by Stop  the same Cancel
+//	stopped     claimed by Stop                              claim, Stop's goroutine
 //
-// and the transitions, each a named function below:
+// new and pending are live: Pending reports them, Cancel, Reset and Stop
+// act on them. The others are terminal for a generation: the status never
+// changes again, except cancelling, which its own Cancel moves to cancelled
+// a few instructions later. Whoever ended the timer by CAS owns its task
+// from then on (pool.Arena.Task): the shard goroutine that fired it, the
+// Cancel that cancelled it (which drops a closure at once, so that the
+// garbage collector may take it), Stop for a timer it claimed.
 //
-//	free -> new                 schedule     producer (plain store)
-//	new -> new                  reset        any goroutine (deadline only)
-//	new -> filed                settle       worker, on transfer
-//	filed -> filed              reset        any goroutine (deadline, queued)
-//	*-new, filed -> ended-*     cancel       any goroutine; Drain; Schedule undone by Stop
-//	filed -> fired, detached    fire         worker, when its tick comes
-//	any with queued -> same     dequeue      worker, taking it off the attention stack
-//	ended-*, detached -> free   (free)       worker, exactly once, when it is in
-//	                                         no list: not queued, not in a queue
+// Where a node is, the goroutine holding the wheel knows from Prev (0: not
+// in the wheel; detached: out of the wheel but still on the attention
+// stack; anything else: linked in a slot). Who frees a node, and when:
 //
-// fired and cancelled are terminal for a generation: the status never
-// changes again (the worker may still clear the queued bit).
+//	fired          the shard goroutine, after its task (or at once if queued: attention frees it)
+//	cancelled      the holder that meets it: in its slot, in a cascade, in the
+//	               sweep, in the queue, or the Cancel that takes it straight back
+//	cancelling     nobody, until it is cancelled: a holder that meets one leaves it
+//	stopped        nobody: Stop keeps its task for Timeout.Task
+//
+// always only when it is in no list: not queued, not in the queue. A node
+// is on at most one of the queue (new), the attention stack (queued) and a
+// free list, which share its link (pool.Arena.Link).
 //
 // The tag makes a CAS from a stale handle fail even though the node was
-// recycled: a handle's CAS expects its own tag, and the node's full 32-bit
-// generation (pool.Node.Gen) is checked first, so a stale handle could only
-// win if 2^22 recycles of one node happened between two of its instructions.
+// recycled: a handle's CAS expects the state word it loaded, and the node's
+// full 64-bit generation (pool.Node.Gen) is checked after that load, so a
+// stale handle could only win if, between those two atomic loads and its
+// CAS a few instructions later, the node lived a multiple of 2^21 further
+// lives (two million schedule+cancel pairs, tens of milliseconds at the
+// fastest) and the new life had the same status and deadline tick.
 //
 // indexedBit is written by the producer's store and kept by every
-// transition but a cancel from CancelUnindexed, which clears it: the worker
-// reads it when it frees the node, to call Config.Unindex (see free).
+// transition but a cancel from CancelUnindexed, which clears it: the holder
+// reads it when it frees the node, to call Config.Unindex (see freeNode).
 const (
 	ticksBits  = 38
 	ticksMask  = 1<<ticksBits - 1
 	statusShft = ticksBits
-	tagShift   = 42
+	statusMask = 7
+	tagShift   = 43
 	tagBits    = 64 - tagShift
 	tagMask    = 1<<tagBits - 1
 
 	// queuedBit marks a node that is on the attention stack.
-	queuedBit = 1 << 40
-	// indexedBit marks a timer that Config.Unindex must hear of when the
-	// worker frees its node.
-	indexedBit = 1 << 41
+	queuedBit = 1 << 41
+	// indexedBit marks a timer that Config.Unindex must hear of when its
+	// node is freed.
+	indexedBit = 1 << 42
 )
 
-// Status values. new is what a producer writes when it takes a node.
+// Status values. new is what a producer writes for a node it queues.
 const (
 	statusNew = iota
 	statusPending
 	statusFired
+	statusCancelling
 	statusCancelled
+	statusStopped
 )
 
 // maxDelayTicks bounds every deadline's distance from the wheel's elapsed
@@ -90,27 +96,30 @@ const maxDelayTicks = 1 << 36
 
 type state uint64
 
-func makeState(gen uint32, status uint64, ticks uint64) state {
-	return state(uint64(gen&tagMask)<<tagShift | status<<statusShft | ticks&ticksMask)
+func makeState(gen uint64, status uint64, ticks uint64) state {
+	return state(gen&tagMask<<tagShift | status<<statusShft | ticks&ticksMask)
 }
 
-func (s state) status() uint64  { return uint64(s) >> statusShft & 3 }
+func (s state) status() uint64  { return uint64(s) >> statusShft & statusMask }
 func (s state) ticks38() uint64 { return uint64(s) & ticksMask }
 func (s state) live() bool      { return s.status() <= statusPending }
-func (s state) tagOK(g uint32) bool {
-	return uint64(s)>>tagShift == uint64(g&tagMask)
+func (s state) tagOK(g uint64) bool {
+	return uint64(s)>>tagShift == g&tagMask
 }
 
 // queued reports whether the node is on the attention stack.
 func (s state) queued() bool { return uint64(s)&queuedBit != 0 }
 
-// to returns s moved to status; the queued bit stays as it was.
+// indexed reports whether the node's key index must hear of its end.
+func (s state) indexed() bool { return uint64(s)&indexedBit != 0 }
+
+// to returns s moved to status; the flag bits stay as they were.
 func (s state) to(status uint64) state {
-	return state(uint64(s)&^(3<<statusShft) | status<<statusShft)
+	return state(uint64(s)&^(statusMask<<statusShft) | status<<statusShft)
 }
 
-func (s state) withTicks(status, ticks uint64) state {
-	return state(uint64(s)&^(3<<statusShft|ticksMask) | status<<statusShft | ticks&ticksMask)
+func (s state) withTicks(ticks uint64) state {
+	return state(uint64(s)&^ticksMask | ticks&ticksMask)
 }
 
 func (s state) withQueued(q bool) state {
@@ -119,10 +128,6 @@ func (s state) withQueued(q bool) state {
 	}
 	return s &^ queuedBit
 }
-
-// newState returns the state a producer stores for a new timer due at
-// tick t (schedule).
-func newState(gen uint32, t uint64) state { return makeState(gen, statusNew, t) }
 
 // unwrapTicks returns the full tick whose low 38 bits are t38 and which lies
 // within 2^37 of ref.
@@ -134,14 +139,29 @@ func unwrapTicks(t38, ref uint64) uint64 {
 // Transitions. Each is one CAS from the state s the caller loaded; false
 // means another goroutine changed the state first, and the caller reloads.
 
-// cancel moves a live timer to cancelled, clearing the bits in drop (0, or
-// indexedBit). It asks for the attention stack (needsQueue) when the node
-// may sit in the wheel: a pending node that is not queued already (a new
-// one is still in a queue, where the worker will find it cancelled).
-func cancel(n *pool.Node, s state, drop state) (ok, needsQueue bool) {
-	needsQueue = s.status() == statusPending && !s.queued()
-	ns := s.to(statusCancelled).withQueued(s.queued() || needsQueue) &^ drop
-	return n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
+// cancel moves a live timer to cancelling, clearing the bits in drop (0, or
+// indexedBit). The caller must then drop the task and call endCancel. It
+// asks for the attention stack (needsQueue) for a filed timer whose key
+// index must hear of its end, so that a holder frees it, and tells the
+// index, soon rather than when its slot comes round.
+func cancel(n *pool.Node, s state, drop state) (ns state, ok, needsQueue bool) {
+	ns = s.to(statusCancelling) &^ drop
+	needsQueue = s.status() == statusPending && ns.indexed() && !s.queued()
+	ns = ns.withQueued(s.queued() || needsQueue)
+	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
+}
+
+// endCancel moves a node its caller cancelled from cancelling to cancelled,
+// keeping the queued bit, which the holder of the wheel may clear
+// meanwhile. From here on the node may be freed.
+func endCancel(n *pool.Node) state {
+	for {
+		s := state(n.State.Load())
+		ns := s.to(statusCancelled)
+		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
+			return ns
+		}
+	}
 }
 
 // reset gives a live timer the deadline tick t. It asks for the attention
@@ -151,25 +171,31 @@ func reset(n *pool.Node, s state, t uint64) (ok, needsQueue bool) {
 	if s.status() == statusPending {
 		needsQueue = t < unwrapTicks(s.ticks38(), t) && !s.queued()
 	}
-	ns := s.withTicks(s.status(), t).withQueued(s.queued() || needsQueue)
+	ns := s.withTicks(t).withQueued(s.queued() || needsQueue)
 	return n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
 
-// settle marks a new timer as filed in the wheel, so that from now on a
-// Cancel or an earlier Reset tells the worker. Worker only.
+// settle marks a new timer as filed in the wheel, so that from now on an
+// earlier Reset tells the holder. Holder only.
 func settle(n *pool.Node, s state) (state, bool) {
 	ns := s.to(statusPending)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
 
-// fire moves a pending timer whose tick has come to fired. Worker only.
+// fire moves a pending timer whose tick has come to fired. Shard goroutine
+// only.
 func fire(n *pool.Node, s state) (state, bool) {
 	ns := s.to(statusFired)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
 
-// dequeue clears the queued bit of a node the worker took off the attention
-// stack and returns the state it left. Worker only.
+// claim moves a live timer to stopped, for Stop.
+func claim(n *pool.Node, s state) bool {
+	return n.State.CompareAndSwap(uint64(s), uint64(s.to(statusStopped)))
+}
+
+// dequeue clears the queued bit of a node the holder took off the attention
+// stack and returns the state it left. Holder only.
 func dequeue(n *pool.Node) state {
 	for {
 		s := state(n.State.Load())
@@ -180,7 +206,7 @@ func dequeue(n *pool.Node) state {
 	}
 }
 
-// badNode reports a node in a state the worker can never legally see: the
+// badNode reports a node in a state the holder can never legally see: the
 // state machine is corrupt and continuing would lose or duplicate timers.
 // Every corruption check ends here.
 func badNode(idx uint32, s state, why string) {

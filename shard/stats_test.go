@@ -11,11 +11,13 @@ import (
 func TestStatsCountEveryOutcome(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.TransferCap = 4 })
 	var refs []Ref
+	unhold := holdWheel(t, h.sh) // they wait in the queue
 	for i := range 10 {
-		r, rej := h.sh.Schedule(uint64(i), 3*testTick, func() { h.fired[i] = h.clock.Now() })
+		r, rej := sched(h.sh, uint64(i), 3*testTick, func() { h.fired[i] = h.clock.Now() })
 		require.Equal(t, Accepted, rej)
 		refs = append(refs, r)
 	}
+	unhold()
 	st := h.sh.Stats()
 	assert.Equal(t, uint64(10), st.Scheduled)
 	assert.Equal(t, 10, st.Queued, "nothing taken yet")
@@ -28,11 +30,13 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, uint64(1), st.CapHits)
 	assert.Equal(t, 10, st.QueuedPeak)
 
-	require.True(t, h.sh.Cancel(refs[0]))                 // in the wheel
-	require.True(t, h.sh.Cancel(refs[9]))                 // still in its queue
-	require.True(t, h.sh.Reset(refs[1], 600*testTick))    // later, across levels
-	_, rej := h.sh.Schedule(99, 0, func() { panic("x") }) // panics when run
+	require.True(t, h.sh.Cancel(refs[0]))              // in the wheel
+	require.True(t, h.sh.Cancel(refs[9]))              // still in its queue
+	require.True(t, h.sh.Reset(refs[1], 600*testTick)) // later, across levels
+	unhold = holdWheel(t, h.sh)
+	_, rej := sched(h.sh, 99, 0, func() { panic("x") }) // panics when run; queued
 	require.Equal(t, Accepted, rej)
+	unhold()
 	h.step(10 * testTick)
 
 	st = h.sh.Stats()
@@ -53,7 +57,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, st.Fired/taskSampleEvery, st.TaskTime.Count())
 
 	h.sh.Close()
-	h.sh.Drain(func(Ref, uint64, time.Duration) {})
+	h.sh.Drain(func(Ref, uint64, time.Duration, Task) bool { return true })
 	assert.Equal(t, uint64(1), h.sh.Stats().Stopped)
 }
 
@@ -62,7 +66,7 @@ func TestStatsTickLagAndSkippedTicks(t *testing.T) {
 	h.schedule(1, 50*testTick)
 	// The worker plans to sleep until the timer's slot or its cascade
 	// window: emulate it waking 3ms after that.
-	start := h.sh.w.elapsed
+	start := h.sh.h.w.elapsed
 	wake, park, _ := h.sh.plan()
 	require.True(t, park)
 	require.LessOrEqual(t, wake, start+50)

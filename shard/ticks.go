@@ -2,18 +2,51 @@ package shard
 
 import (
 	"math/bits"
+	"sync/atomic"
 	"time"
 )
 
 // Clock arithmetic. Any goroutine may call these: they read only immutable
 // fields.
 
-// Ref identifies one timer: node index in the high half, generation in the
-// low half. The zero Ref never names a timer (index 0 is reserved).
-type Ref uint64
+// Ref identifies one timer: its node and the node's generation in the
+// timer's life, which never repeats (64 bits), so a Ref never names a later
+// timer that reuses the node. The zero Ref never names a timer (index 0 is
+// reserved, generation 0 never handed out). Refs are comparable.
+type Ref struct {
+	gen uint64
+	idx uint32
+	// seq is the scheduling lane's count of Schedules, low 32 bits, right
+	// after this one: a Cancel that finds it unchanged on its own lane was
+	// called before anything else was scheduled there, and tries to take
+	// the node straight back (see takeBack). A hint only; 0 when unknown.
+	seq uint32
+}
 
-func makeRef(idx, gen uint32) Ref     { return Ref(uint64(idx)<<32 | uint64(gen)) }
-func (r Ref) split() (uint32, uint32) { return uint32(r >> 32), uint32(r) }
+func makeRef(idx uint32, gen uint64) Ref { return Ref{gen: gen, idx: idx} }
+
+// IsZero reports whether r is the zero Ref.
+func (r Ref) IsZero() bool { return r.gen == 0 }
+
+// AtomicRef holds a Ref that one goroutine stores while others load it.
+// The zero value holds the zero Ref.
+type AtomicRef struct {
+	gen atomic.Uint64
+	idx atomic.Uint32
+}
+
+// Store stores r. The index goes first: a Load that sees the generation
+// sees the index with it (Go's atomics are sequentially consistent).
+func (a *AtomicRef) Store(r Ref) {
+	a.idx.Store(r.idx)
+	a.gen.Store(r.gen)
+}
+
+// Load returns the Ref stored last, or the zero Ref.
+func (a *AtomicRef) Load() Ref {
+	gen := a.gen.Load()
+	return Ref{gen: gen, idx: a.idx.Load()}
+}
 
 func (sh *Shard) clampDelay(d time.Duration) time.Duration {
 	return min(max(d, 0), sh.maxDelay)
@@ -21,7 +54,7 @@ func (sh *Shard) clampDelay(d time.Duration) time.Duration {
 
 // divider divides by a constant with a multiplication: a 64-bit division
 // costs 35-90 cycles on the CPUs we measure on, and Schedule does two (its
-// deadline and the tick it checks the worker against).
+// deadline and the tick it checks the shard goroutine against).
 type divider struct {
 	d, m uint64 // m = floor((2^64-1) / d)
 }

@@ -1,67 +1,75 @@
 package shard
 
-// transfer moves new timers from the lanes' queues into the wheel, at most
-// TransferCap per tick and budget in this pass; the rest wait in the
-// queues, none lost. It reports whether it stopped for the pass budget
-// alone, with timers waiting and the tick's cap not reached: the worker
-// then passes again at once, after it has run what is due.
-func (sh *Shard) transfer(target uint64, budget int) (more bool) {
-	if target != sh.capTick {
-		sh.capTick, sh.capUsed = target, 0
+import "math"
+
+// transfer moves new timers from the queue into the wheel, at most
+// TransferCap per tick and budget in this call; the rest wait in the
+// queue, none lost. It reports whether it stopped for the budget alone,
+// with timers waiting and the tick's cap not reached: the shard goroutine
+// then passes again at once, after it has run what is due. A producer that
+// leaves timers waiting wakes the shard goroutine to finish. Holder only.
+func (sh *Shard) transfer(budget int) (more bool) {
+	if !sh.queue.Backlogged() && !sh.queue.Waiting() {
+		return false
 	}
-	capLeft := sh.cfg.TransferCap - sh.capUsed
+	if tick := sh.h.tick; tick != sh.h.capTick {
+		sh.h.capTick, sh.h.capUsed = tick, 0
+	}
+	capLeft := sh.cfg.TransferCap - sh.h.capUsed
 	limit := min(budget, capLeft)
 	total := 0
-	for i := range sh.lanes {
-		j := (sh.rr + i) & sh.laneMask
-		q := &sh.lanes[j].queue
-		for total < limit {
-			idx, ok := q.TryPop(sh.arena)
-			if !ok {
-				break
-			}
-			sh.accept(idx, j)
-			total++
+	first := uint64(math.MaxUint64) // the earliest deadline filed
+	for total < limit {
+		idx, ok := sh.queue.TryPop(sh.arena)
+		if !ok {
+			break
 		}
+		if t, filed := sh.accept(idx); filed {
+			first = min(first, t)
+		}
+		total++
 	}
-	more = total == limit && limit < capLeft && !sh.queuesEmpty()
+	waiting := !sh.queue.Empty()
+	more = total == limit && limit < capLeft && waiting
+	if waiting && !sh.h.worker {
+		sh.signal()
+	}
 	if total == 0 {
 		return more
 	}
-	sh.rr++
-	sh.work.transferred += total
-	c := &sh.stats.counts
-	sh.capUsed += total
+	if sh.h.worker {
+		sh.work.transferred += total
+	}
+	sh.wakeFor(first)
+	c := &sh.h.counts
+	sh.h.capUsed += total
 	c[cConsumed] += uint64(total)
-	c[cTransferLast] = uint64(sh.capUsed)
-	c[cTransferPeak] = max(c[cTransferPeak], uint64(sh.capUsed))
-	if sh.capUsed == sh.cfg.TransferCap {
+	c[cTransferLast] = uint64(sh.h.capUsed)
+	c[cTransferPeak] = max(c[cTransferPeak], uint64(sh.h.capUsed))
+	if sh.h.capUsed == sh.cfg.TransferCap {
 		c[cCapHits]++
 	}
-	c[cQueuedPeak] = max(c[cQueuedPeak], sh.queued()+uint64(total))
+	if sh.h.worker {
+		// Producers do not sum the lanes' counters, which other cores
+		// write: the shard goroutine's passes sample the peak.
+		c[cQueuedPeak] = max(c[cQueuedPeak], sh.queuedNow()+uint64(total))
+	}
+	sh.paceSweep(total)
 	return more
 }
 
-// queued returns how many pushes the worker has not consumed yet.
-func (sh *Shard) queued() uint64 {
+// queuedNow returns how many pushes no holder has consumed yet. Holder only.
+func (sh *Shard) queuedNow() uint64 {
 	var pushed uint64
 	for i := range sh.lanes {
-		pushed += sh.lanes[i].pushed()
+		pushed += sh.lanes[i].queued.Load()
 	}
-	return pushed - min(sh.stats.counts[cConsumed], pushed)
+	return pushed - min(sh.h.counts[cConsumed], pushed)
 }
 
-// pushed returns the number of nodes pushed on the lane's queue that stay
-// there until the worker takes them: Schedules accepted or undone, less
-// those taken back. A node can be taken back before its Schedule call
-// counts it, so the result is clamped at 0.
-func (l *lane) pushed() uint64 {
-	p := l.scheduled.Load() + l.undone.Load()
-	return p - min(l.reclaimed.Load(), p)
-}
-
-// accept files a node taken off lane's queue.
-func (sh *Shard) accept(idx uint32, lane int) {
+// accept files a node taken off the queue and returns its deadline tick,
+// or frees or sets it aside if its timer has ended meanwhile (filed false).
+func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
 	n := sh.arena.Node(idx)
 	for {
 		s := state(n.State.Load())
@@ -71,33 +79,20 @@ func (sh *Shard) accept(idx uint32, lane int) {
 			if !ok {
 				continue // cancelled or reset meanwhile
 			}
-			sh.file(idx, ns)
-		case statusPending:
-			badNode(idx, s, "filed while still in its queue")
+			t = sh.tickOf(ns)
+			sh.file(idx, n, t)
+			return t, true
+		case statusCancelled:
+			sh.freeNode(idx, n, s)
+		case statusCancelling:
+			// Its Cancel has not finished: file it as due, where the
+			// next pass meets it cancelled (or files it again).
+			sh.file(idx, n, sh.h.w.elapsed)
+		case statusStopped:
+			// Stop claimed it: it stays out of every list, never freed.
 		default:
-			// Cancelled before it reached the wheel (fired needs the
-			// wheel, so it cannot be). Back to the lane it came from:
-			// the producer there, which likely cancelled it, will
-			// want a node again soon, and taking it from its own free
-			// list keeps it off the other lanes' list heads.
-			if s.status() != statusCancelled {
-				badNode(idx, s, "fired before it was filed")
-			}
-			sh.releaseNode(idx, n, s, lane)
+			badNode(idx, s, "pending or fired while still in the queue")
 		}
-		return
-	}
-}
-
-// file inserts a pending node at its deadline tick. One whose tick the
-// worker has processed already (delay <= 0, an earlier Reset, or a timer a
-// budget-limited pass left in its queue while advance went on) is due now:
-// it runs at the start of this pass's advance, never early, since the clock
-// has reached that tick.
-func (sh *Shard) file(idx uint32, s state) {
-	if t := unwrapTicks(s.ticks38(), sh.w.elapsed); t > sh.w.elapsed {
-		sh.w.insert(idx, t)
-	} else {
-		sh.w.insertDue(idx)
+		return 0, false
 	}
 }

@@ -30,14 +30,14 @@ func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	refs := map[uint64]Ref{}
 	heardBeforeTask := map[uint64]int{}
 	indexed := func(key uint64, d time.Duration) Ref {
-		r, rej := h.sh.ScheduleIndexed(key, d, func() { heardBeforeTask[key] = heard[call{key, refs[key]}] })
+		r, rej := schedIndexed(h.sh, key, d, func() { heardBeforeTask[key] = heard[call{key, refs[key]}] })
 		require.Equal(t, Accepted, rej)
 		refs[key] = r
 		return r
 	}
 
 	indexed(1, 0)
-	plain, rej := h.sh.Schedule(2, 0, func() {})
+	plain, rej := sched(h.sh, 2, 0, func() {})
 	require.Equal(t, Accepted, rej)
 	h.pass()
 	require.True(t, h.sh.Cancel(indexed(3, time.Hour)), "cancelled before the worker took it off its queue")

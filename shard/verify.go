@@ -2,28 +2,28 @@ package shard
 
 import "fmt"
 
-// debug turns on the invariant checks: verify after every pass, and
-// assertions where the worker relies on a property it could otherwise only
-// assume (time never moves backwards). Tests call verify directly.
-const debug = false
-
 // verify checks the wheel's invariants and panics, through badNode or with
-// a "shardwheel: wheel:" message, on the first one broken. Worker only, and
-// only between passes, when no slot is half taken:
+// a "shardwheel: wheel:" message, on the first one broken. The holder
+// only, and not in the middle of a pass, when no slot is half taken. With
+// the build tag shardwheel_verify (debug, verify_on.go) the shard goroutine
+// runs it after every pass; tests call it directly.
 //
 //   - each slot's list is well formed: its ends name the slot, every inner
-//     link is mirrored, and it holds only pending or cancelled nodes;
+//     link is mirrored, and it holds only pending, cancelling, cancelled
+//     or stopped nodes;
 //   - a level's occupancy bit is set exactly for its non-empty slots;
 //   - count is the number of nodes linked, and each slot's filed at least
 //     its length;
-//   - no slot lies at or behind elapsed: everything due has been processed;
+//   - no slot lies behind elapsed, and none at it but level 0's, which
+//     holds the timers filed due since the last pass (insertDue):
+//     everything due before has been processed;
 //   - no higher-level slot is past its cascade deadline;
 //   - placement: a pending node that is not queued for re-filing is due no
 //     earlier than its slot's start, or is overdue and in the next tick's
 //     slot (producers may move deadlines later, or earlier with the node
 //     queued, at any time).
 func (sh *Shard) verify() {
-	w := sh.w
+	w := sh.h.w
 	linked := 0
 	for l := 0; l < w.levels; l++ {
 		for slot := range w.size {
@@ -37,7 +37,8 @@ func (sh *Shard) verify() {
 				continue
 			}
 			cur := w.num(l, w.elapsed)
-			if slot == cur&(w.size-1) {
+			dueNow := l == 0 && slot == cur&(w.size-1)
+			if slot == cur&(w.size-1) && !dueNow {
 				w.fail("level %d slot %d holds elapsed %d", l, slot, w.elapsed)
 			}
 			num := cur + 1 + (slot-cur-1)&(w.size-1)
@@ -56,6 +57,9 @@ func (sh *Shard) verify() {
 				switch {
 				case s.status() == statusNew || s.status() == statusFired:
 					badNode(idx, s, "new or fired node in the wheel")
+				case dueNow:
+					// Filed due, or reset later since: both run or move
+					// at the next pass.
 				case s.status() == statusPending && !s.queued() && max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1) < start:
 					w.fail("node %d due at tick %d sits in a slot starting at %d", idx, unwrapTicks(s.ticks38(), w.elapsed), start)
 				}

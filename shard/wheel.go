@@ -109,11 +109,14 @@ func (w *wheel) num(l int, t uint64) uint64 { return t >> (uint(l) * w.shift) }
 
 // levelFor returns the level a deadline t > elapsed is filed at.
 func (w *wheel) levelFor(t uint64) int {
-	l := 0
+	// A level l with t-elapsed >= size<<(l*shift) cannot hold t: start at
+	// the first that may, and check from there (at most one step more).
+	s := int(w.shift)
+	l := max(0, (bits.Len64(t-w.elapsed)-s-1+s-1)/s)
 	for l < w.levels-1 && w.num(l, t)-w.num(l, w.elapsed) >= w.size {
 		l++
 	}
-	return l
+	return min(l, w.levels-1)
 }
 
 // slotIndex returns the index in slots of level l's slot number num.
@@ -122,27 +125,30 @@ func (w *wheel) slotIndex(l int, num uint64) uint32 {
 }
 
 // insert files node idx, due at tick t, in the wheel. t must be > elapsed.
-func (w *wheel) insert(idx uint32, t uint64) {
+func (w *wheel) insert(idx uint32, t uint64) { w.insertNode(idx, w.arena.Node(idx), t) }
+
+// insertNode is insert for a caller that has the node at hand.
+func (w *wheel) insertNode(idx uint32, n *pool.Node, t uint64) {
 	l := w.levelFor(t)
-	w.link(idx, w.slotIndex(l, w.num(l, t)))
+	w.link(idx, n, w.slotIndex(l, w.num(l, t)))
 }
 
 // insertDue files node idx, due at or before elapsed, in elapsed's own
-// level-0 slot, which is otherwise empty (every tick up to elapsed has been
-// processed): advance runs it before anything else, in the same pass.
+// level-0 slot, the due-now slot: every tick up to elapsed has been
+// processed, and the next pass's advance runs what is there before
+// anything else.
 func (w *wheel) insertDue(idx uint32) {
-	w.link(idx, w.slotIndex(0, w.elapsed))
+	w.link(idx, w.arena.Node(idx), w.slotIndex(0, w.elapsed))
 }
 
-// dueNow reports whether insertDue filed anything since advance last ran.
+// dueNow reports whether the due-now slot holds anything.
 func (w *wheel) dueNow() bool {
 	return w.slots[w.slotIndex(0, w.elapsed)].head != 0
 }
 
-// link appends node idx to slot si's list.
-func (w *wheel) link(idx uint32, si uint32) {
+// link appends node idx (n) to slot si's list.
+func (w *wheel) link(idx uint32, n *pool.Node, si uint32) {
 	sl := &w.slots[si]
-	n := w.arena.Node(idx)
 	n.Next = slotEnd | si
 	if sl.tail == 0 {
 		n.Prev = slotEnd | si

@@ -32,7 +32,7 @@ func TestWheelLevels(t *testing.T) {
 
 func TestLevelFor(t *testing.T) {
 	h := newHarness(t) // 8 slots per level: level l's are 4^l ticks wide
-	w := h.sh.w
+	w := h.sh.h.w
 	w.elapsed = 1000
 	tests := []struct {
 		t     uint64
@@ -74,12 +74,15 @@ func TestStateEncoding(t *testing.T) {
 	assert.Equal(t, uint64(statusFired), q.to(statusFired).status())
 
 	// A new timer's state: not queued, its deadline tick kept.
-	n := newState(3, 12345)
+	n := makeState(3, statusNew, 12345)
 	assert.Equal(t, uint64(statusNew), n.status())
 	assert.Equal(t, uint64(12345), n.ticks38())
 	assert.False(t, n.queued())
 	assert.True(t, n.live())
-	assert.False(t, n.to(statusCancelled).live())
+	for _, st := range []uint64{statusFired, statusCancelling, statusCancelled, statusStopped} {
+		assert.False(t, n.to(st).live(), "status %d has ended", st)
+	}
+	assert.True(t, n.to(statusPending).live())
 }
 
 func TestEachTimerIsFiledAtMostOncePerLevel(t *testing.T) {
@@ -87,7 +90,7 @@ func TestEachTimerIsFiledAtMostOncePerLevel(t *testing.T) {
 	// However long they wait, each is filed at most once per level: the
 	// cost of a tick does not depend on timers that are not yet due.
 	h := newHarness(t)
-	top := h.sh.w.levelFor(h.sh.w.elapsed + 8*8*8*8*8)
+	top := h.sh.h.w.levelFor(h.sh.h.w.elapsed + 8*8*8*8*8)
 	require.Equal(t, 7, top)
 	r := rand.New(rand.NewPCG(1, 2))
 	const n = 500 // the harness verifies the whole wheel after each of 32K passes
@@ -102,7 +105,7 @@ func TestEachTimerIsFiledAtMostOncePerLevel(t *testing.T) {
 
 func TestNextWakeCoversDueSlotsAndCascadeWindows(t *testing.T) {
 	h := newHarness(t) // 8 slots per level: level l's are 4^l ticks wide
-	w := h.sh.w
+	w := h.sh.h.w
 	_, ok := w.nextWake()
 	assert.False(t, ok, "empty wheel")
 	// A far timer alone: the worker must wake when its slot's cascade

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ func startShard(t *testing.T) (*Shard, *ManualClock) {
 	clock := &ManualClock{}
 	sh, err := New(Config{
 		Tick: testTick, WheelSize: 64, FirstBlock: 64, TransferCap: 1000,
-		Clock: clock, Quota: 1 << 30, Lanes: 2,
+		Clock: clock, Tokens: 1 << 30, Limited: true, Lanes: 2,
 		OnPanic: func(v any) { t.Errorf("panic: %v", v) },
 	})
 	require.NoError(t, err)
@@ -31,12 +32,12 @@ const waitFor, pollEvery = 5 * time.Second, 100 * time.Microsecond
 
 func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
 	sh, clock := startShard(t)
-	require.Eventually(t, func() bool { return sh.parked.Load() == 1 }, waitFor, pollEvery,
-		"an idle shard parks instead of ticking")
+	require.Eventually(t, func() bool { return sh.sleepUntil.Load() == math.MaxUint64 }, waitFor, pollEvery,
+		"an idle shard parks untimed instead of ticking")
 
 	var ranAt atomic.Int64
 	start := clock.Now()
-	_, rej := sh.Schedule(1, 5*testTick, func() { ranAt.Store(int64(clock.Now())) })
+	_, rej := sched(sh, 1, 5*testTick, func() { ranAt.Store(int64(clock.Now())) })
 	require.Equal(t, Accepted, rej)
 	// The worker must wake (it was parked with no timer at all), take the
 	// timer, and sleep until its tick; the test then moves time along.
@@ -52,11 +53,14 @@ func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
 
 func TestFarTimerLetsWorkerPark(t *testing.T) {
 	sh, _ := startShard(t)
-	_, rej := sh.Schedule(1, time.Hour, func() {})
+	_, rej := sched(sh, 1, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
 	// With only a timer an hour away, the worker parks until it (or a
 	// cascade) is due rather than waking every tick.
-	require.Eventually(t, func() bool { return sh.parked.Load() == 1 && sh.Quota() == 1<<30-1 }, waitFor, pollEvery)
+	require.Eventually(t, func() bool {
+		next := sh.sleepUntil.Load()
+		return next != math.MaxUint64 && next > sh.floorTick(sh.clock.Now())+1 && sh.Tokens() == 1<<30-1
+	}, waitFor, pollEvery)
 }
 
 // TestBurstGrowsStorageAndLosesNothing schedules far more timers than the
@@ -66,7 +70,7 @@ func TestBurstGrowsStorageAndLosesNothing(t *testing.T) {
 	var ran atomic.Int64
 	const n = 5000
 	for i := range n {
-		_, rej := sh.Schedule(uint64(i), testTick, func() { ran.Add(1) })
+		_, rej := sched(sh, uint64(i), testTick, func() { ran.Add(1) })
 		require.Equal(t, Accepted, rej)
 	}
 	require.Eventually(t, func() bool {
@@ -78,15 +82,15 @@ func TestBurstGrowsStorageAndLosesNothing(t *testing.T) {
 func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 	sh, clock := startShard(t)
 	done := make(chan []Ref, 1)
-	_, rej := sh.Schedule(1, testTick, func() {
+	_, rej := sched(sh, 1, testTick, func() {
 		assert.True(t, sh.IsWorker(GoroutineID()))
 		sh.Close()
 		var refs []Ref
-		sh.Drain(func(r Ref, _ uint64, _ time.Duration) { refs = append(refs, r) })
+		sh.Drain(func(r Ref, _ uint64, _ time.Duration, _ Task) bool { refs = append(refs, r); return true })
 		done <- refs
 	})
 	require.Equal(t, Accepted, rej)
-	other, rej := sh.Schedule(2, time.Hour, func() {})
+	other, rej := sched(sh, 2, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
 	require.False(t, sh.IsWorker(GoroutineID()))
 	require.Eventually(t, func() bool { clock.Advance(testTick); return len(done) == 1 }, waitFor, pollEvery)

@@ -1,11 +1,14 @@
 package shard
 
-// Pending tokens. A shard's share of the WithMaxPending limit is spread over
-// its lanes: Schedule takes a token from its own lane, and whoever ends a
-// timer (Cancel, the worker, Drain) gives one back to the lane of the P it
-// runs on. A lane that runs dry steals from the shard's other lanes, and a
-// shard that runs dry takes tokens from other shards (TakeTokens), so the
-// limit needs no global counter and costs nothing until it is near.
+// Pending tokens, which enforce WithMaxPending (Config.Limited; without a
+// limit the shard keeps none and counts pending timers from its counters).
+// A shard's share of the limit is spread over its lanes: Schedule takes a
+// token from its own lane, and whoever ends a timer (Cancel, the shard
+// goroutine, Stop) gives one back to the lane of the P it runs on. A lane
+// that runs dry steals from the shard's other lanes, and a shard that runs
+// dry takes tokens from other shards (TakeTokens), so the limit needs no
+// global counter and costs two atomic adds per timer, on lines of the
+// caller's P.
 //
 // At the limit a rejection would scan every lane of every shard. Instead,
 // the scan that finds nothing sets the scheduler-wide Dry flag, and a
@@ -21,26 +24,30 @@ package shard
 // shard's other lanes when l has none.
 func (sh *Shard) acquire(l *lane) bool {
 	for {
-		if l.quota.Add(-1) >= 0 {
+		if l.tokens.Add(-1) >= 0 {
 			return true
 		}
-		l.quota.Add(1)
+		l.tokens.Add(1)
 		if sh.dry.Load() || !sh.stealInto(l) {
 			return false
 		}
 	}
 }
 
-// release gives one pending token back, to the lane of the caller's P.
-func (sh *Shard) release() {
-	_, l := sh.myLane()
-	sh.giveBack(l)
+// releaseToken gives one pending token back, to the lane of the caller's P, if
+// the shard keeps tokens.
+func (sh *Shard) releaseToken() {
+	if sh.cfg.Limited {
+		p := procPin()
+		sh.giveBack(&sh.lanes[p&sh.laneMask])
+		procUnpin()
+	}
 }
 
 // giveBack returns one pending token to lane l, then clears Dry: in that
 // order, so that a Schedule that sees Dry clear can find the token.
 func (sh *Shard) giveBack(l *lane) {
-	l.quota.Add(1)
+	l.tokens.Add(1)
 	if sh.dry.Load() {
 		sh.dry.Store(false)
 	}
@@ -52,13 +59,13 @@ func (sh *Shard) stealInto(dst *lane) bool {
 	for i := range sh.lanes {
 		src := &sh.lanes[i]
 		for {
-			q := src.quota.Load()
+			q := src.tokens.Load()
 			if q <= 0 {
 				break
 			}
 			take := (q + 1) / 2
-			if src.quota.CompareAndSwap(q, q-take) {
-				dst.quota.Add(take)
+			if src.tokens.CompareAndSwap(q, q-take) {
+				dst.tokens.Add(take)
 				return true
 			}
 		}
@@ -70,15 +77,16 @@ func (sh *Shard) stealInto(dst *lane) bool {
 // the caller's P, and reports whether it moved any. It lets a shard whose
 // share of the pending limit is used up borrow another's.
 func (sh *Shard) TakeTokens(src *Shard) bool {
-	_, l := sh.myLane()
-	return src.stealInto(l)
+	p := procPin()
+	defer procUnpin()
+	return src.stealInto(&sh.lanes[p&sh.laneMask])
 }
 
-// Quota returns the tokens this shard holds now, summed over its lanes.
-func (sh *Shard) Quota() int64 {
+// Tokens returns the tokens this shard holds now, summed over its lanes.
+func (sh *Shard) Tokens() int64 {
 	var q int64
 	for i := range sh.lanes {
-		q += sh.lanes[i].quota.Load()
+		q += sh.lanes[i].tokens.Load()
 	}
 	return q
 }

@@ -1,0 +1,157 @@
+package shard
+
+import (
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// A node's life, from the holder's side: take it (takeFree, or the arena's
+// Get), start its life (startLife), file it (file), and free it once its
+// timer has ended and it is in no list (releaseNode, freeNode).
+
+// shareBatch is how many free nodes a holder moves from its own list to
+// the arena's shared lists when a producer that found the wheel held had
+// to grow the arena for want of a shared free node (starved).
+const shareBatch = 1024
+
+// takeFree pops a node off the holder's free list. Holder only.
+func (sh *Shard) takeFree() (uint32, bool) {
+	idx := sh.h.free
+	if idx == 0 {
+		return 0, false
+	}
+	sh.h.free = sh.arena.Node(idx).Next
+	sh.h.nfree--
+	return idx, true
+}
+
+// startLife begins the next life of node n, which its caller has taken
+// from a free list and nobody else can reach, with the state of status and
+// deadline tick t plus flags, and returns its generation. The generation
+// is the node's Epoch and the 21-bit tag of its state: the tag counts
+// lives, and Epoch counts the times the tag went round, stored before the
+// state, so that a reader who loads the state and then Epoch (see load)
+// never pairs a new tag with an old Epoch. Generation 0 is no life: a
+// fresh node's state is 0, and its first life has tag 1.
+func startLife(n *pool.Node, status, t uint64, flags state) uint64 {
+	tag := (n.State.Load()>>tagShift + 1) & tagMask
+	epoch := n.Epoch.Load()
+	if tag == 0 {
+		epoch++
+		n.Epoch.Store(epoch)
+	}
+	n.State.Store(uint64(makeState(tag, status, t) | flags))
+	return epoch<<tagBits | tag
+}
+
+// load returns the state of the timer whose generation is gen, and false
+// if the node has moved on to another life. The state is loaded before
+// Epoch (see startLife).
+func load(n *pool.Node, gen uint64) (state, bool) {
+	s := state(n.State.Load())
+	return s, s.tagOK(gen) && n.Epoch.Load() == gen>>tagBits
+}
+
+// genOf returns the generation of the life whose state is s.
+func genOf(n *pool.Node, s state) uint64 {
+	return n.Epoch.Load()<<tagBits | uint64(s)>>tagShift
+}
+
+// file links node idx (n), due at tick t, into the wheel: at t, or in the
+// due-now slot if t has passed. Holder only.
+func (sh *Shard) file(idx uint32, n *pool.Node, t uint64) {
+	w := sh.h.w
+	if t > w.elapsed {
+		w.insertNode(idx, n, t)
+	} else {
+		w.insertDue(idx)
+	}
+}
+
+// tickOf returns the deadline tick of a live state, unwrapped against the
+// wheel's elapsed tick. Holder only.
+func (sh *Shard) tickOf(s state) uint64 {
+	sh.catchUp()
+	return unwrapTicks(s.ticks38(), sh.h.w.elapsed)
+}
+
+// catchUp moves an empty wheel's elapsed tick up to the clock, so that
+// deadlines unwrap against a current tick even after the shard slept for
+// long. One tick short of the clock's, so that a timer due now is filed at
+// the current tick and runs at the next pass. With nothing filed, nothing
+// is skipped. A producer holding the wheel; the shard goroutine catches up
+// at the start of its pass, to the tick the pass processes.
+func (sh *Shard) catchUp() {
+	w := sh.h.w
+	if w.count != 0 || sh.h.worker {
+		return
+	}
+	if target := sh.floorTick(sh.clock.Now()); target > w.elapsed+1 {
+		w.setElapsed(target - 1)
+	}
+}
+
+// releaseNode finishes with a terminal node that is no longer linked: free
+// it, unless it is still on the attention stack, whose processing frees it.
+// A terminal state never changes again, so s.queued() cannot become true
+// after this check. Holder only.
+func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
+	if s.queued() {
+		n.Prev = detached
+		return
+	}
+	sh.freeNode(idx, n, s)
+}
+
+// freeNode frees a node whose timer has ended (fired or cancelled) and
+// which is in no list: onto the holder's own list, or, once that is long,
+// the arena's. An indexed timer's key index hears of its end first, while
+// the node's Key and generation still describe it: at once if the holder
+// may block, else the node waits on h.unindex for the shard goroutine.
+// Holder only.
+func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
+	n.Prev = 0
+	if s.indexed() && sh.cfg.Unindex != nil {
+		if !sh.h.worker {
+			if sh.h.unindex == 0 {
+				sh.signal()
+			}
+			n.Next, sh.h.unindex = sh.h.unindex, idx
+			return
+		}
+		sh.cfg.Unindex(n.Key, makeRef(idx, genOf(n, s)))
+	}
+	if s.status() == statusCancelled {
+		sh.h.counts[cFreedCancelled]++
+	}
+	sh.arena.Slot(idx).Clear()
+	n.Next, sh.h.free = sh.h.free, idx
+	sh.h.nfree++
+}
+
+// share moves up to shareBatch nodes of the holder's own free list to the
+// arena's shared lists, for producers that do not hold the wheel, if one
+// of them had to grow the arena meanwhile. Holder only, before it lets go.
+func (sh *Shard) share() {
+	if !sh.starved.Load() || sh.h.nfree == 0 {
+		return
+	}
+	sh.starved.Store(false)
+	var c pool.Chain
+	for range min(shareBatch, sh.h.nfree) {
+		idx, _ := sh.takeFree()
+		sh.arena.Add(&c, idx)
+	}
+	sh.arena.PutChain(sh.home, &c)
+}
+
+// unindexEnded frees the nodes pinned holders left on h.unindex. The
+// shard goroutine, holding the wheel.
+func (sh *Shard) unindexEnded() {
+	for idx := sh.h.unindex; idx != 0; {
+		n := sh.arena.Node(idx)
+		next := n.Next
+		sh.freeNode(idx, n, state(n.State.Load()))
+		idx = next
+	}
+	sh.h.unindex = 0
+}

@@ -1,0 +1,193 @@
+package shard
+
+// Holding the wheel.
+//
+// The wheel, and everything in holder, belongs to one goroutine at a time:
+// the holder, which took the owner word own with one CAS. Nobody ever
+// waits for it. A producer that finds the wheel held pushes its timer on
+// the queue (or its earlier Reset on the attention stack) and returns; the
+// holder takes those in before it lets go (release). So Schedule, Cancel
+// and Reset are lock-free: each does its own work on the wheel, or leaves
+// it where the goroutine holding the wheel is bound to find it.
+//
+// Two kinds of goroutines hold it. Producers file their own timers, take
+// back a timer cancelled at once, and pay the sweep its share; they hold
+// the wheel pinned to their P (procPin), so that the runtime cannot preempt
+// them in the middle, for a few hundred nanoseconds, and never run a task
+// or anything else that may block. The shard goroutine holds it, unpinned,
+// for its passes: it runs due tasks, which may block, and calls
+// Config.Unindex. (worker tells the two apart: a pinned holder leaves the
+// index's work to the shard goroutine; see freeNode.)
+//
+// The handshake with the queue, step by step:
+//
+//  1. A producer pushes its node, then tries to take own.
+//  2. A holder, letting go, stores own (Swap), then looks at the queue.
+//
+// Go's atomics are sequentially consistent, so one of them sees the other:
+// either the producer takes the wheel and files its node itself, or the
+// holder finds the push and takes the wheel again to file it. The same
+// holds for the attention stack.
+//
+// The shard goroutine, when it finds the wheel held, sets ownWanted; the
+// holder's Swap returns the bit, and the holder wakes it (signal).
+//
+// The rest of own is what the last holder left there at release, so that
+// anyone can read it with one load. Its high half is the index of the node
+// the last holder filed: a Cancel that finds its node there was probably
+// called right after the Schedule, and takes the node straight back
+// (takeBack), at the price of one load for every other Cancel. Bits 2-31
+// are the low 30 bits of the holders' count of timers filed at once
+// (holder.counts[cScheduled]), which Stats thus reads exactly without an
+// atomic operation per Schedule (see scheduledNow).
+
+const (
+	ownHeld   = 1 << iota // a goroutine holds the wheel
+	ownWanted             // the shard goroutine waits for it
+
+	ownCountShift = 2
+	ownCountBits  = 30
+	ownCountMask  = 1<<ownCountBits - 1
+	ownIdxShift   = 32
+)
+
+// ownWord returns what the holder leaves in own when it lets go. Holder
+// only.
+func (sh *Shard) ownWord() uint64 {
+	return uint64(sh.h.lastFiled)<<ownIdxShift | sh.h.counts[cScheduled]&ownCountMask<<ownCountShift
+}
+
+// releaseRounds bounds how often release takes in what arrived while it
+// held the wheel before it leaves the rest to the shard goroutine: a
+// producer's call must end even while others keep pushing.
+const releaseRounds = 3
+
+// takeInBudget bounds the queued timers a producer files for others in one
+// hold: a few microseconds of its call at most.
+const takeInBudget = 256
+
+// tryHold makes the caller the holder if nobody holds the wheel: one load
+// and at most one CAS, never a wait. A producer must be pinned (procPin)
+// while it holds.
+func (sh *Shard) tryHold() bool {
+	o := sh.own.Load()
+	if o&ownHeld != 0 || !sh.own.CompareAndSwap(o, o|ownHeld) {
+		return false
+	}
+	sh.h.worker = false
+	sh.h.tick = sh.lastTick // written under the hold: see holder.tick
+	return true
+}
+
+// holdForPass takes the wheel for the shard goroutine, or marks it wanted
+// and reports false: the holder's release then wakes the goroutine.
+func (sh *Shard) holdForPass() bool {
+	for {
+		o := sh.own.Load()
+		switch {
+		case o&ownHeld == 0:
+			if sh.own.CompareAndSwap(o, o&^ownWanted|ownHeld) {
+				sh.h.worker = true
+				return true
+			}
+		case o&ownWanted != 0 || sh.own.CompareAndSwap(o, o|ownWanted):
+			return false
+		}
+	}
+}
+
+// release lets go of the wheel. It feeds the arena's shared free lists if
+// producers found them empty, wakes the shard goroutine if it wants the
+// wheel, and
+// takes in what producers left in the queue and on the attention stack
+// meanwhile (handshake step 2), holding the wheel again for it, until it
+// finds nothing, another goroutine holds the wheel (and then takes it in),
+// or it has gone round releaseRounds times (and then wakes the shard
+// goroutine to finish).
+func (sh *Shard) release() {
+	worker, tick := sh.h.worker, sh.h.tick // read while holding
+	budget := takeInBudget
+	if worker {
+		budget = passBudget
+	}
+	if !worker && sh.queue.Backlogged() {
+		sh.transfer(budget) // what an earlier holder left beyond its budget
+	}
+	for round := 0; ; round++ {
+		sh.share()
+		if sh.own.Swap(sh.ownWord())&ownWanted != 0 {
+			sh.signal()
+		}
+		if !sh.queue.Waiting() && !sh.attention.Waiting() {
+			return
+		}
+		if round == releaseRounds {
+			sh.signal()
+			return
+		}
+		if !sh.tryHold() {
+			return
+		}
+		sh.h.worker, sh.h.tick = worker, tick
+		sh.takeIn(budget)
+	}
+}
+
+// letGo lets go of the wheel without taking anything in: a reader's
+// release. What producers pushed meanwhile (handshake step 2) it leaves to
+// the shard goroutine, which it wakes.
+func (sh *Shard) letGo() {
+	if sh.own.Swap(sh.ownWord())&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
+		sh.signal()
+	}
+}
+
+// holdAndTakeIn takes the wheel, if it is free, to file what its caller
+// just pushed on the queue or the attention stack (handshake step 1), and
+// what others left there. Never waits.
+func (sh *Shard) holdAndTakeIn() {
+	procPin()
+	if sh.tryHold() {
+		sh.takeIn(takeInBudget)
+		sh.release()
+	}
+	procUnpin()
+}
+
+// takeIn files what producers left for the holder: earlier Resets, then new
+// timers (at most budget of them). Holder only.
+func (sh *Shard) takeIn(budget int) {
+	sh.processAttention()
+	sh.transfer(budget)
+}
+
+// signal wakes the shard goroutine, or makes its next sleep return at once.
+// Any goroutine; never blocks.
+func (sh *Shard) signal() {
+	select {
+	case sh.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeFor wakes the shard goroutine if it plans to sleep past tick t, the
+// deadline of a timer its caller just filed. Holder only. (In the shard
+// goroutine's own pass the plan is made after the filing, so a signal then
+// only costs a pass.)
+//
+// It lowers sleepUntil to t as it signals, so that the timers filed after
+// it, due no earlier, do not signal again: a burst of timers into a
+// parked shard costs one wake-up, and the goroutine plans afresh when it
+// wakes.
+func (sh *Shard) wakeFor(t uint64) {
+	for {
+		until := sh.sleepUntil.Load()
+		if t >= until {
+			return
+		}
+		if sh.sleepUntil.CompareAndSwap(until, t) {
+			sh.signal()
+			return
+		}
+	}
+}

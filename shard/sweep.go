@@ -1,0 +1,117 @@
+package shard
+
+// The sweep. A Cancel only marks its timer's node; the holder frees the
+// node when it meets it: in its slot, when a cascade moves it, or here.
+// A request timeout is typically cancelled milliseconds after it was
+// scheduled and would wait in the wheel for its whole delay: the sweep
+// bounds how many such nodes a shard holds, as the Go runtime bounds its
+// timer heaps' zombies.
+//
+// A sweep starts when the wheel's linked nodes reach sweeper.at: a third
+// more than it held when the last sweep ended (at least minSweep). It then
+// walks the arena in index order, a few nodes for every timer filed
+// (sweepPerFiled, in steps of sweepStep) and sweepPerPass per pass of the
+// shard goroutine, unlinking and freeing every cancelled node it finds
+// linked. The walk is sequential memory, so a node costs a few
+// nanoseconds; and as each step is short, the holder, pinned for it, never
+// holds off a garbage collection's stop-the-world for long. Once the walk
+// reaches the end of the arena the sweep ends and sets the next threshold.
+//
+// Bound: a sweep starts with at most a third of the linked count of the
+// previous sweep's end (plus minSweep) cancelled nodes held, and it
+// visits every node before 1/sweepPerFiled of the arena's nodes more are
+// filed, so the nodes held never exceed about half the live timers plus
+// minSweep, and the sweep costs each filed timer sweepPerFiled node visits.
+
+// sweeper is the sweep's state, the holder's.
+type sweeper struct {
+	at     int    // linked nodes at which the next sweep starts
+	next   uint32 // the next node index to look at; 0 while no sweep runs
+	rate   int    // node visits each filed timer pays for in this sweep
+	credit int    // node visits earned by filing and not spent yet
+}
+
+const (
+	// minSweep is the fewest linked nodes that start a sweep: a small
+	// wheel is not worth sweeping, its slots come round soon enough.
+	minSweep = 4096
+	// sweepPerFiled is the fewest node visits each filed timer pays for
+	// while a sweep runs; more when the arena is larger than the wheel's
+	// growth allowance (see paceSweep).
+	sweepPerFiled = 4
+	// sweepStep is how many nodes one step visits: tens of microseconds,
+	// long enough for the walk to stream through memory, short enough
+	// that a stop-the-world never waits long for a pinned holder.
+	sweepStep = 4096
+	// sweepPerPass is the node visits a pass of the shard goroutine adds,
+	// so that a sweep ends even when nothing is filed.
+	sweepPerPass = sweepStep
+)
+
+// paceSweep starts a sweep when the wheel has grown enough, and pays n
+// filed timers' share of a running one. Holder only.
+func (sh *Shard) paceSweep(n int) {
+	sw := &sh.h.sweep
+	if sw.next == 0 {
+		count := sh.h.w.count
+		if count < sw.at {
+			return
+		}
+		// Visit the whole arena within the filings the next sweep's
+		// threshold allows, so that a sweep ends before the next one is
+		// due: held nodes stay within that allowance however large the
+		// arena grew.
+		span := max(count/3, minSweep)
+		sw.next, sw.credit = 1, 0
+		sw.rate = max(sweepPerFiled, (int(sh.arena.HighWater())+span-1)/span)
+	}
+	sw.credit += n * sw.rate
+	for sw.credit >= sweepStep && sw.next != 0 {
+		sw.credit -= sweepStep
+		sh.sweep(sweepStep)
+	}
+}
+
+// sweep visits up to k nodes of a running sweep, freeing the cancelled ones
+// linked in the wheel, and ends the sweep when it reaches the arena's end.
+// Holder only.
+func (sh *Shard) sweep(k int) {
+	sw := &sh.h.sweep
+	if sw.next == 0 {
+		return
+	}
+	w := sh.h.w
+	hw := sh.arena.HighWater()
+	var swept uint64
+	for k > 0 && sw.next < hw {
+		nodes := sh.arena.Span(sw.next)
+		if nodes == nil {
+			sw.next++ // a block a producer is still installing: nothing linked
+			k--
+			continue
+		}
+		m := min(len(nodes), k, int(hw-sw.next))
+		for i := range m {
+			n := &nodes[i]
+			if n.Prev == 0 || n.Prev == detached {
+				continue // not in the wheel
+			}
+			s := state(n.State.Load())
+			if s.status() != statusCancelled || s.queued() {
+				continue
+			}
+			idx := sw.next + uint32(i)
+			w.unlink(idx)
+			sh.freeNode(idx, n, s)
+			swept++
+		}
+		sw.next += uint32(m)
+		k -= m
+	}
+	sh.h.counts[cSwept] += swept
+	if sw.next >= hw {
+		sw.next = 0
+		sw.at = w.count + max(w.count/3, minSweep)
+		sh.h.counts[cSweeps]++
+	}
+}
