@@ -62,7 +62,7 @@ type timerCtx struct {
 	stopParent func() bool
 
 	ref   shard.AtomicRef // the wheel timer's; the zero Ref until Schedule returned
-	state atomic.Uint32 // see the constants: CAS from ctxLive by finish only
+	state atomic.Uint32   // see the constants: CAS from ctxLive by finish only
 	// done is Done's channel: made by Done, by CAS from nil, or sealed by
 	// finish with &closedChan, by CAS from nil. finish is its only closer:
 	// when its CAS fails, Done made a channel first, and finish closes it.

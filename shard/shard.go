@@ -187,10 +187,10 @@ type holder struct {
 	// cap counts against: the pass's for the shard goroutine, the call's
 	// for a Schedule or Reset, else the last pass's (lastTick, which the
 	// shard goroutine writes holding the wheel).
-	tick      uint64
-	capTick   uint64 // the tick whose transfer budget capUsed counts
-	capUsed   int
-	sweep     sweeper
+	tick    uint64
+	capTick uint64 // the tick whose transfer budget capUsed counts
+	capUsed int
+	sweep   sweeper
 	// unindex lists (through the nodes' Next) ended indexed nodes a
 	// pinned holder could not free: Config.Unindex may block, so the
 	// shard goroutine, which holds the wheel unpinned, frees them.
