@@ -34,6 +34,14 @@ import (
 //     which package context allows too.
 //
 // One closure is what keeps a context at two allocations.
+//
+// The parent is watched lazily. A context of package context registers in
+// its parent's children at birth; this one looks at its parent when asked
+// (Err, and Value for context.Cause, read the parent's Err), and registers
+// with it (context.AfterFunc) only once someone can wait for it: the first
+// Done, or a child attaching through AfterFunc. A proxy's per-request
+// context that is cancelled when the response comes, the common case,
+// never pays for the registration.
 
 // Context states. A context goes live -> closing (the one finish call that
 // won) -> why -> why|ctxPublished, and never back.
@@ -48,21 +56,24 @@ const (
 	ctxPublished uint32 = 8
 )
 
-// timerCtx is the context of WithDeadlineCause: 96 bytes, so that with
-// fire it stays within two allocations and 112 bytes.
+// timerCtx is the context of WithDeadlineCause: 112 bytes, so that with
+// fire it stays within two allocations and 128 bytes.
 type timerCtx struct {
 	// Immutable once the context is published (to the wheel by Schedule,
-	// to the parent by context.AfterFunc, to the caller by the return).
+	// to the caller by the return).
 	parent   context.Context
 	deadline time.Time
 	sh       *shard.Shard // the shard of the wheel timer; nil for a context done at birth
-	// stopParent unregisters fire from the parent. Written before the
-	// timer is scheduled, read only by finish for reasons other than
-	// ctxParentDone, which the parent's callback never finishes with.
-	stopParent func() bool
+	fireFn   func()       // c.fire, made once (a method value allocates)
 
 	ref   shard.AtomicRef // the wheel timer's; the zero Ref until Schedule returned
 	state atomic.Uint32   // see the constants: CAS from ctxLive by finish only
+	// watch is watchParent's progress: unwatched, then watching while it
+	// registers, then watched once stopParent is stored.
+	watch atomic.Uint32
+	// stopParent unregisters the context from its parent. Written by
+	// watchParent before it stores watched, read after loading watched.
+	stopParent func() bool
 	// done is Done's channel: made by Done, by CAS from nil, or sealed by
 	// finish with &closedChan, by CAS from nil. finish is its only closer:
 	// when its CAS fails, Done made a channel first, and finish closes it.
@@ -84,6 +95,13 @@ type ctxExtra struct {
 	sealed bool                    // finish has taken funcs; guarded by mu
 }
 
+// watch states.
+const (
+	unwatched uint32 = iota
+	watching
+	watched
+)
+
 type afterFunc struct{ f func() }
 
 // closedChan is the Done channel of contexts that were done before anyone
@@ -93,17 +111,26 @@ var closedChan = make(chan struct{})
 func init() { close(closedChan) }
 
 // WithTimeout is context.WithTimeout with its deadline kept in s's wheel:
-// WithDeadline(parent, time.Now().Add(timeout)).
+// WithDeadline(parent, time.Now().Add(timeout)). The deadline is read off
+// the monotonic clock: its monotonic reading is now's plus timeout, and its
+// wall-clock reading is the Scheduler's start plus the monotonic time
+// elapsed since, which differs from time.Now's if the wall clock was set
+// meanwhile. (Time comparisons, time.Until and package context use the
+// monotonic reading.)
 func (s *Scheduler) WithTimeout(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	now := time.Now()
-	return s.withDeadline(parent, now, now.Add(timeout), nil)
+	return s.WithTimeoutCause(parent, timeout, nil)
 }
 
 // WithTimeoutCause is context.WithTimeoutCause with its deadline kept in
-// s's wheel: WithDeadlineCause(parent, time.Now().Add(timeout), cause).
+// s's wheel: WithDeadlineCause(parent, time.Now().Add(timeout), cause),
+// with WithTimeout's deadline.
 func (s *Scheduler) WithTimeoutCause(parent context.Context, timeout time.Duration, cause error) (context.Context, context.CancelFunc) {
-	now := time.Now()
-	return s.withDeadline(parent, now, now.Add(timeout), cause)
+	s.mustBeNew()
+	now, ok := s.since()
+	if !ok {
+		return context.WithTimeoutCause(parent, timeout, cause)
+	}
+	return s.withDeadline(parent, now, s.epoch.Add(now+timeout), cause)
 }
 
 // WithDeadline is context.WithDeadline with its deadline kept in s's
@@ -128,12 +155,22 @@ func (s *Scheduler) WithDeadline(parent context.Context, d time.Time) (context.C
 // deadline cancels the wheel timer, so Pending drops at once. It does not
 // set the cause.
 //
-// No goroutine is started for the context: parent's cancellation reaches
-// it through context.AfterFunc, unregistered when the context ends, and the
-// context implements AfterFunc, so context.WithCancel and context.AfterFunc
-// on it attach without one either. (When the parent is cancelled first,
+// No goroutine is started for the context. Err and context.Cause see the
+// parent's cancellation at once, as they would of a child of package
+// context. The context registers with its parent (context.AfterFunc,
+// unregistered when the context ends) only when Done is first called or a
+// child attaches, since until then nobody can wait for it: so call the
+// CancelFunc, as package context asks, or a context whose parent was
+// cancelled keeps its wheel timer until its deadline. It implements
+// AfterFunc, so context.WithCancel and context.AfterFunc on it attach
+// without a goroutine either. (When the parent is cancelled first,
 // context.AfterFunc runs its callback on a goroutine of its own, as it
-// always does; Err sees the parent's cancellation at once.)
+// always does.)
+//
+// A caller inside a testing/synctest bubble that s was not made in (or
+// outside the bubble s was made in) gets context.WithDeadlineCause(parent,
+// d, cause): the bubble's clock and timers are not s's, and its channels
+// may not be closed from outside it.
 //
 // A deadline is never lost. When s cannot hold the timer (after Stop, at
 // the WithMaxPending limit, or beyond MaxDelay) the function returns
@@ -141,63 +178,66 @@ func (s *Scheduler) WithDeadline(parent context.Context, d time.Time) (context.C
 // timer of a context made before it, Stop hands it to a runtime timer that
 // ends the context at its deadline (see Stop).
 func (s *Scheduler) WithDeadlineCause(parent context.Context, d time.Time, cause error) (context.Context, context.CancelFunc) {
-	return s.withDeadline(parent, time.Now(), d, cause)
+	s.mustBeNew()
+	now, ok := s.since()
+	if !ok {
+		return context.WithDeadlineCause(parent, d, cause)
+	}
+	return s.withDeadline(parent, now, d, cause)
 }
 
-// withDeadline is WithDeadlineCause given the time now: a clock read costs
-// a good part of the whole call, and WithTimeout has read it already.
-func (s *Scheduler) withDeadline(parent context.Context, now, d time.Time, cause error) (context.Context, context.CancelFunc) {
-	s.mustBeNew()
+// since returns the monotonic time elapsed since s's epoch, and false if
+// the caller is in a testing/synctest bubble s was not made in, or outside
+// the one it was: there the caller's clock is not s's. time.Since reads
+// the bubble's fake clock, whose 2000-01-01 start lies before any epoch
+// outside a bubble; a Scheduler made in a bubble pays a time.Now to tell.
+func (s *Scheduler) since() (time.Duration, bool) {
+	if s.bubbled {
+		now := time.Now()
+		return now.Sub(s.epoch), shard.InBubble(now)
+	}
+	d := time.Since(s.epoch)
+	return d, d >= 0
+}
+
+// withDeadline is WithDeadlineCause given now, the time elapsed since the
+// epoch: a clock read costs a good part of the whole call, and WithTimeout
+// has read it already.
+func (s *Scheduler) withDeadline(parent context.Context, now time.Duration, d time.Time, cause error) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		panic("cannot create context from nil parent")
 	}
 	if cur, ok := parent.Deadline(); ok && cur.Before(d) {
 		return context.WithCancel(parent)
 	}
-	delay := d.Sub(now)
+	// d is due at d.Sub(epoch) on the monotonic clock, and the shards'
+	// clock reads at most skew more then (see shard.NewClock): due at that
+	// reading, the timer is never early.
+	at := d.Sub(s.epoch)
+	delay := at - now
 	c := &timerCtx{parent: parent, deadline: d}
 	if cause != nil {
 		c.x.Store(&ctxExtra{cause: cause})
 	}
 	fire := c.fire // the one closure: evaluating c.fire again would allocate again
-	pdone := parent.Done()
-	if pdone != nil {
-		select {
-		case <-pdone:
-			c.finish(ctxParentDone)
-			return c, fire
-		default:
-		}
+	c.fireFn = fire
+	if parent.Err() != nil {
+		c.finish(ctxParentDone)
+		return c, fire
 	}
 	if delay <= 0 {
 		c.finish(ctxExpired)
 		return c, fire
 	}
-	// A caller inside a testing/synctest bubble the Scheduler does not
-	// belong to (or outside the one it does) reads another clock than the
-	// wheel's, and the bubble forbids the wheel's goroutines to close a
-	// channel it made: the context package's own function is right there.
-	if shard.InBubble(now) != s.bubbled {
-		return context.WithDeadlineCause(parent, d, cause)
-	}
-	// The clock reading at which d arrives is at most d.Sub(epoch) + skew
-	// (see shard.NewClock): due at that reading is never early.
-	elapsed := now.Sub(s.epoch)
-	if delay > s.MaxDelay() || elapsed > maxDuration-delay-s.skew {
+	if delay > s.MaxDelay() || at > maxDuration-s.skew {
 		return context.WithDeadlineCause(parent, d, cause)
 	}
 	c.sh = s.localShard()
 	if c.sh.Closed() {
 		return context.WithDeadlineCause(parent, d, cause)
 	}
-	if pdone != nil {
-		c.stopParent = context.AfterFunc(parent, fire)
-	}
-	t, err := s.scheduleOn(c.sh, shard.Request{Now: elapsed, Delay: delay + s.skew, Task: shard.Task{Func: fire}})
+	t, err := s.scheduleOn(c.sh, shard.Request{Now: now, Delay: delay + s.skew, Task: shard.Task{Func: fire}})
 	if err != nil {
-		if c.stopParent != nil {
-			c.stopParent()
-		}
 		return context.WithDeadlineCause(parent, d, cause)
 	}
 	c.ref.Store(t.ref)
@@ -255,8 +295,6 @@ func (c *timerCtx) finish(why uint32) {
 	// Done (a CancelFunc that lost the race among them) finds it gone.
 	if why == ctxParentDone {
 		c.cancelTimer()
-	} else if c.stopParent != nil {
-		c.stopParent()
 	}
 	c.state.Store(why)
 	if !c.done.CompareAndSwap(nil, &closedChan) {
@@ -265,6 +303,11 @@ func (c *timerCtx) finish(why uint32) {
 	c.state.Store(why | ctxPublished)
 	// Loaded after the state store; AfterFunc stores x before it loads
 	// the state: one of us sees the other.
+	// Loaded after the state store; watchParent stores watched before it
+	// loads the state: one of us sees the other, and unregisters.
+	if why != ctxParentDone && c.watch.Load() == watched {
+		c.stopParent()
+	}
 	if x := c.x.Load(); x != nil {
 		x.mu.Lock()
 		funcs := x.funcs
@@ -273,6 +316,35 @@ func (c *timerCtx) finish(why uint32) {
 		for a := range funcs {
 			a.f()
 		}
+	}
+}
+
+// extra returns the context's ctxExtra, making it if need be.
+func (c *timerCtx) extra() *ctxExtra {
+	if x := c.x.Load(); x != nil {
+		return x
+	}
+	c.x.CompareAndSwap(nil, &ctxExtra{})
+	return c.x.Load()
+}
+
+// watchParent registers the context with its parent, once, so that the
+// parent's cancellation ends it without anyone reading Err: the first
+// Done and AfterFunc call it (see the design comment). A context that has
+// ended, or whose parent can never be cancelled, needs none.
+func (c *timerCtx) watchParent() {
+	if c.watch.Load() != unwatched || c.state.Load() != ctxLive || c.parent.Done() == nil {
+		return
+	}
+	if !c.watch.CompareAndSwap(unwatched, watching) {
+		return // another goroutine registers it
+	}
+	// context.AfterFunc runs fire on a goroutine of its own if the parent
+	// is done already.
+	c.stopParent = context.AfterFunc(c.parent, c.fireFn)
+	c.watch.Store(watched)
+	if c.state.Load() != ctxLive && c.state.Load()&^ctxPublished != ctxParentDone {
+		c.stopParent() // finish ran meanwhile and did not see watched
 	}
 }
 
@@ -286,6 +358,7 @@ func (c *timerCtx) Done() <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	if c.done.CompareAndSwap(nil, &ch) {
+		c.watchParent() // someone may wait for it now
 		return ch
 	}
 	return *c.done.Load() // finish sealed it, or another Done made one
@@ -343,6 +416,9 @@ func (p *keyProbe) Value(key any) any {
 // Value returns parent's value for key.
 func (c *timerCtx) Value(key any) any {
 	if key == cancelCtxKey && key != nil {
+		if c.state.Load() == ctxLive && c.parent.Err() != nil {
+			c.finish(ctxParentDone) // as Err would: the cause is the parent's
+		}
 		switch c.state.Load() &^ ctxPublished {
 		case ctxParentDone:
 			return c.parent.Value(key) // the parent's cause
@@ -365,11 +441,7 @@ func (c *timerCtx) Value(key any) any {
 // block: context.AfterFunc(ctx, f) runs f on a goroutine of its own. If
 // the context is already done, f is started on a new goroutine at once.
 func (c *timerCtx) AfterFunc(f func()) (stop func() bool) {
-	x := c.x.Load()
-	if x == nil {
-		c.x.CompareAndSwap(nil, &ctxExtra{})
-		x = c.x.Load()
-	}
+	x := c.extra()
 	a := &afterFunc{f: f}
 	x.mu.Lock()
 	if x.sealed || c.state.Load() > ctxClosing {
@@ -382,6 +454,7 @@ func (c *timerCtx) AfterFunc(f func()) (stop func() bool) {
 	}
 	x.funcs[a] = struct{}{}
 	x.mu.Unlock()
+	c.watchParent() // f must run when the parent ends it
 	return func() bool {
 		x.mu.Lock()
 		defer x.mu.Unlock()

@@ -1,6 +1,9 @@
 package shardwheel
 
-import "unsafe"
+import (
+	"time"
+	"unsafe"
+)
 
 // TimerCtxSize is the size of a context's struct, which with its closure
 // makes the bytes a context costs.
@@ -22,3 +25,11 @@ func IndexLen(s *Scheduler) int {
 	}
 	return n
 }
+
+// ClockReading returns s's clock reading: the real monotonic clock for a
+// Scheduler made outside a testing/synctest bubble, whatever goroutine
+// reads it.
+func ClockReading(s *Scheduler) time.Duration { return s.clock.Now() }
+
+// Epoch returns the time s's clock reading 0 stands for.
+func Epoch(s *Scheduler) time.Time { return s.epoch }

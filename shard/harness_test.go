@@ -113,3 +113,9 @@ func passHeld(t testing.TB, sh *Shard) bool {
 	}
 	return ok
 }
+
+// sweepFrom makes sh sweep once at least n nodes are linked (minSweep is
+// 4096): a test hook, before sh's goroutine starts or between passes.
+func sweepFrom(sh *Shard, n int) {
+	sh.h.sweep.min, sh.h.sweep.at = n, n
+}

@@ -227,6 +227,17 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	if !ok {
 		return false
 	}
+	li := CurrentP() & sh.laneMask
+	// own's line is this P's when the shard is: another P's Cancel does
+	// not read it.
+	if li == sh.home && uint32(sh.own.Load()>>ownIdxShift) == r.idx {
+		if done, ok := sh.takeBack(r, n, drop); done {
+			if ok {
+				sh.cancelled(li)
+			}
+			return ok
+		}
+	}
 	for {
 		s, mine := load(n, r.gen)
 		if !mine || !s.live() {
@@ -235,45 +246,57 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 		if _, ok, queue := cancel(n, s, drop); ok {
 			slot.DropFunc()
 			endCancel(n)
-			li := CurrentP() & sh.laneMask
-			l := &sh.lanes[li]
-			l.cancels.Add(1)
-			if sh.cfg.Limited {
-				sh.giveBack(l)
-			}
-			switch {
-			case queue:
+			sh.cancelled(li)
+			if queue {
 				sh.attention.Push(r.idx, slot.Link())
 				sh.holdAndTakeIn()
-			// own's line is this P's when the shard is: another P's
-			// Cancel does not read it.
-			case li == sh.home && s.status() == statusPending && uint32(sh.own.Load()>>ownIdxShift) == r.idx:
-				sh.takeBack(r, n)
 			}
 			return true
 		}
 	}
 }
 
-// takeBack frees the node of r, a timer its caller has just cancelled,
-// if it can hold the wheel and the node is still linked there: the node
-// goes to the holder's free list, hot in this core's cache, and the next
-// Schedule takes it again. Only for the node the last holder filed, so
-// that a Cancel right after its Schedule (a request answered at once)
-// costs the wheel nothing later.
-func (sh *Shard) takeBack(r Ref, n *pool.Node) {
+// cancelled counts a Cancel that returned true, on lane li, and gives its
+// timer's token back.
+func (sh *Shard) cancelled(li int) {
+	l := &sh.lanes[li]
+	l.cancels.Add(1)
+	if sh.cfg.Limited {
+		sh.giveBack(l)
+	}
+}
+
+// takeBack cancels the timer r, whose node (n) the last holder filed, by
+// holding the wheel: so it goes straight from pending to cancelled (no
+// holder can free it meanwhile: it is one) and out of the wheel, and its
+// node to the holder's free list, hot in this core's cache, where the
+// next Schedule takes it again. A Cancel right after its Schedule (a
+// request answered at once) so costs the wheel nothing later. done is
+// false if it could not hold the wheel, or the timer is not a plain filed
+// one: the caller then cancels as usual; ok is Cancel's answer.
+func (sh *Shard) takeBack(r Ref, n *pool.Node, drop state) (done, ok bool) {
 	procPin()
 	defer procUnpin()
 	if !sh.tryHold() {
-		return
+		return false, false
 	}
-	if s, mine := load(n, r.gen); mine && s.status() == statusCancelled && !s.queued() &&
-		n.Prev != 0 && n.Prev != detached {
-		sh.h.w.unlink(r.idx)
-		sh.freeNode(r.idx, n, s)
-		sh.h.counts[cTakenBack]++
+	defer sh.release()
+	for {
+		s, mine := load(n, r.gen)
+		if !mine || !s.live() {
+			return true, false
+		}
+		ns := s.to(statusCancelled) &^ drop
+		if s.status() != statusPending || s.queued() || ns.indexed() || n.Prev == 0 || n.Prev == detached {
+			return false, false // the usual way
+		}
+		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
+			sh.h.w.unlink(r.idx)
+			sh.freeNode(r.idx, n, ns) // drops the task with the node
+			sh.h.counts[cTakenBack]++
+			return true, true
+		}
 	}
-	sh.release()
 }
 
 // Reset moves the timer r's deadline to delay from now and reports whether

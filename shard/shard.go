@@ -256,7 +256,7 @@ func New(cfg Config) (*Shard, error) {
 		quiet:    make(chan struct{}),
 	}
 	sh.h.w = newWheel(a, cfg.WheelSize)
-	sh.h.sweep.at = minSweep
+	sh.h.sweep.min, sh.h.sweep.at = minSweep, minSweep
 	sh.lanes[0].tokens.Store(cfg.Tokens)
 	if sh.dry = cfg.Dry; sh.dry == nil {
 		sh.dry = new(atomic.Bool)

@@ -25,6 +25,7 @@ package shard
 
 // sweeper is the sweep's state, the holder's.
 type sweeper struct {
+	min    int    // minSweep, lowered by tests that want sweeps at small sizes
 	at     int    // linked nodes at which the next sweep starts
 	next   uint32 // the next node index to look at; 0 while no sweep runs
 	rate   int    // node visits each filed timer pays for in this sweep
@@ -61,7 +62,7 @@ func (sh *Shard) paceSweep(n int) {
 		// threshold allows, so that a sweep ends before the next one is
 		// due: held nodes stay within that allowance however large the
 		// arena grew.
-		span := max(count/3, minSweep)
+		span := max(count/3, sw.min)
 		sw.next, sw.credit = 1, 0
 		sw.rate = max(sweepPerFiled, (int(sh.arena.HighWater())+span-1)/span)
 	}
@@ -111,7 +112,7 @@ func (sh *Shard) sweep(k int) {
 	sh.h.counts[cSwept] += swept
 	if sw.next >= hw {
 		sw.next = 0
-		sw.at = w.count + max(w.count/3, minSweep)
+		sw.at = w.count + max(w.count/3, sw.min)
 		sh.h.counts[cSweeps]++
 	}
 }
