@@ -1,25 +1,31 @@
-// Package shard is one timer wheel and the goroutine that drives it: the unit
-// that package shardwheel replicates once per CPU.
+// Package shard is one timer wheel, the goroutine that drives it, and the
+// lock-free ways in: the unit that package shardwheel runs once per P.
+//
+// It is part of shardwheel's engine: its API serves package shardwheel and
+// carries no compatibility promise. Users use package shardwheel.
 //
 // # Reading order
 //
-// Producers (any goroutine) call the methods in producer.go (Schedule,
-// Cancel, Reset, Pending, Deadline), quota.go (pending tokens) and stop.go
-// (Close, Drain). The worker goroutine runs loop.go (the pass and its sleep),
-// transfer.go (new timers into the wheel), attention.go (cancels and early
-// resets of filed timers), expire.go (due slots and tasks) and wheel.go (the
-// wheel, which only it touches). state.go is the node state machine both
-// sides share; ticks.go the clock arithmetic; verify.go the invariants.
+// own.go says who may touch the wheel: whoever holds it, having taken the
+// owner word with one CAS. producer.go is what any goroutine calls
+// (Schedule, Cancel, Reset, Pending, Deadline); tokens.go the pending
+// limit; stop.go Stop's side (Close, Drain). A holder files timers
+// (node.go), takes in the queue (transfer.go) and earlier Resets
+// (attention.go), and pays the sweep its share (sweep.go). The shard
+// goroutine runs loop.go (its pass and sleep) and expire.go (due slots,
+// tasks, cascades). wheel.go is the wheel itself, state.go the node state
+// machine every side shares, ticks.go the clock arithmetic, verify.go the
+// invariants.
 //
 // # Time and the wheel
 //
 // Time is counted in ticks from the shard's origin: tick k starts at
 // origin + k*Tick. A timer due at time D is filed at tick ceil(D/Tick) and
-// runs when the worker processes that tick, which it does only after its
-// clock has reached the tick's start. Rounding up is what makes the headline
-// guarantee hold: a timer never fires before its deadline. D is the clock
-// reading Schedule (or Reset) takes plus the delay: the deadline is anchored
-// at the call, not at the moment the worker sees the timer.
+// runs when the shard goroutine processes that tick, which it does only
+// after its clock has reached the tick's start. Rounding up is what makes
+// the headline guarantee hold: a timer never fires before its deadline. D
+// is the clock reading Schedule (or Reset) takes plus the delay: the
+// deadline is anchored at the call, not at the moment the wheel files it.
 //
 // The wheel is hierarchical (see wheel): WheelSize slots per level, read as
 // rings; level l's slots are (WheelSize/2)^l ticks wide, and enough levels
@@ -39,47 +45,89 @@
 // timers that are not yet due, unlike Netty's single wheel whose every tick
 // walks a bucket and decrements round counters. A level's ring is twice as
 // long as a slot of the level above, so a higher slot's timers fit into the
-// level below one slot-width before the first of them is due; the worker
-// moves them in shares over that window (as Erlang's timer wheel moves its
-// "later" slots into its "soon" wheel), so no pass stalls on a cascade.
+// level below one slot-width before the first of them is due; the shard
+// goroutine moves them in shares over that window (as Erlang's timer wheel
+// moves its "later" slots into its "soon" wheel), so no pass stalls on a
+// cascade.
 //
-// # Producers and the worker
+// # A wheel per P
 //
-// A producer takes a node from the shard's pool.Arena, fills it (the
-// deadline tick from its own clock reading), and pushes it on its lane's
-// incoming queue (ring.Queue, an unbounded intrusive stack through the
-// nodes, which the worker takes whole): a push never blocks and never
-// fails, so no Schedule, from any goroutine or task, waits for any worker. The worker files new timers in
-// the wheel on its passes: at most TransferCap per tick and passBudget per
-// pass, passing again at once while more wait; the rest wait in the queue,
-// none lost. A timer whose tick the worker has already processed (it waited
-// in the queue, or was reset to an earlier deadline) runs at the start of
-// the next pass, before elapsed moves on.
+// Package shardwheel gives each P a shard of its own: a timer without a
+// key (AfterFunc, the context functions) goes to the wheel of the P its
+// Schedule runs on, where its whole life usually stays. The wheel is held
+// by one goroutine at a time (own.go): a Schedule takes it with one CAS,
+// files its own timer, and lets go. Nobody waits for it: a Schedule that
+// finds it held, or that comes from another P (a keyed timer routed here),
+// pushes its node on the shard's queue, a lock-free stack, and the holder
+// takes the queue in before it lets go, or the shard's own P at its next
+// Schedule, or the shard goroutine at its next pass, at most TransferCap
+// timers per tick.
 //
-// Cancel and Reset act on the node's state word with one CAS (see state.go)
-// and never wait for the worker. A Cancel of a new timer that is still the
-// node its lane pushed last takes it back off the queue and frees it on its
-// own core (takeBack): the worker never sees it. When the node already sits
-// in the wheel, Cancel (so that its memory is reclaimed now, not when its
-// slot comes round) and a Reset to an earlier deadline (so that it is
-// re-filed) push it on the attention stack of the caller's lane, which the
-// worker empties with one Swap per pass. A Reset to a later deadline only
-// rewrites the state word: the worker finds the node in its old slot, sees
-// the later deadline and re-files it, as tokio does.
+// Cancel is one CAS on the node's state word (to cancelling), the closure
+// dropped so that the garbage collector may take it, and a CAS to
+// cancelled: no lock, no queue, nothing for the shard goroutine to do. The
+// node stays where it is until a holder meets it: in its slot, in a
+// cascade, or in the sweep (sweep.go), a linear walk of the arena that the
+// holders pay for a few nodes per timer they file, which bounds the
+// cancelled nodes a wheel holds. A Cancel right after its Schedule, from
+// the same P, takes the node straight back instead (takeBack). Reset to a
+// later deadline rewrites the state word: the holder finds the node in its
+// old slot and moves it on. Reset to an earlier one pushes it on the
+// attention stack, which holders take in like the queue.
 //
-// The worker sleeps until the next tick the wheel needs (a due slot, or a
+// The shard goroutine holds the wheel for its passes: it runs what is due,
+// moves higher slots down, takes in the queue and pays a share of the
+// sweep. It sleeps until the next tick the wheel needs (a due slot, or a
 // cascade window's opening and the ticks in it while the window holds more
-// than one share). With no timers and empty queues it parks untimed, and
-// the first producer to see the parked flag wakes it. An idle shard
-// therefore costs nothing.
+// than one share), or parks untimed with nothing filed; a holder that files
+// a timer due before the goroutine's planned wake wakes it (wakeFor). An
+// idle shard costs nothing.
+//
+// # Who touches which cache line
+//
+// Per step of a timer's life, on the delayed-cancel load shardwheel is
+// judged on (a request timeout cancelled tens of milliseconds later): the
+// lines touched and who wrote them last. "Own P" is the P whose shard
+// holds the wheel; the shard goroutine usually runs there too.
+//
+//	step      without a key (own P's wheel)               with a key, from another P
+//	schedule  own (CAS, Swap), the node (state, task),    the node, taken from this P's lane of the
+//	          the slot's tail node and slot list, the     shard's arena (lane line: this P's); the
+//	          free list head: all last written by this    queue head (CAS): last written by pushers
+//	          P (its holders, its goroutine's frees).     of any P. One cross-core line.
+//	file      (in the schedule, above)                    the shard's own P or goroutine takes the
+//	                                                      queue in: the node's line, written by the
+//	                                                      pusher on its P. One miss there.
+//	cancel    the node's state (2 CAS) and task slot;     the same two lines, last written by the
+//	          this P's lane counter. Take-back: own too.  node's P: two misses.
+//	sweep     the holder walks the arena (lines last      the same, on the shard's own P.
+//	          written by this P, or by a canceller's
+//	          CAS on another P) and unlinks cancelled
+//	          nodes (neighbours' lines).
+//	free      the holder's free list (Next, in the node), the same, on the shard's own P.
+//	          on the holder's P.
+//	reuse     the next Schedule on this P takes the node  the pusher takes from its own lane of the
+//	          from the holder's list: written by this P.  arena's shared lists, which holders feed
+//	                                                      when they run dry (share).
+//	expire    the shard goroutine: the slot list and the  the same: the key's shard's goroutine.
+//	          nodes due (written by their schedulers or
+//	          the last cascade), the task.
+//
+// A timer that stays on its P touches no line another core wrote, but when
+// a Cancel comes from another P (a goroutine that migrated), or the shard
+// goroutine runs on another core. A keyed timer crosses twice: its push
+// and its Cancel.
 //
 // # Lateness
 //
-// Rounding to the tick grid adds less than one tick: with the worker on
-// time, a timer runs between 0 and 1 tick after its deadline. What comes on
-// top is the worker's own lateness (tick lag): its timer's wake-up latency,
-// the tasks it runs, and the processor it waits for. The last is the large
-// one when producers keep every P busy, since Go preempts a running
-// goroutine only after 10ms: a producer that finds the worker behind a
-// tick therefore yields its P, once per tick (see yieldIfBehind).
+// Rounding to the tick grid adds less than one tick: with the shard
+// goroutine on time, a timer runs between 0 and 1 tick after its deadline.
+// What comes on top is that goroutine's own lateness (tick lag): its
+// timer's wake-up latency, the tasks it runs, and the processor it waits
+// for. The last is the large one when producers keep every P busy, since
+// Go preempts a running goroutine only after 10ms: a producer that finds
+// the shard goroutine behind a tick therefore yields its P, once per tick
+// (see yieldIfBehind). As the holders file, cancel and sweep, the shard
+// goroutine's work is only the timers that come due, so it keeps up however
+// many goroutines schedule.
 package shard

@@ -20,8 +20,9 @@ const handlerChunk = 256
 //
 // Ownership and ordering: Add runs under mu and writes each entry once,
 // before it returns the entry's number; a timer carrying that number is
-// published to the worker afterwards (the producer's state store and queue
-// push), so the worker's read of the entry in Func is ordered after the
+// published to the shard goroutine afterwards (the producer's state store,
+// then its hold's release or its queue push), so that goroutine's read of
+// the entry in Func is ordered after the
 // write. Chunks never move: growing copies only the slice of chunk
 // pointers, which Func loads atomically.
 type Handlers struct {

@@ -7,8 +7,9 @@ import (
 	"github.com/shardwheel/shardwheel/pool"
 )
 
-// wheel is a hierarchical timing wheel over arena nodes, owned by the shard
-// worker: no field is touched by any other goroutine.
+// wheel is a hierarchical timing wheel over arena nodes, owned by the
+// goroutine holding the shard's wheel (own.go): no field is touched by any
+// other.
 //
 // Every level has size slots and is read as a ring. Level l's slots are
 // h^l ticks wide, h = size/2, so slot number N of level l (N = t >> l*shift)
@@ -22,8 +23,9 @@ import (
 // because a level's ring is twice as long as a slot of the level above, the
 // nodes of level l's slot N fit into level l-1 as soon as elapsed enters
 // slot N-1 (its window opens), long before the first of them is due. The
-// worker moves them down a share at a time over the window (cascadeAhead),
-// and must have moved them all before its deadline (cascadeDeadline): the
+// shard goroutine moves them down a share at a time over the window
+// (cascadeAhead), and must have moved them all before its deadline
+// (cascadeDeadline): the
 // tick before the slot's first tick for level 1, or before the window of
 // the first slot they land in opens, for higher levels. A node filed by
 // insert never lands in a slot whose window is open (its level would be
@@ -61,7 +63,7 @@ const (
 	// slotEnd marks a Next or Prev link that names a slot, not a node:
 	// node indices are below pool.MaxNodes < slotEnd.
 	slotEnd = 1 << 31
-	// detached marks a node the worker has finished with structurally but
+	// detached marks a node the holder has finished with structurally but
 	// must not free yet, because it is still on the attention stack. It is
 	// never a slot link: slot numbers stay far below 2^31-1.
 	detached = ^uint32(0)
@@ -285,7 +287,8 @@ func (w *wheel) nextCascade() (cascade, bool) {
 	return best, found
 }
 
-// nextWake returns the tick the worker must process next for the wheel's
+// nextWake returns the tick the shard goroutine must process next for the
+// wheel's
 // sake: the earliest due level-0 slot, or the opening of a higher slot's
 // cascade window, or the next tick while an open window still holds nodes.
 func (w *wheel) nextWake() (uint64, bool) {
