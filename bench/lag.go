@@ -17,10 +17,14 @@ import (
 // LagRun is the outcome of lag: shardwheel under the load, with a
 // profiling.Capture over the measured window.
 type LagRun struct {
-	Command     string        `json:"command"`
-	Host        Host          `json:"host"`
-	Load        Load          `json:"load"`
-	Result      *Result       `json:"result,omitempty"`
+	Command string  `json:"command"`
+	Host    Host    `json:"host"`
+	Load    Load    `json:"load"`
+	Result  *Result `json:"result,omitempty"`
+	// Diagnosis is the capture's (profiling.Report.Diagnosis): findings
+	// on lateness and tick lag up to their maximum, then the worst
+	// spikes, each with its time into the capture and cause.
+	Diagnosis   []string      `json:"diagnosis,omitempty"`
 	Files       *captureFiles `json:"files,omitempty"`
 	Interrupted bool          `json:"interrupted"`
 	summary     string
@@ -50,6 +54,7 @@ func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 		if rep != nil {
 			doc.Files = &captureFiles{Dir: rep.Dir, Text: rep.TextPath, HTML: rep.HTMLPath, JSON: rep.JSONPath, Profile: rep.ProfilePath}
 			doc.summary = rep.Summary
+			doc.Diagnosis = rep.Diagnosis
 		}
 		if errors.Is(err, context.Canceled) {
 			return nil // the run reports the interruption

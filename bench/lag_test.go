@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +25,14 @@ func TestLagWritesFiles(t *testing.T) {
 	assert.Contains(t, out, filepath.Join(dir, "report.html"))
 	assert.Contains(t, out, filepath.Join(dir, "fgprof.pprof"))
 	assert.Contains(t, out, "tick lag p50/p99/p99.9/max")
+	// The diagnosis looks past p99, and names the time and cause of
+	// any spike.
+	assert.Contains(t, out, "\ndiagnosis\n")
+	assert.Regexp(t, `\n  - (ok: |timers ran late: |the tail ran late: |a few timers ran late: )lateness p99 \S+,? (p99.9 \S+ )?`, out)
+	assert.Regexp(t, `(p99.9 \S+ and max \S+|p99.9 is \S+ and max \S+|but max is \S+)`, out)
+	if strings.Contains(out, "had a spike") {
+		assert.Regexp(t, `\n  - at \S+-\S+ into the capture: lateness max \S+ \(p99 \S+\), tick lag max \S+, longest pass \S+; `, out)
+	}
 	assert.Contains(t, stderr.String(), "results written to "+filepath.Join(dir, "lag.txt")+" and "+filepath.Join(dir, "lag.json")+"\n")
 
 	stdout.Reset()
@@ -34,6 +43,13 @@ func TestLagWritesFiles(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "report.html"), l.Files.HTML)
 	require.NotNil(t, l.Result)
 	assert.NotNil(t, l.Result.TickLag)
+	require.NotEmpty(t, l.Diagnosis)
+	assert.Contains(t, l.Diagnosis[0], "lateness p99")
+	report, err := os.ReadFile(l.Files.Text)
+	require.NoError(t, err)
+	for _, d := range l.Diagnosis {
+		assert.Contains(t, string(report), strings.TrimPrefix(d, "spike "), "lag.json's diagnosis is report.txt's")
+	}
 }
 
 func TestLagInterruptedMidRun(t *testing.T) {
@@ -46,8 +62,9 @@ func TestLagInterruptedMidRun(t *testing.T) {
 	go func() {
 		done <- runContext(ctx, tinyArgs("lag", "-out", dir, "-duration", "30s", "-json"), &stdout, &stderr)
 	}()
+	// Cancelled as soon as the measured window has begun: what was
+	// measured until then, however little, is reported.
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "measure") }, 20*time.Second, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
 	cancel()
 	select {
 	case code := <-done:

@@ -76,8 +76,11 @@ type Report struct {
 	Dir string
 	// TextPath is report.txt, the text summary.
 	TextPath string
-	// HTMLPath is report.html, a self-contained page with plots of the
-	// time series and the lateness distribution, and the summary.
+	// HTMLPath is report.html, a self-contained page: headline
+	// figures, the diagnosis and its spikes, plots over time of tick
+	// lag, lateness and pass time (p50, p99 and max per interval, the
+	// worst spikes shaded), of throughput, task time, pending and queued
+	// timers, the lateness and tick lag distributions, and the summary.
 	HTMLPath string
 	// JSONPath is report.json: the configuration, the time series, the
 	// capture's totals per shard and the scheduler's final Stats.
@@ -87,15 +90,26 @@ type Report struct {
 	ProfilePath string
 	// Summary is the text of report.txt.
 	Summary string
+	// Diagnosis is the diagnosis that ends Summary, a line each: the
+	// findings over the whole capture (lateness and tick lag at p99,
+	// p99.9 and max, the slowest pass, tasks, the transfer cap, panics,
+	// how many sampling intervals had a spike: tick lag or lateness over
+	// one tick plus 1ms), then, worst first, up to five spikes, each
+	// line starting "spike at" with its time into the capture, then what
+	// the counters show at that moment and the cause they point to, and
+	// a last line counting the spikes left out.
+	Diagnosis []string
 }
 
 // Capture watches s for cfg.Duration and writes a report of it to cfg.Dir:
 // report.txt, report.html, report.json and fgprof.pprof (see Report). While
 // it runs, an fgprof profile records every goroutine and, every
-// cfg.Interval, a sample records the interval's tick lag, lateness and task
-// time percentiles, its fired, scheduled and cancelled rates, and the
-// pending count and queue depth at its end. The summary covers the whole
-// capture. Capture blocks until done and may run alongside other Captures
+// cfg.Interval, a sample records the interval's tick lag, lateness, pass
+// time and task time percentiles, its fired, scheduled and cancelled
+// rates, its ticks, re-filed timers and transfer cap hits, and the pending
+// count and queue depth at its end. The summary covers the whole capture;
+// its diagnosis explains each spike from its interval's sample alone, so
+// that it names the moment and the cause, which the totals dilute. Capture blocks until done and may run alongside other Captures
 // and profiles.
 //
 // If ctx ends first, Capture stops early and still writes the four files,
@@ -109,8 +123,15 @@ type Report struct {
 // report.json holds one object: "start", "elapsed_ns", "interval_ns",
 // "shard_count", "tick_ns", "interrupted", "samples" (one per interval:
 // "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "ring_depth",
-// the interval's "cap_hits" and "panics", and "tick_lag",
-// "lateness" and "task_time" as percentiles with "mean_ns"), "total" and
+// the interval's "cap_hits", "panics", "ticks" and "refiled",
+// "refiled_peak" and "slowest_pass" when a pass of the interval set a new
+// peak, and "tick_lag", "lateness", "task_time" and "pass_time" as
+// percentiles with "mean_ns"), "diagnosis" (Report.Diagnosis), "spikes"
+// (every interval whose tick lag or lateness maximum exceeded one tick
+// plus 1ms, worst first: "from_ns" and "to_ns" into the capture,
+// "tick_lag_max_ns", "lateness_max_ns", "lateness_p99_ns",
+// "pass_time_max_ns", "causes", some of "cpu", "tasks", "burst",
+// "cascade" and "unknown", and "text", the explanation), "total" and
 // "per_shard" (the Stats fields over the capture), and "final" (s.Stats()
 // at the end). Durations are integer nanoseconds.
 func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*Report, error) {
@@ -151,6 +172,7 @@ func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*
 	var text bytes.Buffer
 	_ = sm.write(&text) // a bytes.Buffer does not fail
 	rep.Summary = text.String()
+	rep.Diagnosis = sm.diagnosis()
 	html, err := rec.html(sm, rep.Summary)
 	if err != nil {
 		errs = append(errs, err)
@@ -201,7 +223,8 @@ func startProfile(path string) (stop func() error, err error) {
 	}, nil
 }
 
-// sample is one interval of Capture's time series.
+// sample is one interval of a time series: Capture's, or the Handler's
+// recent history.
 type sample struct {
 	At              time.Duration `json:"at_ns"`   // end, since the capture started
 	Span            time.Duration `json:"span_ns"` // length
@@ -212,10 +235,20 @@ type sample struct {
 	Queued          int           `json:"ring_depth"`
 	CapHits         uint64        `json:"cap_hits"`
 	Panics          uint64        `json:"panics"`
-	TickLag         dist          `json:"tick_lag"`
-	Lateness        dist          `json:"lateness"`
-	TaskTime        dist          `json:"task_time"`
-	PassTime        dist          `json:"pass_time"`
+	Ticks           uint64        `json:"ticks"`
+	Refiled         uint64        `json:"refiled"`
+	// RefiledPeak is the new peak of timers one pass re-filed, if a
+	// pass of the interval set one, else 0.
+	RefiledPeak int `json:"refiled_peak,omitempty"`
+	// SlowestPass is the slowest pass since the scheduler started, if it
+	// happened in the interval, else nil.
+	SlowestPass *shardwheel.PassWork `json:"slowest_pass,omitempty"`
+	TickLag     dist                 `json:"tick_lag"`
+	Lateness    dist                 `json:"lateness"`
+	TaskTime    dist                 `json:"task_time"`
+	PassTime    dist                 `json:"pass_time"`
+
+	end time.Time // the wall-clock end, in the Handler's history
 }
 
 // recording is what Capture saw.
@@ -272,7 +305,7 @@ func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *re
 func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 	v := newView(cur.Total, prev.Total)
 	sec := span.Seconds()
-	return sample{
+	s := sample{
 		At:              at,
 		Span:            span,
 		FiredPerSec:     float64(v.Fired) / sec,
@@ -282,11 +315,20 @@ func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 		Queued:          v.Queued,
 		CapHits:         v.CapHits,
 		Panics:          v.Panics,
+		Ticks:           v.Ticks,
+		Refiled:         v.Refiled,
 		TickLag:         v.TickLag,
 		Lateness:        v.Lateness,
 		PassTime:        v.PassTime,
 		TaskTime:        v.TaskTime,
 	}
+	if cur.Total.RefiledPeak > prev.Total.RefiledPeak {
+		s.RefiledPeak = cur.Total.RefiledPeak
+	}
+	if sp := cur.Total.SlowestPass; sp != prev.Total.SlowestPass {
+		s.SlowestPass = &sp
+	}
+	return s
 }
 
 // summary returns the text summary of the capture.
@@ -304,11 +346,26 @@ func (r *recording) summary() *summary {
 		elapsed: r.elapsed,
 		total:   total,
 		shards:  shards,
+
+		spikes:     findSpikes(r.tick, r.samples),
+		intervals:  len(r.samples),
+		spikeScope: "of the capture",
+		when: func(s *sample) string {
+			return "at " + offset(s.At-s.Span) + "-" + offset(s.At) + " into the capture"
+		},
 	}
 	if r.interrupted {
 		sm.header = append(sm.header, fmt.Sprintf("Interrupted after %s of %s.", units.Duration(r.elapsed), units.Duration(r.cfg.Duration)))
 	}
 	return sm
+}
+
+// offset formats a time into the capture.
+func offset(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	return units.Duration(d)
 }
 
 // captureJSON is the content of report.json, documented at Capture.
@@ -320,9 +377,38 @@ type captureJSON struct {
 	Tick        time.Duration    `json:"tick_ns"`
 	Interrupted bool             `json:"interrupted"`
 	Samples     []sample         `json:"samples"`
+	Diagnosis   []string         `json:"diagnosis"`
+	Spikes      []spikeJSON      `json:"spikes"`
 	Total       view             `json:"total"`
 	PerShard    []view           `json:"per_shard"`
 	Final       shardwheel.Stats `json:"final"`
+}
+
+// spikeJSON is a spike in report.json.
+type spikeJSON struct {
+	From        time.Duration `json:"from_ns"`
+	To          time.Duration `json:"to_ns"`
+	TickLagMax  time.Duration `json:"tick_lag_max_ns"`
+	LatenessMax time.Duration `json:"lateness_max_ns"`
+	LatenessP99 time.Duration `json:"lateness_p99_ns"`
+	PassTimeMax time.Duration `json:"pass_time_max_ns"`
+	Causes      []cause       `json:"causes"`
+	Text        string        `json:"text"`
+}
+
+// spikesJSON returns spikes as report.json lists them, when giving an
+// interval's time.
+func spikesJSON(spikes []spike, when func(*sample) string) []spikeJSON {
+	out := make([]spikeJSON, len(spikes))
+	for i, sp := range spikes {
+		s := sp.sample
+		out[i] = spikeJSON{
+			From: s.At - s.Span, To: s.At,
+			TickLagMax: s.TickLag.Max, LatenessMax: s.Lateness.Max, LatenessP99: s.Lateness.P99, PassTimeMax: s.PassTime.Max,
+			Causes: sp.causes, Text: sp.explanation(when),
+		}
+	}
+	return out
 }
 
 // json returns the content of report.json, given the capture's summary.
@@ -335,6 +421,8 @@ func (r *recording) json(sm *summary) captureJSON {
 		Tick:        r.tick,
 		Interrupted: r.interrupted,
 		Samples:     r.samples,
+		Diagnosis:   sm.diagnosis(),
+		Spikes:      spikesJSON(sm.spikes, sm.when),
 		Total:       sm.total,
 		PerShard:    sm.shards,
 		Final:       r.last,

@@ -34,7 +34,14 @@ type reportJSON struct {
 	Total struct {
 		Fired uint64 `json:"fired"`
 	} `json:"total"`
-	PerShard []json.RawMessage `json:"per_shard"`
+	PerShard  []json.RawMessage `json:"per_shard"`
+	Diagnosis []string          `json:"diagnosis"`
+	Spikes    []struct {
+		FromNs int64    `json:"from_ns"`
+		ToNs   int64    `json:"to_ns"`
+		Causes []string `json:"causes"`
+		Text   string   `json:"text"`
+	} `json:"spikes"`
 }
 
 // readReport checks that Capture wrote all four files and returns the HTML
@@ -64,7 +71,17 @@ func readReport(t *testing.T, rep *profiling.Report) (html string, js reportJSON
 	require.NoError(t, err)
 	html = string(b)
 	requireWellFormed(t, html) // the page is XHTML-clean, not just its plots
-	assert.Equal(t, 7, requireDrawable(t, html), "plots")
+	assert.Equal(t, 8, requireDrawable(t, html), "plots")
+	assert.Equal(t, rep.Diagnosis, js.Diagnosis)
+	assert.NotNil(t, js.Spikes)
+	for _, sp := range js.Spikes {
+		assert.Less(t, sp.FromNs, sp.ToNs)
+		assert.NotEmpty(t, sp.Causes)
+		assert.NotEmpty(t, sp.Text)
+	}
+	for _, l := range rep.Diagnosis {
+		assert.Contains(t, rep.Summary, "  - "+strings.TrimPrefix(l, "spike ")+"\n", "the diagnosis ends the summary")
+	}
 
 	f, err := os.Open(rep.ProfilePath)
 	require.NoError(t, err)
@@ -127,8 +144,29 @@ func TestCapture(t *testing.T) {
 	for _, want := range []string{"2 shards", "tick 1ms", "lateness", "tick lag", "task time", "p99.9", "diagnosis"} {
 		assert.Contains(t, rep.Summary, want)
 	}
-	for _, want := range []string{"Timer lateness", "Pass time", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "Pending timers", "Queued new timers", "p99.9"} {
+	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "Pending timers", "Queued new timers", "p99.9"} {
 		assert.Contains(t, html, want)
+	}
+	require.NotEmpty(t, rep.Diagnosis)
+	for _, re := range []string{`lateness p99 \d`, `p99\.9 (is )?\d`, `max (is )?\d`} {
+		assert.Regexp(t, re, rep.Diagnosis[0], "the lateness finding covers the tail")
+	}
+
+	// Every chart has data, axes with units, and labels clear of each
+	// other; the charts over time draw p50, p99 and max.
+	for _, b := range charts(html) {
+		c := requireReadable(t, b, true, false)
+		switch c.title {
+		case "Tick lag", "Timer lateness", "Pass time":
+			var legend []string
+			for _, tx := range c.texts {
+				if tx.class == "legend" {
+					legend = append(legend, tx.s)
+				}
+			}
+			assert.ElementsMatch(t, []string{"p50", "p99", "max"}, legend, c.title)
+			assert.Len(t, c.series, 3, c.title)
+		}
 	}
 }
 

@@ -29,16 +29,47 @@ func ExampleHandler() {
 	admin.Handle("/timers/", http.StripPrefix("/timers", profiling.Handler(s)))
 
 	rec := httptest.NewRecorder()
-	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/timers/stats", nil))
-	var st shardwheel.Stats
+	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/timers/stats?window=30s", nil))
+	// /stats holds the window and the totals, both shaped as Stats.
+	var st struct {
+		RequestedWindow time.Duration    `json:"requested_window_ns"`
+		SinceStart      shardwheel.Stats `json:"since_start"`
+	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		panic(err)
 	}
-	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Println("pending:", st.Pending, "scheduled:", st.Total.Scheduled, "shards:", len(st.Shards))
+	fmt.Println(rec.Code, rec.Header().Get("Content-Type"), st.RequestedWindow)
+	fmt.Println("pending:", st.SinceStart.Pending, "scheduled:", st.SinceStart.Total.Scheduled, "shards:", len(st.SinceStart.Shards))
+
+	rec = httptest.NewRecorder()
+	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/timers/stats?window=1h", nil))
+	fmt.Print(rec.Code, " ", rec.Body.String())
 	// Output:
-	// 200 application/json
+	// 200 application/json 30s
 	// pending: 3 scheduled: 3 shards: 2
+	// 400 profiling: window=1h is out of range: want from 1s to 5m
+}
+
+// HandlerWith mounts a metrics handler at /metrics beside the page, which
+// links to it; profiling itself depends on no metrics library. With
+// Prometheus, pass promhttp.Handler() and register a collector of the
+// scheduler's Stats.
+func ExampleHandlerWith() {
+	s, err := shardwheel.New(shardwheel.WithShards(1))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "shardwheel_pending %d\n", s.Pending())
+	})
+	h := profiling.HandlerWith(s, profiling.Options{Metrics: metrics})
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// shardwheel_pending 0
 }
 
 // Serve runs the handler on its own loopback listener until the context

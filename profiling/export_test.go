@@ -1,13 +1,77 @@
 package profiling
 
-import "github.com/shardwheel/shardwheel/internal/units"
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/units"
+)
+
+// HandlerAt is HandlerWith with the clock now, which stamps the
+// snapshots the handler keeps.
+func HandlerAt(s *shardwheel.Scheduler, opts Options, now func() time.Time) http.Handler {
+	return newHandler(s, withClock(opts, now))
+}
+
+// Diagnose returns the diagnosis Capture would write (Report.Diagnosis)
+// had it taken the snapshots snaps at the times at, since its start, of
+// a scheduler with the given tick.
+func Diagnose(tick time.Duration, at []time.Duration, snaps []shardwheel.Stats) []string {
+	r := &recording{
+		cfg:  CaptureConfig{Duration: at[len(at)-1], Interval: at[1] - at[0]},
+		tick: tick, shards: len(snaps[0].Shards), elapsed: at[len(at)-1] - at[0],
+		first: snaps[0], last: snaps[len(snaps)-1],
+	}
+	for i := 1; i < len(snaps); i++ {
+		r.samples = append(r.samples, newSample(snaps[i], snaps[i-1], at[i]-at[0], at[i]-at[i-1]))
+	}
+	return r.summary().diagnosis()
+}
+
+// ChartSpec describes a chart for ChartSVG.
+type ChartSpec struct {
+	Title  string
+	XMax   float64
+	Lines  map[string][][2]float64 // name: {seconds, nanoseconds} points
+	Refs   map[string]float64      // label: nanoseconds
+	Spikes [][2]float64            // shaded x ranges
+}
+
+// ChartSVG renders a duration chart over time from c, its lines and
+// references in the order of their names.
+func ChartSVG(c ChartSpec) string {
+	ch := chart{
+		title: c.Title, xLabel: "time (s)", xMax: c.XMax, xTicks: secondsTicks(c.XMax),
+		yLabel: "latency", yKind: yDuration, fmtX: units.Sig,
+	}
+	colors := []string{colorP50, colorP99, colorMax, colorFired, colorCancelled}
+	i := 0
+	for _, name := range slices.Sorted(maps.Keys(c.Lines)) {
+		l := line{name: name, color: colors[i%len(colors)]}
+		for _, p := range c.Lines[name] {
+			l.pts = append(l.pts, point{p[0], p[1]})
+		}
+		ch.lines = append(ch.lines, l)
+		i++
+	}
+	for _, label := range slices.Sorted(maps.Keys(c.Refs)) {
+		ch.refs = append(ch.refs, ref{label, c.Refs[label]})
+	}
+	for _, s := range c.Spikes {
+		ch.bands = append(ch.bands, band{s[0], s[1], "spike"})
+	}
+	return ch.svg()
+}
 
 // DurationChartSVG renders a duration chart with one line per series
 // (points as {seconds, nanoseconds}) and a reference line at refY
 // nanoseconds, so that tests can feed it edge cases.
 func DurationChartSVG(xMax, refY float64, series ...[][2]float64) string {
 	c := chart{
-		title: "test", xMax: xMax, xTicks: secondsTicks(xMax), yKind: yDuration,
+		title: "test", xLabel: "time (s)", xMax: xMax, xTicks: secondsTicks(xMax), yLabel: "latency", yKind: yDuration,
 		refs: []ref{{"ref", refY}}, fmtX: units.Sig,
 	}
 	for _, s := range series {

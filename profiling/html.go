@@ -17,21 +17,40 @@ import (
 //go:embed report.html.tmpl
 var reportHTML string
 
-// reportTemplate renders report.html. The page is self-contained: its
-// style is inline and its plots are SVG drawn by chart.svg, so it can be
-// mailed or attached to a ticket and opened offline.
+// reportTemplate renders report.html and the Handler's HTML page. The
+// page is self-contained: its style is inline and its plots are SVG drawn
+// by chart.svg, so a report can be mailed or attached to a ticket and
+// opened offline.
 var reportTemplate = template.Must(template.New(htmlFile).Parse(reportHTML))
 
 // htmlPage is the data of reportTemplate.
 type htmlPage struct {
 	Title    string
 	Subtitle string
+	Refresh  int // seconds between reloads; 0: none
+	Nav      []navRow
 	Cards    []card
 	Findings []finding
-	Charts   []htmlChart
-	Latency  []latencyRow
-	Config   [][2]string
-	Summary  string
+	// SpikesTitle heads Spikes, the spike lines.
+	SpikesTitle  string
+	Spikes       []string
+	Charts       []htmlChart
+	LatencyTitle string
+	Latency      []latencyRow
+	Config       [][2]string
+	Summary      string
+}
+
+// navRow is a row of links.
+type navRow struct {
+	Label string
+	Links []navLink
+}
+
+// navLink is one link; Current marks the page's own.
+type navLink struct {
+	Href, Text, Title string
+	Current           bool
 }
 
 // card is a headline figure; Warn marks one beyond a tick.
@@ -53,10 +72,127 @@ type latencyRow struct {
 	P50, P90, P99, P999, Max, Mean, Worst string
 }
 
+// Series colors (Okabe-Ito, distinguishable with color blindness).
+const (
+	colorP50       = "#0072b2"
+	colorP99       = "#e69f00"
+	colorMax       = "#d55e00"
+	colorFired     = "#009e73"
+	colorScheduled = "#0072b2"
+	colorCancelled = "#cc79a7"
+)
+
+// timeAxis is the x axis of the charts over time: where a sample goes,
+// and the axis's range, ticks and label.
+type timeAxis struct {
+	xMin, xMax float64
+	ticks      []tickMark
+	label      string
+	x          func(*sample) float64 // a sample's point: its end
+	from       func(*sample) float64 // where its interval starts
+}
+
+// cards returns the headline figures of the window t.
+func cards(t *view, tick time.Duration, rate string, pending int) []card {
+	limit := lateLimit(tick)
+	return []card{
+		{"lateness p99", units.Duration(t.Lateness.P99), "p99.9 " + units.Duration(t.Lateness.P999) + ", max " +
+			units.Duration(t.Lateness.Max) + " (from the deadline's tick; tasks see up to a tick more)", t.Lateness.Max > limit},
+		{"tick lag p99", units.Duration(t.TickLag.P99), "p99.9 " + units.Duration(t.TickLag.P999) + ", max " +
+			units.Duration(t.TickLag.Max), t.TickLag.Max > limit},
+		{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > tick},
+		{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
+		{"pending", strconv.Itoa(pending), "ring depth " + strconv.Itoa(t.Queued), false},
+	}
+}
+
+// timeCharts returns the charts of samples over time: tick lag, lateness
+// and pass time (spikes shaded), throughput, task time, pending and
+// queued timers. extra goes after the first three.
+func timeCharts(ax timeAxis, tick time.Duration, samples []sample, spikes []spike, when func(*sample) string, extra ...htmlChart) []htmlChart {
+	limitRef := []ref{{limitLabel(tick), float64(lateLimit(tick))}}
+	tickRef := []ref{{"1 tick (" + units.Duration(tick) + ")", float64(tick)}}
+	var bands []band
+	for i := range spikes[:min(len(spikes), maxSpikes)] {
+		s := spikes[i].sample
+		bands = append(bands, band{ax.from(s), ax.x(s), "spike " + spikes[i].text(when)})
+	}
+	overTime := func(title, ylabel string, k yKind, noun string, lines []line, refs []ref, shade bool) chart {
+		c := chart{
+			title: title, xLabel: ax.label, xMin: ax.xMin, xMax: ax.xMax, xTicks: ax.ticks,
+			yLabel: ylabel, yKind: k, yNoun: noun, lines: lines, refs: refs,
+			fmtX: func(x float64) string { return units.Sig(x) + "s" },
+		}
+		if shade {
+			c.bands = bands
+		}
+		return c
+	}
+	pick := func(f func(*sample) float64) []point {
+		pts := make([]point, len(samples))
+		for i := range samples {
+			pts[i] = point{ax.x(&samples[i]), f(&samples[i])}
+		}
+		return pts
+	}
+	percentiles := func(d func(*sample) dist, p99 bool) []line {
+		lines := []line{{"p50", colorP50, "", pick(func(s *sample) float64 { return float64(d(s).P50) })}}
+		if p99 {
+			lines = append(lines, line{"p99", colorP99, "", pick(func(s *sample) float64 { return float64(d(s).P99) })})
+		}
+		return append(lines, line{"max", colorMax, "", pick(func(s *sample) float64 { return float64(d(s).Max) })})
+	}
+	throughput := []line{
+		{"fired/s", colorFired, "", pick(func(s *sample) float64 { return s.FiredPerSec })},
+		{"scheduled/s", colorScheduled, "", pick(func(s *sample) float64 { return s.ScheduledPerSec })},
+	}
+	for i := range samples {
+		if samples[i].CancelledPerSec > 0 {
+			throughput = append(throughput,
+				line{"cancelled/s", colorCancelled, "", pick(func(s *sample) float64 { return s.CancelledPerSec })})
+			break
+		}
+	}
+	shaded := ""
+	if len(spikes) > 0 {
+		shaded = " Shaded: the worst spikes (hover for what the counters show)."
+	}
+	out := []htmlChart{
+		{template.HTML(overTime("Tick lag", "tick lag", yDuration, "", percentiles(func(s *sample) dist { return s.TickLag }, true),
+			limitRef, true).svg()),
+			"How late the shards started the ticks they planned to wake for, per interval: median, p99 and worst. " +
+				"Go's timers wake a sleeping shard up to about 1ms late (golang/go#44343); above the dotted line a shard was " +
+				"held up: by its own passes (see pass time) or waiting for a CPU." + shaded},
+		{template.HTML(overTime("Timer lateness", "lateness", yDuration, "", percentiles(func(s *sample) dist { return s.Lateness }, true),
+			limitRef, true).svg()),
+			"How late tasks started after the start of their deadline's tick (their requested deadline rounded up to the tick grid), " +
+				"per interval: median, p99 and worst; above the dotted line a shard fell behind." + shaded},
+		{template.HTML(overTime("Pass time", "pass time", yDuration, "", percentiles(func(s *sample) dist { return s.PassTime }, true),
+			tickRef, true).svg()),
+			"How long the shards' passes took, per interval: a pass takes in new timers, moves timers down the wheel and runs " +
+				"due tasks. Lag with short passes means the shards waited for a CPU; passes as long as the lag mean they were busy." + shaded},
+	}
+	out = append(out, extra...)
+	return append(out,
+		htmlChart{template.HTML(overTime("Throughput", "throughput", yRate, "timers", throughput, nil, false).svg()),
+			"Timers fired, scheduled and cancelled per second, per interval."},
+		htmlChart{template.HTML(overTime("Task time", "task time", yDuration, "",
+			percentiles(func(s *sample) dist { return s.TaskTime }, false), tickRef, false).svg()),
+			"Run time of tasks (one in 16 is timed), median and longest per interval. A task longer than a tick delays every " +
+				"later timer of its shard."},
+		htmlChart{template.HTML(overTime("Pending timers", "pending", yCount, "timers", []line{
+			{"pending", colorP50, "", pick(func(s *sample) float64 { return float64(s.Pending) })},
+		}, nil, false).svg()), "Timers pending at the end of each interval."},
+		htmlChart{template.HTML(overTime("Queued new timers", "queued", yCount, "timers", []line{
+			{"in queues", colorP99, "", pick(func(s *sample) float64 { return float64(s.Queued) })},
+		}, nil, false).svg()), "New timers still waiting in the queues for their shard at the end of each interval: " +
+			"normally near zero; a rising line means shards cannot keep up with Schedule."},
+	)
+}
+
 // html renders report.html from the capture's summary sm and its text.
 func (r *recording) html(sm *summary, text string) ([]byte, error) {
 	t := sm.total
-	limit := lateLimit(r.tick)
 	sec := r.elapsed.Seconds()
 	rate := "0/s"
 	if sec > 0 {
@@ -67,15 +203,9 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		Subtitle: fmt.Sprintf("%d shards · tick %s · %s captured from %s · %d samples every %s",
 			r.shards, units.Duration(r.tick), units.Duration(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
 			len(r.samples), units.Duration(r.cfg.Interval)),
-		Cards: []card{
-			{"lateness p99", units.Duration(t.Lateness.P99), "max " + units.Duration(t.Lateness.Max) +
-				" (from the deadline's tick; tasks see up to a tick more)", t.Lateness.P99 > limit},
-			{"tick lag p99", units.Duration(t.TickLag.P99), "max " + units.Duration(t.TickLag.Max), t.TickLag.P99 > limit},
-			{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > r.tick},
-			{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
-			{"pending at end", strconv.Itoa(r.last.Pending), "ring depth " + strconv.Itoa(t.Queued), false},
-		},
-		Findings: sm.findings(),
+		Cards:        cards(&t, r.tick, rate, r.last.Pending),
+		Findings:     sm.findings(),
+		LatencyTitle: "Latency over the capture",
 		Latency: []latencyRow{
 			latencyOf("tick lag", t.TickLag, sm.shards, func(v view) dist { return v.TickLag }),
 			latencyOf("lateness", t.Lateness, sm.shards, func(v view) dist { return v.Lateness }),
@@ -94,76 +224,25 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		},
 		Summary: text,
 	}
+	if len(sm.spikes) > 0 {
+		p.SpikesTitle = fmt.Sprintf("Spikes: intervals with tick lag or lateness over %s, worst first", units.Duration(lateLimit(r.tick)))
+		p.Spikes = sm.spikeLines()
+	}
 	if r.interrupted {
 		p.Subtitle += " · interrupted"
 	}
-
-	limitRef := []ref{{limitLabel(r.tick), float64(limit)}}
-	tickRef := []ref{{"1 tick (" + units.Duration(r.tick) + ")", float64(r.tick)}}
 	xMax := max(r.elapsed.Seconds(), r.cfg.Interval.Seconds())
-	overTime := func(title, ylabel string, k yKind, lines []line, refs []ref) chart {
-		return chart{
-			title: title, xLabel: "time since the capture started", xMax: xMax, xTicks: secondsTicks(xMax),
-			yLabel: ylabel, yKind: k, lines: lines, refs: refs,
-			fmtX: func(x float64) string { return units.Sig(x) + "s" },
-		}
+	ax := timeAxis{
+		xMax: xMax, ticks: secondsTicks(xMax), label: "time since the capture started (s)",
+		x:    func(s *sample) float64 { return s.At.Seconds() },
+		from: func(s *sample) float64 { return (s.At - s.Span).Seconds() },
 	}
-	pick := func(f func(sample) float64) []point {
-		pts := make([]point, len(r.samples))
-		for i, s := range r.samples {
-			pts[i] = point{s.At.Seconds(), f(s)}
-		}
-		return pts
-	}
-	// Per interval, the median and the worst: an interval often holds too
-	// few samples for p99 and p99.9 to differ from the maximum (the
-	// distribution chart has them over the whole capture).
-	medianAndMax := func(d func(sample) dist) []line {
-		return []line{
-			{"p50", "#0072b2", "", pick(func(s sample) float64 { return float64(d(s).P50) })},
-			{"max", "#d55e00", "", pick(func(s sample) float64 { return float64(d(s).Max) })},
-		}
-	}
-	throughput := []line{
-		{"fired/s", "#009e73", "", pick(func(s sample) float64 { return s.FiredPerSec })},
-		{"scheduled/s", "#0072b2", "", pick(func(s sample) float64 { return s.ScheduledPerSec })},
-	}
-	if t.Cancelled > 0 {
-		throughput = append(throughput,
-			line{"cancelled/s", "#cc79a7", "", pick(func(s sample) float64 { return s.CancelledPerSec })})
-	}
-
-	charts := []struct {
-		c       chart
-		caption string
-	}{
-		{overTime("Timer lateness", "lateness", yDuration,
-			medianAndMax(func(s sample) dist { return s.Lateness }), limitRef),
-			"How late tasks started after the start of their deadline's tick (their requested deadline rounded up to the tick grid), " +
-				"median and worst per interval. Go's timers wake a sleeping shard up to about 1ms late (golang/go#44343); " +
-				"above the dotted line a shard fell behind."},
-		{overTime("Pass time", "pass time", yDuration,
-			medianAndMax(func(s sample) dist { return s.PassTime }), tickRef),
-			"How long the shards' passes took, median and longest per interval: a pass taking in new timers, moving timers " +
-				"down the wheel and running due tasks. A pass longer than a tick is a stall; the summary's slowest pass says what it did."},
-		{r.distribution(&t), "The whole capture's lateness and tick lag (how late shards started the ticks they planned to wake for) " +
-			"by percentile, on a log scale that spreads out the tail: read a curve's height at 99% for p99."},
-		{overTime("Throughput", "timers", yRate, throughput, nil),
-			"Timers fired, scheduled and cancelled per second, per interval."},
-		{overTime("Task time", "task time", yDuration,
-			medianAndMax(func(s sample) dist { return s.TaskTime }), tickRef),
-			"Run time of tasks (one in 16 is timed). A task longer than a tick delays every later timer of its shard."},
-		{overTime("Pending timers", "timers", yCount, []line{
-			{"pending", "#0072b2", "", pick(func(s sample) float64 { return float64(s.Pending) })},
-		}, nil), "Timers pending at the end of each interval."},
-		{overTime("Queued new timers", "timers", yCount, []line{
-			{"in queues", "#e69f00", "", pick(func(s sample) float64 { return float64(s.Queued) })},
-		}, nil), "New timers still waiting in the queues for their shard at the end of each interval: " +
-			"normally near zero; a rising line means shards cannot keep up with Schedule."},
-	}
-	for _, c := range charts {
-		p.Charts = append(p.Charts, htmlChart{template.HTML(c.c.svg()), c.caption})
-	}
+	distChart := htmlChart{template.HTML(distribution("Latency distribution over the capture", r.tick, []curve{
+		{"lateness", colorMax, "", t.ShardStats.Lateness},
+		{"tick lag", colorP50, "5 4", t.ShardStats.TickLag},
+	}).svg()), "The whole capture's lateness and tick lag (how late shards started the ticks they planned to wake for) " +
+		"by percentile, on a log scale that spreads out the tail: read a curve's height at 99% for p99."}
+	p.Charts = timeCharts(ax, r.tick, r.samples, sm.spikes, sm.when, distChart)
 
 	var b bytes.Buffer
 	if err := reportTemplate.Execute(&b, p); err != nil {
@@ -204,10 +283,15 @@ const (
 	ninesStep = 0.05
 )
 
-// distribution plots the lateness and tick lag of total, the capture's
-// total, by percentile.
-func (r *recording) distribution(total *view) chart {
-	curve := func(s shardwheel.Histogram) []point {
+// curve is one histogram of a distribution chart.
+type curve struct {
+	name, color, dash string
+	h                 shardwheel.Histogram
+}
+
+// distribution plots histograms by percentile, with the lateLimit line.
+func distribution(title string, tick time.Duration, curves []curve) chart {
+	points := func(s shardwheel.Histogram) []point {
 		if s.Count() == 0 {
 			return nil
 		}
@@ -224,18 +308,18 @@ func (r *recording) distribution(total *view) chart {
 	for i, l := range []string{"0%", "90%", "99%", "99.9%", "99.99%"} {
 		ticks = append(ticks, tickMark{float64(i), l})
 	}
-	return chart{
-		title:  "Latency distribution over the capture",
-		xLabel: "percentile (log scale)",
+	c := chart{
+		title:  title,
+		xLabel: "percentile (log scale, %)",
 		xMax:   maxNines,
 		xTicks: ticks,
 		yLabel: "latency",
 		yKind:  yDuration,
-		lines: []line{
-			{"lateness", "#d55e00", "", curve(total.ShardStats.Lateness)},
-			{"tick lag", "#0072b2", "5 4", curve(total.ShardStats.TickLag)},
-		},
-		refs: []ref{{limitLabel(r.tick), float64(lateLimit(r.tick))}},
-		fmtX: func(x float64) string { return "p" + strconv.FormatFloat(100*(1-math.Pow(10, -x)), 'g', 6, 64) },
+		refs:   []ref{{limitLabel(tick), float64(lateLimit(tick))}},
+		fmtX:   func(x float64) string { return "p" + strconv.FormatFloat(100*(1-math.Pow(10, -x)), 'g', 6, 64) },
 	}
+	for _, cv := range curves {
+		c.lines = append(c.lines, line{cv.name, cv.color, cv.dash, points(cv.h)})
+	}
+	return c
 }

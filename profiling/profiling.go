@@ -4,31 +4,38 @@
 // It has two entry points over the same statistics (Scheduler.Stats):
 //
 //   - Handler, and Serve which runs it on its own listener, expose the live
-//     statistics over HTTP next to the Go profilers: a text page, the stats
-//     as JSON, net/http/pprof and a wall-clock fgprof profile.
+//     statistics over HTTP next to the Go profilers: a page (HTML for
+//     browsers, text otherwise) with the last few seconds beside the
+//     totals, the same as JSON, the runtime/pprof profiles and an
+//     execution trace, a wall-clock fgprof profile, and the caller's
+//     /metrics handler if given one (HandlerWith, ServeWith).
 //   - Capture watches a scheduler for a while and writes a report: text,
 //     an HTML page with plots, the time series as JSON, and an fgprof
 //     profile of the same period.
 //
 // # What the numbers mean
 //
-// Each shard keeps three histograms: tick lag (how late its goroutine
+// Each shard keeps four histograms: tick lag (how late its goroutine
 // started a tick it meant to wake for), lateness (how late timers ran after
-// the start of their deadline's tick) and task time (run time of one task
-// in 16). Counters and histograms only grow; a window is the difference of
-// two snapshots (hist.Snapshot.Sub), which is how Capture gets one set of
-// percentiles per sampling interval.
+// the start of their deadline's tick), pass time (how long each of its
+// passes took) and task time (run time of one task in 16). Counters and
+// histograms only grow; a window is the difference of two snapshots
+// (Stats.Sub), which is how the Handler reports the last seconds and
+// Capture gets one set of percentiles per sampling interval.
 //
 // Lateness up to one tick is the wheel's resolution. On top of it, a shard
 // sleeps until its next tick on a Go timer, and on Linux the runtime wakes
 // sleeping threads with millisecond granularity (golang/go#44343): expect
 // tick lag and lateness spread over up to about 1ms even on an idle
 // machine, half a tick on average at a 1ms tick. Beyond one tick plus that
-// 1ms a shard fell behind, and the reports say which of the likely causes
-// the counters point to: starved shard goroutines (tick lag), long tasks
-// (task time) or the transfer cap.
+// 1ms a shard fell behind. The diagnosis checks p99, p99.9 and the
+// maximum against that limit, and for each interval of the time series
+// whose maximum exceeded it (a spike) says what the counters show then: a
+// shard late while its passes were short waited for a CPU; passes as long
+// as the delay were busy with tasks, a cascade of re-filed timers, or a
+// burst of new timers beyond the transfer cap.
 //
-// fgprof is used rather than the CPU profiler because lateness is a
+// fgprof is offered beside the CPU profiler because lateness is a
 // wall-clock problem: a shard that waits (for a CPU, a lock, a blocking
 // task) is invisible to an on-CPU profile.
 //
@@ -40,83 +47,171 @@
 // another address: exposing them beyond the host must be a deliberate
 // choice, behind the caller's own authentication.
 //
-// Importing this package imports net/http/pprof, which registers its
-// handlers on http.DefaultServeMux as a side effect: a program that serves
-// DefaultServeMux on a public address exposes them there too.
+// Importing this package registers nothing: it serves the profilers from
+// its own handler, with runtime/pprof and runtime/trace, and does not
+// import net/http/pprof, whose import registers its handlers on
+// http.DefaultServeMux. A program that wants the profilers on a mux of its
+// own mounts the Handler there (see Handler).
 package profiling
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/http/pprof"
+	"time"
 
 	"github.com/felixge/fgprof"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/internal/units"
 )
 
+// Options configures HandlerWith and ServeWith. The zero value gives
+// what Handler and Serve serve.
+type Options struct {
+	// Metrics, if not nil, serves /metrics (every method; the handler
+	// decides), and the page links to it: a Prometheus exporter of the
+	// scheduler's Stats, such as promhttp.Handler() with a collector
+	// registered. This package does not depend on any metrics library.
+	Metrics http.Handler
+}
+
 // Handler returns an http.Handler serving s's statistics and the Go
-// profilers:
-//
-//	GET /                 a text page: totals, latency percentiles, a
-//	                      per-shard table and a diagnosis, since s started
-//	GET /stats            s.Stats() as JSON (histograms as percentiles)
-//	GET /debug/fgprof     a wall-clock profile; ?seconds=N (default 30)
-//	    /debug/pprof/...  the net/http/pprof endpoints and named profiles
-//
-// Other paths answer 404. The paths are relative to where the handler is
-// mounted; under a prefix, strip it:
-//
-//	mux.Handle("/shardwheel/", http.StripPrefix("/shardwheel", profiling.Handler(s)))
-//
-// See the package documentation before exposing it beyond loopback. It
-// panics if s is nil.
+// profilers; it is HandlerWith(s, Options{}). See HandlerWith for the
+// paths. It panics if s is nil.
 func Handler(s *shardwheel.Scheduler) http.Handler {
 	if s == nil {
 		panic("profiling: Handler: nil Scheduler")
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { servePage(w, s) })
-	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { serveStats(w, s) })
-	mux.Handle("GET /debug/fgprof", fgprof.Handler())
-	// pprof.Index serves the named profiles (heap, goroutine, ...) too.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
+	return newHandler(s, withClock(Options{}, time.Now))
 }
 
-// servePage writes the text page.
-func servePage(w http.ResponseWriter, s *shardwheel.Scheduler) {
-	st := s.Stats()
-	total, shards := views(st, shardwheel.Stats{})
-	sm := summary{
-		header: []string{
-			fmt.Sprintf("shardwheel: %d shards, tick %s, %d pending", s.Shards(), units.Duration(s.Tick()), st.Pending),
-			"Counts and latencies since the scheduler started. Also: /stats (JSON), /debug/pprof/, /debug/fgprof?seconds=10",
-		},
-		tick:    s.Tick(),
-		pending: st.Pending,
-		total:   total,
-		shards:  shards,
+// HandlerWith returns an http.Handler serving s's statistics, the Go
+// profilers, and what opts adds:
+//
+//	GET /                   the live page: the last ?window= (default
+//	                        DefaultWindow) beside the totals since s
+//	                        started, with a diagnosis. HTML with charts
+//	                        of the last MaxWindow, reloading itself every
+//	                        ?refresh= (default 5s; 0 stops it), when the
+//	                        Accept header prefers text/html, as browsers'
+//	                        does; plain text otherwise (curl)
+//	GET /stats              the same window and totals as JSON; takes
+//	                        ?window= too
+//	GET /metrics            opts.Metrics, if set (any method)
+//	GET /debug/fgprof       a wall-clock profile; ?seconds=N, whole
+//	                        seconds (default 30)
+//	GET /debug/pprof/       an index of the profiles below
+//	GET /debug/pprof/profile  a CPU profile; ?seconds=N (default 30)
+//	GET /debug/pprof/trace  an execution trace; ?seconds=N (default 1)
+//	GET /debug/pprof/NAME   a runtime/pprof profile: heap, allocs,
+//	                        goroutine, block, mutex, threadcreate;
+//	                        ?debug=1 for text (goroutine: 2 for stacks as
+//	                        in a panic), ?gc=1 (heap) to collect garbage
+//	                        first, ?seconds=N for the difference over N
+//	                        seconds
+//	GET /debug/pprof/cmdline  the command line, NUL-separated
+//	GET, POST /debug/pprof/symbol  program counters to function names
+//
+// The /debug/pprof/ paths, parameters and formats are net/http/pprof's,
+// so go tool pprof and go tool trace fetch from them as they would from
+// it, with one difference: a malformed or out-of-range parameter (seconds
+// must be a positive number up to 3600, debug and gc integers) gets 400
+// Bad Request with the reason, where net/http/pprof falls back to the
+// default. A CPU profile or trace cut short by the request's end (the
+// client leaving, or Server.Close) covers the time until then. Other
+// paths answer 404 Not Found, and methods other than those listed 405
+// Method Not Allowed (HEAD goes with GET).
+//
+// # The window
+//
+// ?window= is a Go duration from MinWindow to MaxWindow (10s, 90s, 2m30s);
+// any other value, or the parameter given twice, gets 400 Bad Request
+// with the reason. ?refresh= is checked likewise: 0, or a duration from
+// 1s to 1h, rounded to the second.
+//
+// The handler starts no goroutine. Each request to / or /stats takes a
+// snapshot (Scheduler.Stats) and keeps it if the newest kept one is at
+// least 1s older; the window starts at the kept snapshot whose age is
+// nearest the length asked for. Kept snapshots thin out with age, so
+// that, while requests keep coming, a window is within a quarter of the
+// length asked for, 1s, or the time between requests, whichever is most:
+// the HTML page's reloads see to that while it is open. A window is
+// therefore only as recent as the requests: the first request's spans
+// back to the handler's creation, and the first after a pause to the
+// last request before it. The page and /stats say how long the window
+// they report is (window_ns in JSON). The page's charts show one point
+// per interval between kept snapshots, for the last MaxWindow.
+//
+// This costs a Stats call per request, and memory for the kept
+// snapshots: at most 24, each about 37 KB per shard plus 37 KB for the
+// total (for 2 shards, at most 2.7 MB; for 16, 15 MB), and up to about
+// 100 KB of chart history. After MaxWindow and a quarter without
+// requests, a timer (time.AfterFunc, not a goroutine) drops all but the
+// newest snapshot.
+//
+// # /stats
+//
+// /stats serves one JSON object:
+//
+//	{
+//	  "time": "2006-01-02T15:04:05.999999999Z",  // when the snapshot was taken
+//	  "window_ns": 10004000000,                 // the window's actual length
+//	  "requested_window_ns": 10000000000,        // ?window=, or DefaultWindow
+//	  "window": { ... },                         // s.Stats().Sub(the snapshot at the window's start)
+//	  "since_start": { ... }                     // s.Stats()
+//	}
+//
+// "window" and "since_start" have the shape of shardwheel.Stats:
+// "pending", "total" and "shards", histograms as percentiles with
+// "mean_ns" and "count", durations in integer nanoseconds. In "window",
+// counts and histograms cover the window, while levels and peaks
+// (resident, queued, the peaks, slowest_pass) are the current ones, as
+// Stats.Sub documents.
+//
+// # Mounting
+//
+// The paths are relative to where the handler is mounted; under a
+// prefix, strip it, and mount the prefix with its trailing slash:
+//
+//	mux.Handle("/shardwheel/", http.StripPrefix("/shardwheel", profiling.Handler(s)))
+//
+// The page's links are relative, so they work there too. See the package
+// documentation before exposing it beyond loopback. HandlerWith panics if
+// s is nil.
+func HandlerWith(s *shardwheel.Scheduler, opts Options) http.Handler {
+	if s == nil {
+		panic("profiling: HandlerWith: nil Scheduler")
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = sm.write(w) // a write error means the client went away
+	return newHandler(s, withClock(opts, time.Now))
 }
 
-// serveStats writes s.Stats() as JSON.
-func serveStats(w http.ResponseWriter, s *shardwheel.Scheduler) {
-	b, err := json.MarshalIndent(s.Stats(), "", "  ")
-	if err != nil {
-		http.Error(w, "profiling: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(append(b, '\n'))
+// opts is Options with what tests inject.
+type opts struct {
+	Options
+	now func() time.Time
 }
+
+// withClock returns o with the clock now.
+func withClock(o Options, now func() time.Time) opts { return opts{Options: o, now: now} }
+
+// handler serves HandlerWith's paths.
+type handler struct {
+	mux     *http.ServeMux
+	s       *shardwheel.Scheduler
+	metrics bool
+	recent  *recent
+}
+
+// newHandler returns the handler of s with o.
+func newHandler(s *shardwheel.Scheduler, o opts) *handler {
+	h := &handler{mux: http.NewServeMux(), s: s, metrics: o.Metrics != nil, recent: newRecent(s.Stats, o.now)}
+	h.mux.HandleFunc("GET /{$}", h.servePage)
+	h.mux.HandleFunc("GET /stats", h.serveStats)
+	h.mux.Handle("GET /debug/fgprof", fgprof.Handler())
+	mountPprof(h.mux)
+	if o.Metrics != nil {
+		h.mux.Handle("/metrics", o.Metrics)
+	}
+	return h
+}
+
+// ServeHTTP serves r from the handler's paths.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }

@@ -18,12 +18,12 @@ import (
 const DefaultAddr = "127.0.0.1:6061"
 
 // shutdownTimeout bounds how long stopping a Server waits for requests in
-// flight. pprof's profile and trace end early when asked; an fgprof profile
-// ignores cancellation and is cut off when this runs out.
+// flight. The CPU profile and the trace end early when asked; an fgprof
+// profile ignores cancellation and is cut off when this runs out.
 const shutdownTimeout = 5 * time.Second
 
-// Server is a running Handler started by Serve. Its methods are safe for
-// concurrent use.
+// Server is a running Handler started by Serve or ServeWith. Its methods
+// are safe for concurrent use.
 type Server struct {
 	http   *http.Server
 	addr   string
@@ -45,6 +45,20 @@ func Serve(ctx context.Context, s *shardwheel.Scheduler, addr string) (*Server, 
 	if s == nil {
 		return nil, errors.New("profiling: Serve: nil Scheduler")
 	}
+	return serve(ctx, s, addr, Options{})
+}
+
+// ServeWith is Serve serving HandlerWith(s, opts): with opts.Metrics, at
+// /metrics, for instance.
+func ServeWith(ctx context.Context, s *shardwheel.Scheduler, addr string, opts Options) (*Server, error) {
+	if s == nil {
+		return nil, errors.New("profiling: ServeWith: nil Scheduler")
+	}
+	return serve(ctx, s, addr, opts)
+}
+
+// serve implements Serve and ServeWith.
+func serve(ctx context.Context, s *shardwheel.Scheduler, addr string, opts Options) (*Server, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
@@ -53,12 +67,12 @@ func Serve(ctx context.Context, s *shardwheel.Scheduler, addr string) (*Server, 
 	if err != nil {
 		return nil, fmt.Errorf("profiling: %w", err)
 	}
-	// Requests see base end with ctx or Close, which stops pprof's long
+	// Requests see base end with ctx or Close, which stops long CPU
 	// profile and trace requests instead of waiting them out.
 	base, cancel := context.WithCancel(ctx)
 	srv := &Server{
 		http: &http.Server{
-			Handler:           Handler(s),
+			Handler:           newHandler(s, withClock(opts, time.Now)),
 			ReadHeaderTimeout: 10 * time.Second,
 			BaseContext:       func(net.Listener) context.Context { return base },
 		},

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -29,8 +30,8 @@ var client = &http.Client{
 }
 
 // getStats fetches /stats from the server at addr.
-func getStats(addr string) (shardwheel.Stats, error) {
-	var st shardwheel.Stats
+func getStats(addr string) (statsBody, error) {
+	var st statsBody
 	resp, err := client.Get("http://" + addr + "/stats")
 	if err != nil {
 		return st, err
@@ -63,7 +64,27 @@ func TestServeDefaultAddrIsLoopback(t *testing.T) {
 	require.NoError(t, err)
 	st, err := getStats(srv.Addr())
 	require.NoError(t, err)
-	assert.Equal(t, 1, st.Pending)
+	assert.Equal(t, 1, st.SinceStart.Pending)
+}
+
+// ServeWith serves what HandlerWith does: /metrics from Options.Metrics.
+func TestServeWith(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, shardwheel.WithShards(1))
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "up 1\n") })
+	srv, err := profiling.ServeWith(context.Background(), s, "127.0.0.1:0", profiling.Options{Metrics: metrics})
+	require.NoError(t, err)
+	defer srv.Close()
+	resp, err := client.Get("http://" + srv.Addr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "up 1\n", string(b))
+
+	_, err = profiling.ServeWith(context.Background(), nil, "127.0.0.1:0", profiling.Options{})
+	assert.EqualError(t, err, "profiling: ServeWith: nil Scheduler")
 }
 
 func TestServeClose(t *testing.T) {
@@ -99,10 +120,10 @@ func TestServeStopsWithContext(t *testing.T) {
 }
 
 // Stopping the server ends a long CPU profile early instead of waiting
-// for it (pprof watches the request's context); the client still gets the
-// profile of the time elapsed.
+// for it (the profile handler watches the request's context); the client
+// still gets the profile of the time elapsed. Not parallel: the process
+// has one CPU profiler.
 func TestServeCloseEndsLongProfile(t *testing.T) {
-	t.Parallel()
 	srv, err := profiling.Serve(context.Background(), newScheduler(t, shardwheel.WithShards(1)), "127.0.0.1:0")
 	require.NoError(t, err)
 
@@ -130,17 +151,19 @@ func TestServeCloseEndsLongProfile(t *testing.T) {
 	r := <-done
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusOK, r.code)
-	assert.NotEmpty(t, r.body)
+	p, err := profile.ParseData(r.body)
+	require.NoError(t, err)
+	assert.Equal(t, "cpu", p.PeriodType.Type)
 }
 
 // cpuProfileServing reports whether a goroutine of this process is in
-// net/http/pprof's CPU profile handler, which the server runs in process.
+// the CPU profile handler, which the server runs in process.
 func cpuProfileServing() bool {
 	var b bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
 		return false
 	}
-	return strings.Contains(b.String(), "net/http/pprof.Profile(")
+	return strings.Contains(b.String(), "profiling.pprofCPU(")
 }
 
 func TestServeErrors(t *testing.T) {

@@ -3,6 +3,7 @@ package profiling
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -82,6 +83,13 @@ type summary struct {
 	elapsed time.Duration // the window's length, 0 if unknown (no rates)
 	total   view
 	shards  []view
+	// spikes are the intervals of the time series with a spike, worst
+	// first; intervals counts them all, spikeScope says which they are
+	// ("of the capture") and when names an interval's time.
+	spikes     []spike
+	intervals  int
+	spikeScope string
+	when       func(*sample) string
 }
 
 // write prints the summary as aligned plain text.
@@ -144,112 +152,34 @@ func (sm *summary) write(w io.Writer) error {
 		return err
 	}
 
-	if _, err := io.WriteString(w, "\ndiagnosis\n"); err != nil {
-		return err
-	}
+	var b strings.Builder
+	b.WriteString("\ndiagnosis\n")
 	for _, f := range sm.findings() {
-		if _, err := fmt.Fprintf(w, "  - %s\n", f.Text); err != nil {
-			return err
+		fmt.Fprintf(&b, "  - %s\n", f.Text)
+	}
+	if len(sm.spikes) > 0 {
+		fmt.Fprintf(&b, "\nspikes (tick lag or lateness over %s), worst first\n", units.Duration(lateLimit(sm.tick)))
+		for _, l := range sm.spikeLines() {
+			fmt.Fprintf(&b, "  - %s\n", l)
 		}
 	}
-	return nil
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
-// timerSlack is how late Go's timers may wake a sleeping shard: on Linux
-// the runtime waits in epoll with millisecond granularity and rounds
-// shorter waits up (golang/go#44343), so ticks start up to about 1ms late
-// even on an idle machine.
-const timerSlack = time.Millisecond
-
-// lateLimit is the tick lag and lateness beyond which the reports say a
-// shard fell behind: the wheel's resolution (one tick) plus timerSlack.
-func lateLimit(tick time.Duration) time.Duration { return tick + timerSlack }
-
-// finding is one line of a summary's diagnosis; OK is set on the line
-// that says there is nothing wrong.
-type finding struct {
-	Text string
-	OK   bool
-}
-
-// findings interprets the window for a reader who wants to know whether
-// timers were late and why.
-func (sm *summary) findings() []finding {
-	t := &sm.total
-	limit := lateLimit(sm.tick)
-	within := fmt.Sprintf("one tick plus %s of timer slack (%s)", units.Duration(timerSlack), units.Duration(limit))
-	var out []finding
-	warn := func(format string, args ...any) { out = append(out, finding{Text: fmt.Sprintf(format, args...)}) }
-	switch {
-	case t.Fired == 0:
-		out = append(out, finding{Text: "no timer fired in this window", OK: true})
-	case t.Lateness.Count == 0:
-		warn("timers fired but no latencies were recorded: WithStats(false) turned the histograms off")
-	case t.Lateness.P99 > limit:
-		f := fmt.Sprintf("timers ran late: lateness p99 %s exceeds %s", units.Duration(t.Lateness.P99), within)
-		if worst := sm.worstShard(); worst >= 0 {
-			f += fmt.Sprintf("; worst shard %d (p99 %s)", worst, units.Duration(sm.shards[worst].Lateness.P99))
+// diagnosis returns the lines of the diagnosis write prints: the
+// findings, then the spikes, each line starting "spike ", and the count
+// of those left out.
+func (sm *summary) diagnosis() []string {
+	var out []string
+	for _, f := range sm.findings() {
+		out = append(out, f.Text)
+	}
+	for i, l := range sm.spikeLines() {
+		if i < maxSpikes {
+			l = "spike " + l
 		}
-		warn("%s", f)
-	default:
-		out = append(out, finding{
-			Text: fmt.Sprintf("ok: lateness p99 %s is within %s", units.Duration(t.Lateness.P99), within),
-			OK:   true,
-		})
-	}
-	if t.TickLag.P99 > limit {
-		warn("shards started ticks late (tick lag p99 %s): a shard was held up by its own long tasks (see task time) "+
-			"or its goroutine waited for a CPU: check GOMAXPROCS, CPU quotas, GC and busy goroutines in the fgprof profile",
-			units.Duration(t.TickLag.P99))
-	}
-	if sp := t.SlowestPass; sp.Duration > limit {
-		warn("the slowest pass: %s; %s", describePass(sp), stallCause(sp, t.TaskTime))
-	}
-	if t.TaskTime.Max > sm.tick {
-		warn("tasks ran for up to %s (p99 %s): a task longer than a tick delays the rest of its shard; "+
-			"keep tasks short or hand them off with WithExecutor", units.Duration(t.TaskTime.Max), units.Duration(t.TaskTime.P99))
-	}
-	if t.CapHits > 0 {
-		warn("ticks reached the transfer cap %d times: new timers waited in the queues for later ticks; "+
-			"raise WithTransferCap or add shards", t.CapHits)
-	}
-	if t.Panics > 0 {
-		warn("%d tasks panicked (see the panic handler's output)", t.Panics)
+		out = append(out, l)
 	}
 	return out
-}
-
-// describePass says what one worker pass did.
-func describePass(p shardwheel.PassWork) string {
-	return fmt.Sprintf("%s, %d new timers taken in, %d re-filed, %d tasks run",
-		units.Duration(p.Duration), p.Transferred, p.Refiled, p.Fired)
-}
-
-// stallCause names the likeliest cause of a slow pass.
-func stallCause(p shardwheel.PassWork, tasks dist) string {
-	const nodeCost = 200 * time.Nanosecond // a generous cost of moving one node
-	work := time.Duration(p.Transferred+p.Refiled) * nodeCost
-	switch {
-	case p.Fired > 0 && tasks.Max > p.Duration/2:
-		return "its tasks took most of it: keep tasks short or hand them off with WithExecutor"
-	case work > p.Duration/2:
-		return "moving timers took most of it"
-	}
-	return "it did too little work to take that long: the shard's goroutine waited for a CPU " +
-		"(GOMAXPROCS, CPU quota, GC or busy goroutines: see the profile)"
-}
-
-// worstShard returns the shard with the highest lateness p99, or -1 when
-// there is only one shard.
-func (sm *summary) worstShard() int {
-	if len(sm.shards) < 2 {
-		return -1
-	}
-	worst := 0
-	for i, v := range sm.shards {
-		if v.Lateness.P99 > sm.shards[worst].Lateness.P99 {
-			worst = i
-		}
-	}
-	return worst
 }

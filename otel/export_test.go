@@ -1,0 +1,13 @@
+package shardwheelotel
+
+import (
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// RegisterForTest is Register taking its snapshots from stats, so that a
+// test can count them.
+func RegisterForTest(s *shardwheel.Scheduler, stats func() shardwheel.Stats, meter metric.Meter, opts ...Option) (metric.Registration, error) {
+	return register(s, stats, meter, opts...)
+}

@@ -1,0 +1,11 @@
+package shardwheelsdk
+
+import "github.com/shardwheel/shardwheel"
+
+// NewProducerForTest returns a Producer of s that takes its snapshots
+// from stats, so that a test can count them.
+func NewProducerForTest(s *shardwheel.Scheduler, stats func() shardwheel.Stats) *Producer {
+	p := NewProducer(s)
+	p.stats = stats
+	return p
+}

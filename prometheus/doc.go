@@ -1,0 +1,82 @@
+// Package shardwheelprom exports a shardwheel.Scheduler's statistics to
+// Prometheus: a prometheus.Collector that takes one Scheduler.Stats
+// snapshot per scrape.
+//
+//	s, _ := shardwheel.New()
+//	prometheus.MustRegister(shardwheelprom.NewCollector(s))
+//	http.Handle("/metrics", promhttp.Handler())
+//
+// It lives in a module of its own, so that a program that imports
+// shardwheel without it never downloads client_golang.
+//
+// # Metrics
+//
+// Every metric but shardwheel_pending_timers has the label shard, the
+// shard's index ("0", "1", ...). Stats.Total is not exported: sum the
+// counters, levels and histograms over shards (sum without (shard)), and
+// take the max of the peaks and of the slowest pass. Exporting the total
+// too would double every such sum.
+//
+//	ShardStats field         name                                        type       unit
+//	Pending (Stats)          shardwheel_pending_timers                   gauge
+//	Resident                 shardwheel_resident_timers                  gauge
+//	Scheduled                shardwheel_timers_scheduled_total           counter
+//	Fired                    shardwheel_timers_fired_total               counter
+//	Cancelled                shardwheel_timers_cancelled_total           counter
+//	TakenBack                shardwheel_timers_taken_back_total          counter
+//	Reset                    shardwheel_timer_resets_total               counter
+//	Stopped                  shardwheel_timers_stopped_total             counter
+//	Queued                   shardwheel_queued_timers                    gauge
+//	QueuedPeak               shardwheel_queued_peak_timers               gauge
+//	TransferLast             shardwheel_transfer_last_timers             gauge
+//	TransferPeak             shardwheel_transfer_peak_timers             gauge
+//	CapHits                  shardwheel_transfer_cap_hits_total          counter
+//	Ticks                    shardwheel_tick_passes_total                counter
+//	TicksSkipped             shardwheel_ticks_skipped_total              counter
+//	Refiled                  shardwheel_timers_refiled_total             counter
+//	RefiledPeak              shardwheel_refiled_peak_timers              gauge
+//	HeldCancelled            shardwheel_held_cancelled_timers            gauge
+//	Sweeps                   shardwheel_sweeps_total                     counter
+//	Swept                    shardwheel_swept_timers_total               counter
+//	SlowestPass.Duration     shardwheel_slowest_pass_seconds             gauge      seconds
+//	SlowestPass.Transferred  shardwheel_slowest_pass_transferred_timers  gauge
+//	SlowestPass.Refiled      shardwheel_slowest_pass_refiled_timers      gauge
+//	SlowestPass.Fired        shardwheel_slowest_pass_fired_timers        gauge
+//	Panics                   shardwheel_task_panics_total                counter
+//	TickLag                  shardwheel_tick_lag_seconds                 histogram  seconds
+//	Lateness                 shardwheel_task_lateness_seconds            histogram  seconds
+//	PassTime                 shardwheel_pass_duration_seconds            histogram  seconds
+//	TaskTime                 shardwheel_task_duration_seconds            histogram  seconds
+//
+// Counters, peaks and the slowest pass count since shardwheel.New. Each
+// shard publishes its counts once per pass, so a scrape may lag a shard
+// by one pass (see shardwheel.Stats).
+//
+// # Histograms
+//
+// A Histogram's buckets are 1/32 of a power of two of nanoseconds wide
+// (exact below 64ns), at most 3.125% of their value; no Prometheus bucket
+// lines up with them. Each histogram carries two forms, built from the
+// same snapshot and both in seconds:
+//
+//   - Classic buckets, at DefaultBuckets' upper bounds (or WithBuckets').
+//     Each of our buckets counts at its upper bound, so one that straddles
+//     a bound counts above it: the le="b" count holds every duration up
+//     to b/(1+1/32) and none above b. A duration within 3.125% below a
+//     bound may show in the next bucket, never in a lower one.
+//   - Native buckets (schema 5: 32 per power of two, 2.2% apart), which
+//     a Prometheus with native histograms enabled takes from a protobuf
+//     scrape. Each of our buckets lands whole in the native bucket that
+//     holds its upper bound, with the same error: a duration is never
+//     shown below its value and at most 3.125% above it. The zero bucket
+//     (threshold 0) counts the durations that were exactly 0.
+//
+// _sum is Histogram.Sum in seconds and _count is Histogram.Count, which
+// the buckets add up to. Durations over 2^40-1ns (18m19s), which a
+// Histogram keeps in its last bucket, count at 18m19s in the buckets and
+// with their true value in _sum. TaskTime is sampled, one task in 16: its
+// _count counts samples, not tasks.
+//
+// The native form has no created timestamp: when the Scheduler started is
+// not known from its Stats.
+package shardwheelprom
