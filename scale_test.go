@@ -65,9 +65,14 @@ func TestScale(t *testing.T) {
 			require.EqualValues(t, 1, runs[i].Swap(0), "timer %d in cycle %d", i, cycle)
 		}
 		require.Zero(t, early.Load(), "timers ran early")
-		// The shards free cancelled nodes at their next pass.
-		require.Eventually(t, func() bool { return s.Stats().Total.Resident == 0 }, time.Minute, pollEvery,
-			"cycle %d: cancelled timers still held", cycle)
+		// The shards sweep the cancelled nodes, nearly every node their
+		// wheels hold, and leave at most a 64th of their arenas (whose
+		// high water is about the timers each held at once) to their
+		// slots.
+		require.Eventually(t, func() bool {
+			st := s.Stats().Total
+			return st.Resident == st.HeldCancelled && st.HeldCancelled < (resident+expiring)/32
+		}, time.Minute, pollEvery, "cycle %d: cancelled timers still held", cycle)
 		heap[cycle] = heapInUse()
 	}
 	// The second cycle reuses the first one's nodes: the heap does not grow.
@@ -75,6 +80,6 @@ func TestScale(t *testing.T) {
 	st := s.Stats()
 	assert.EqualValues(t, 2*expiring, st.Total.Fired)
 	assert.EqualValues(t, 2*resident, st.Total.Cancelled)
-	assert.Zero(t, st.Total.Resident)
+	assert.Equal(t, st.Total.HeldCancelled, st.Total.Resident, "no live timer left")
 	runtime.KeepAlive(handles)
 }

@@ -134,12 +134,13 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 			"for later ticks (raise WithTransferCap or add shards)", s.CapHits)
 	}
 	// Passes that took at least half as long as the worst delay explain
-	// it; shorter ones do not.
-	if 2*pass >= worst {
+	// it, one long pass or several back to back (a timer due during the
+	// first waits for them all); shorter ones do not.
+	passes := time.Duration(s.PassTime.Count) * s.PassTime.Mean
+	if 2*max(pass, passes) >= worst {
 		// Task time is timed one task in taskSampling: scale its sum up
 		// to compare it with the passes'.
 		tasks := time.Duration(s.TaskTime.Count*taskSampling) * s.TaskTime.Mean
-		passes := time.Duration(s.PassTime.Count) * s.PassTime.Mean
 		moved := max(s.RefiledPeak, 0)
 		if sp := s.SlowestPass; sp != nil {
 			moved = max(moved, sp.Refiled)

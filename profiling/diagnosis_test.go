@@ -34,8 +34,7 @@ func record(t *testing.T, s *shardwheel.Scheduler, inject func() (timers int)) [
 	t.Helper()
 	before := s.Stats()
 	n := inject()
-	require.Eventually(t, func() bool { return s.Stats().Total.Fired >= before.Total.Fired+uint64(n) },
-		20*time.Second, time.Millisecond)
+	awaitFired(t, s, before.Total.Fired+uint64(n))
 	after := s.Stats()
 	return profiling.Diagnose(s.Tick(), []time.Duration{0, time.Second}, []shardwheel.Stats{before, after})
 }

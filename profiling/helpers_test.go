@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -237,3 +238,25 @@ func requireReadable(t *testing.T, doc string, wantData, clearOfData bool) svgCh
 
 // charts returns the <svg> blocks of an HTML page.
 func charts(page string) []string { return svgBlock.FindAllString(page, -1) }
+
+// awaitFired waits until s has run want tasks in all and the passes that
+// ran them have ended, so that their times are in its Stats: Fired counts
+// a task as it starts, and a pass records its time as it ends. A marker
+// timer on every shard does it: each runs in a pass after the one that ran
+// the last counted task. It returns the number of markers, which Fired
+// also counts.
+func awaitFired(t *testing.T, s *shardwheel.Scheduler, want uint64) (markers uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return s.Stats().Total.Fired >= want }, 20*time.Second, time.Millisecond)
+	marked := make([]bool, s.Shards())
+	for key := uint64(0); markers < uint64(len(marked)); key++ {
+		if i := s.ShardOf(key); !marked[i] {
+			marked[i] = true
+			markers++
+			_, err := s.Schedule(key, time.Millisecond, func() {})
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool { return s.Stats().Total.Fired >= want+markers }, 20*time.Second, time.Millisecond)
+	return markers
+}

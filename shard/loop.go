@@ -90,7 +90,7 @@ func (sh *Shard) pass() bool {
 		return false
 	}
 	sh.cascadeAhead()
-	sh.sweep(sweepPerPass)
+	sh.sweepHeld()
 	sh.recordPass(now)
 	sh.publish()
 	if debug {
@@ -109,13 +109,15 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	w := sh.h.w
 	next = w.elapsed + 1
 	t, any := w.nextWake()
-	busy := sh.more || w.dueNow() || !sh.queue.Empty() || sh.attention.Waiting() || sh.h.unindex != 0
+	busy := sh.more || w.dueNow() || !sh.queue.Empty() || sh.attention.Waiting() ||
+		sh.h.unindex != 0 || sh.h.sweep.next != 0
 	park = !busy && (!any || t > next)
 	if park && any {
 		next = t
 	}
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed
+	sh.plannedAt.Store(w.elapsed)
 	if timed {
 		sh.sleepUntil.Store(next)
 	} else {

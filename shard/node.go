@@ -8,10 +8,14 @@ import (
 // Get), start its life (startLife), file it (file), and free it once its
 // timer has ended and it is in no list (releaseNode, freeNode).
 
-// shareBatch is how many free nodes a holder moves from its own list to
-// the arena's shared lists when a producer that found the wheel held had
-// to grow the arena for want of a shared free node (starved).
-const shareBatch = 1024
+// When a producer that does not hold the wheel had to grow the arena for
+// want of a shared free node (starved), the next holder moves a quarter of
+// its own free list to the arena's shared lists: at least shareMin nodes
+// (or all it has), at most shareMax, which bounds the work of a pass.
+const (
+	shareMin = 1024
+	shareMax = 1 << 16
+)
 
 // takeFree pops a node off the holder's free list. Holder only.
 func (sh *Shard) takeFree() (uint32, bool) {
@@ -128,16 +132,17 @@ func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
 	sh.h.nfree++
 }
 
-// share moves up to shareBatch nodes of the holder's own free list to the
-// arena's shared lists, for producers that do not hold the wheel, if one
-// of them had to grow the arena meanwhile. Holder only, before it lets go.
+// share moves a quarter of the holder's own free list (see shareMin) to
+// the arena's shared lists, for producers that do not hold the wheel, if
+// one of them had to grow the arena meanwhile. Holder only, before it lets
+// go.
 func (sh *Shard) share() {
 	if !sh.starved.Load() || sh.h.nfree == 0 {
 		return
 	}
 	sh.starved.Store(false)
 	var c pool.Chain
-	for range min(shareBatch, sh.h.nfree) {
+	for range min(sh.h.nfree, max(shareMin, sh.h.nfree/4), shareMax) {
 		idx, _ := sh.takeFree()
 		sh.arena.Add(&c, idx)
 	}

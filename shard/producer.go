@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"runtime"
 	"time"
 
@@ -141,7 +142,11 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 		return Ref{}, false
 	}
 	if idx >= hw && !sh.starved.Load() {
-		sh.starved.Store(true) // a fresh node: the shared lists were empty
+		// A fresh node: the shared lists were empty. Wake the shard
+		// goroutine to share the holder's free nodes, or a producer on
+		// another P would grow the arena while the goroutine sleeps.
+		sh.starved.Store(true)
+		sh.signal()
 	}
 	n := slot.Node()
 	n.Key = r.Key
@@ -256,11 +261,23 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	}
 }
 
+// cancelCheck: every cancelCheck-th Cancel of a lane wakes a shard
+// goroutine that plans to sleep for more than a second (see cancelled).
+const cancelCheck = 1024
+
 // cancelled counts a Cancel that returned true, on lane li, and gives its
-// timer's token back.
+// timer's token back. A Cancel leaves its node in the wheel, and wakes no
+// one: but a shard goroutine asleep for long would not sweep the nodes of
+// timers cancelled en masse before their slots come round, hours away
+// maybe, so every cancelCheck-th Cancel of a lane wakes it to look (see
+// sweepHeld). At most one signal per cancelCheck Cancels.
 func (sh *Shard) cancelled(li int) {
 	l := &sh.lanes[li]
-	l.cancels.Add(1)
+	if n := l.cancels.Add(1); n%cancelCheck == 0 {
+		if until := sh.sleepUntil.Load(); until != math.MaxUint64 && until > sh.plannedAt.Load()+sh.sweepCheck {
+			sh.signal()
+		}
+	}
 	if sh.cfg.Limited {
 		sh.giveBack(l)
 	}

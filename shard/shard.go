@@ -96,15 +96,20 @@ type Shard struct {
 	ticks    divider       // divides by tick
 	origin   time.Duration // clock reading at tick 0
 	maxDelay time.Duration
-	dry      *atomic.Bool
-	arena    *pool.Arena
-	lanes    []lane
-	laneMask int
-	home     int           // lane freed nodes go to
-	id, of   int           // the shard's number and the number of shards
-	wake     chan struct{} // capacity 1: anyone signals, the shard goroutine receives
-	done     chan struct{} // closed by Close
-	exited   chan struct{} // closed when the shard goroutine returns
+	// sweepCheck is a second's worth of ticks (at least one): a shard
+	// goroutine that plans to sleep longer is woken by every
+	// cancelCheck-th Cancel of a lane, to see whether the cancelled
+	// timers call for a sweep (see cancelled).
+	sweepCheck uint64
+	dry        *atomic.Bool
+	arena      *pool.Arena
+	lanes      []lane
+	laneMask   int
+	home       int           // lane freed nodes go to
+	id, of     int           // the shard's number and the number of shards
+	wake       chan struct{} // capacity 1: anyone signals, the shard goroutine receives
+	done       chan struct{} // closed by Close
+	exited     chan struct{} // closed when the shard goroutine returns
 	// quiet is closed by the shard goroutine when it starts a task after
 	// Close (see Quiet); it is the only closer.
 	quiet chan struct{}
@@ -132,6 +137,7 @@ type Shard struct {
 	// a timer due earlier wakes it (see file), and a producer that finds
 	// it a tick late yields (see yieldIfBehind).
 	sleepUntil atomic.Uint64
+	plannedAt  atomic.Uint64 // the elapsed tick when the goroutine planned it
 	closed     atomic.Bool
 	gid        atomic.Uint64 // shard goroutine id, for Stop from a task
 	_          [pad.CacheLineSize]byte
@@ -262,6 +268,7 @@ func New(cfg Config) (*Shard, error) {
 		sh.dry = new(atomic.Bool)
 	}
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
+	sh.sweepCheck = uint64(max(int64(time.Second)/sh.tick, 1))
 	sh.sleepUntil.Store(math.MaxUint64)
 	return sh, nil
 }

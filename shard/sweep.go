@@ -7,8 +7,13 @@ package shard
 // bounds how many such nodes a shard holds, as the Go runtime bounds its
 // timer heaps' zombies.
 //
-// A sweep starts when the wheel's linked nodes reach sweeper.at: a third
-// more than it held when the last sweep ended (at least minSweep). It then
+// A sweep starts when the wheel's linked nodes reach sweeper.at, a third
+// more than it held when the last sweep ended (at least minSweep), or when
+// the shard goroutine finds cancelled nodes held beyond a quarter of the
+// linked ones and a 64th of the arena (a sweep visits the whole arena, so
+// a smaller harvest is not worth it): growth catches the churn of a busy
+// wheel, the share a wheel whose timers were cancelled en masse with
+// nothing filed after. It then
 // walks the arena in index order, a few nodes for every timer filed
 // (sweepPerFiled, in steps of sweepStep) and sweepPerPass per pass of the
 // shard goroutine, unlinking and freeing every cancelled node it finds
@@ -54,23 +59,67 @@ const (
 func (sh *Shard) paceSweep(n int) {
 	sw := &sh.h.sweep
 	if sw.next == 0 {
-		count := sh.h.w.count
-		if count < sw.at {
+		if sh.h.w.count < sw.at {
 			return
 		}
-		// Visit the whole arena within the filings the next sweep's
-		// threshold allows, so that a sweep ends before the next one is
-		// due: held nodes stay within that allowance however large the
-		// arena grew.
-		span := max(count/3, sw.min)
-		sw.next, sw.credit = 1, 0
-		sw.rate = max(sweepPerFiled, (int(sh.arena.HighWater())+span-1)/span)
+		sh.startSweep()
 	}
 	sw.credit += n * sw.rate
 	for sw.credit >= sweepStep && sw.next != 0 {
 		sw.credit -= sweepStep
 		sh.sweep(sweepStep)
 	}
+}
+
+// startSweep starts a sweep. It visits the whole arena within the filings
+// the next sweep's threshold allows, so that a sweep ends before the next
+// one is due: held nodes stay within that allowance however large the
+// arena grew. Holder only.
+func (sh *Shard) startSweep() {
+	sw := &sh.h.sweep
+	span := max(sh.h.w.count/3, sw.min)
+	sw.next, sw.credit = 1, 0
+	sw.rate = max(sweepPerFiled, (int(sh.arena.HighWater())+span-1)/span)
+}
+
+// sweepHeld starts a sweep if the wheel holds more cancelled nodes than a
+// quarter of its linked ones and a 64th of its arena, and pays a pass's
+// share of a running sweep: the shard goroutine's part, at each pass.
+// While a sweep runs the goroutine passes every tick (see plan), so a wheel
+// whose timers were all cancelled is swept within about HighWater /
+// sweepPerPass ticks.
+func (sh *Shard) sweepHeld() {
+	sw := &sh.h.sweep
+	if sw.next == 0 {
+		if !sh.sweepDue() {
+			return
+		}
+		sh.startSweep()
+	}
+	sh.sweep(sweepPerPass)
+	// A sweep that ended while Cancels went on behind it may leave enough
+	// for another: start it now, while plan can still see it, or the
+	// goroutine would sleep until the nodes' slots come round.
+	if sw.next == 0 && sh.sweepDue() {
+		sh.startSweep()
+	}
+}
+
+// sweepDue reports whether the wheel holds more cancelled nodes than a
+// quarter of its linked ones and a 64th of its arena. Holder only.
+func (sh *Shard) sweepDue() bool {
+	held := sh.heldCancelled()
+	return held > 0 && held > max(uint64(sh.h.w.count/4), uint64(sh.arena.HighWater())/64)
+}
+
+// heldCancelled returns the cancelled timers whose nodes the shard has not
+// freed yet: in the wheel or in the queue. Holder only.
+func (sh *Shard) heldCancelled() uint64 {
+	var held uint64
+	for i := range sh.lanes {
+		held += sh.lanes[i].cancels.Load() + sh.lanes[i].undone.Load()
+	}
+	return held - min(held, sh.h.counts[cFreedCancelled])
 }
 
 // sweep visits up to k nodes of a running sweep, freeing the cancelled ones
