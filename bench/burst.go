@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +34,36 @@ type BurstSpec struct {
 
 // Burst is the burst command's document.
 type Burst struct {
-	Host        Host          `json:"host"`
-	Spec        BurstSpec     `json:"spec"`
-	Runs        []BurstResult `json:"runs"` // in the order they ran
-	Interrupted bool          `json:"interrupted,omitempty"`
+	Host        Host
+	Spec        BurstSpec
+	Runs        []BurstResult // in the order they ran
+	Interrupted bool
+}
+
+// burstResults is burst's results in the JSON envelope.
+type burstResults struct {
+	// Runs are every finished run, in the order they ran.
+	Runs []BurstResult `json:"runs"`
+	// Summaries are each implementation's medians and ranges over its
+	// runs, by row key.
+	Summaries map[string]map[string]spread `json:"summaries"`
+}
+
+// envelope is burst's JSON document.
+func (b *Burst) envelope() envelope {
+	sums := map[string]map[string]spread{}
+	for _, impl := range []string{nameWheel, nameStdlib} {
+		for _, row := range burstRows() {
+			if m, lo, hi, ok := b.summary(impl, row.f); ok {
+				if sums[impl] == nil {
+					sums[impl] = map[string]spread{}
+				}
+				sums[impl][row.key] = spread{m, lo, hi}
+			}
+		}
+	}
+	v := b.verdict()
+	return envelope{Host: b.Host, Config: b.Spec, Results: burstResults{Runs: b.Runs, Summaries: sums}, Verdict: &v, Interrupted: b.Interrupted}
 }
 
 // BurstResult is one run of one implementation.
@@ -74,13 +102,19 @@ type burstStats struct {
 func burst(ctx context.Context, o options, p *progress) (*Burst, error) {
 	b := &Burst{Host: host(), Spec: o.burst}
 	b.Spec.Tick, b.Spec.Shards, b.Spec.Affinity = o.tick, o.shards, o.affinity
+	// A run: scheduling (about a microsecond a timer), then the spread.
+	expect := time.Duration(b.Spec.Timers)*time.Microsecond + b.Spec.DelayMin + b.Spec.Spread + 500*time.Millisecond
+	pl := newPlan(p, "burst", repeat(expect, 2*b.Spec.Runs))
 	for run := 0; run < b.Spec.Runs && ctx.Err() == nil; run++ {
 		for _, impl := range []string{nameWheel, nameStdlib} {
 			if ctx.Err() != nil {
 				break
 			}
-			p.note("burst: run %d/%d, %s", run+1, b.Spec.Runs, impl)
+			pl.start(fmt.Sprintf("run %d of %d: %s", run+1, b.Spec.Runs, impl))
 			r, err := burstRun(ctx, b.Spec, impl)
+			if ctx.Err() != nil {
+				break // an interrupted run is incomplete: it is left out
+			}
 			if err != nil {
 				return b, err
 			}
@@ -181,7 +215,7 @@ func burstRun(ctx context.Context, spec BurstSpec, impl string) (BurstResult, er
 			PassTime: percentiles(st.PassTime), SlowestPass: st.SlowestPass, RefiledPeak: st.RefiledPeak,
 		}
 	}
-	return r, ctx.Err()
+	return r, nil
 }
 
 // sampleGoroutines records the most goroutines seen into peak, every
@@ -238,52 +272,86 @@ func (b *Burst) summary(impl string, f func(r *BurstResult) float64) (med, lo, h
 	return med, lo, hi, true
 }
 
-// writeText writes one row per figure: the median over the runs of each
-// implementation, its range, and the ratio.
-func (b *Burst) writeText(w io.Writer) error {
-	sp := b.Spec
-	fmt.Fprintf(w, "burst: %d timers from %d goroutines, each due %v + uniform [0, %v] after its call; "+
-		"shardwheel %d shards, %v tick%s; %d runs each, interleaved\n%s\n\n",
-		sp.Timers, sp.Producers, sp.DelayMin, sp.Spread, sp.Shards, sp.Tick, affinityNote(sp.Affinity), sp.Runs, b.Host)
+// burstRow is one row of the burst report.
+type burstRow struct {
+	key, label string
+	// better is "lower", or "" for a count that must be 0 and rates
+	// nothing.
+	better string
+	f      func(r *BurstResult) float64
+	show   func(float64) string
+}
+
+// burstRows are the rows of the burst report, in order.
+func burstRows() []burstRow {
 	dur := func(f func(r *BurstResult) time.Duration) func(r *BurstResult) float64 {
 		return func(r *BurstResult) float64 { return float64(f(r)) }
 	}
-	showDur := func(v float64) string { return units.Duration(time.Duration(v)) }
-	showInt := func(v float64) string { return fmt.Sprintf("%.0f", v) }
-	rows := []struct {
-		label string
-		f     func(r *BurstResult) float64
-		show  func(float64) string
-	}{
-		{"lateness p50", dur(func(r *BurstResult) time.Duration { return r.Lateness.P50 }), showDur},
-		{"lateness p99", dur(func(r *BurstResult) time.Duration { return r.Lateness.P99 }), showDur},
-		{"lateness p99.9", dur(func(r *BurstResult) time.Duration { return r.Lateness.P999 }), showDur},
-		{"lateness max", dur(func(r *BurstResult) time.Duration { return r.Lateness.Max }), showDur},
-		{"early fires", func(r *BurstResult) float64 { return float64(r.Early) }, showInt},
-		{"ran twice", func(r *BurstResult) float64 { return float64(r.Doubles) }, showInt},
-		{"never ran", func(r *BurstResult) float64 { return float64(r.Missing) }, showInt},
-		{"goroutines peak", func(r *BurstResult) float64 { return float64(r.GoroutinesPeak) }, showInt},
-		{"CPU", dur(func(r *BurstResult) time.Duration { return r.CPU }), showDur},
+	showInt := func(v float64) string { return groupDigits(int(math.Round(v))) }
+	return []burstRow{
+		{"lateness_p50", "lateness p50", "lower", dur(func(r *BurstResult) time.Duration { return r.Lateness.P50 }), showDur},
+		{"lateness_p99", "lateness p99", "lower", dur(func(r *BurstResult) time.Duration { return r.Lateness.P99 }), showDur},
+		{"lateness_p999", "lateness p99.9", "lower", dur(func(r *BurstResult) time.Duration { return r.Lateness.P999 }), showDur},
+		{"lateness_max", "lateness max", "lower", dur(func(r *BurstResult) time.Duration { return r.Lateness.Max }), showDur},
+		{"early", "early fires (must be 0)", "", func(r *BurstResult) float64 { return float64(r.Early) }, showInt},
+		{"doubles", "ran twice (must be 0)", "", func(r *BurstResult) float64 { return float64(r.Doubles) }, showInt},
+		{"missing", "never ran (must be 0)", "", func(r *BurstResult) float64 { return float64(r.Missing) }, showInt},
+		{"goroutines_peak", "goroutines peak", "lower", func(r *BurstResult) float64 { return float64(r.GoroutinesPeak) }, showInt},
+		{"cpu", "CPU", "lower", dur(func(r *BurstResult) time.Duration { return r.CPU }), showDur},
 	}
-	t := &table{}
-	t.add("median (min-max)", nameWheel, nameStdlib, "ratio")
-	for _, row := range rows {
+}
+
+// burstNoise says why the lateness rows rest on too few timers, or "".
+func (b *Burst) burstNoise() string {
+	if b.Spec.Timers < minSamples {
+		return plural(b.Spec.Timers, "timer")
+	}
+	return ""
+}
+
+// writeText writes one row per figure: the median over the runs of each
+// implementation, its range, the ratio and the winner; then the verdict.
+func (b *Burst) writeText(w io.Writer) error {
+	sp := b.Spec
+	runs := plural(sp.Runs, "run") + " of each"
+	if sp.Runs > 1 {
+		runs += ", interleaved"
+	}
+	fmt.Fprintf(w, "burst: %s timers from %s, each due %v + uniform [0, %v] after its call; "+
+		"shardwheel (s.AfterFunc): %s, %v tick%s; %s\n%s\n\n",
+		groupDigits(sp.Timers), plural(sp.Producers, "goroutine"), sp.DelayMin, sp.Spread, plural(sp.Shards, "shard"), sp.Tick,
+		affinityNote(sp.Affinity), runs, b.Host)
+	head := "median (min-max)"
+	if sp.Runs == 1 {
+		head = "one run"
+	}
+	t := &table{align: "lrrrl"}
+	t.add(head, nameWheel, nameStdlib, "ratio", "winner")
+	for _, row := range burstRows() {
 		cells := []string{row.label}
+		var cs []candidate
 		var meds [2]float64
+		var have [2]bool
 		for i, impl := range []string{nameWheel, nameStdlib} {
 			m, lo, hi, ok := b.summary(impl, row.f)
 			if !ok {
 				cells = append(cells, "n/a")
 				continue
 			}
-			meds[i] = m
-			cells = append(cells, fmt.Sprintf("%s (%s-%s)", row.show(m), row.show(lo), row.show(hi)))
+			meds[i], have[i] = m, true
+			cells = append(cells, withRange(row.show, m, lo, hi))
+			cs = append(cs, candidate{name: impl, med: m, lo: lo, hi: hi, ok: true})
 		}
-		ratio := "-"
-		if meds[1] > 0 {
-			ratio = fmt.Sprintf("%.2fx", meds[0]/meds[1])
+		q := ""
+		if row.better != "" && have[0] && have[1] {
+			r, ok := ratio(meds[0], meds[1])
+			q = fmtRatio(r, ok)
 		}
-		t.add(append(cells, ratio)...)
+		win := pickWinner(row.better, cs...)
+		if n := b.burstNoise(); n != "" && win != "" && strings.HasPrefix(row.key, "lateness") {
+			win = winNoise + ": " + n
+		}
+		t.add(append(cells, q, win)...)
 	}
 	if err := t.write(w); err != nil {
 		return err
@@ -301,6 +369,58 @@ func (b *Burst) writeText(w io.Writer) error {
 			units.Duration(st.TickLag.P99), units.Duration(st.PassTime.P99), units.Duration(st.SlowestPass.Duration),
 			st.SlowestPass.Transferred, st.SlowestPass.Refiled, st.SlowestPass.Fired)
 	}
-	_, err := fmt.Fprintln(w)
+	var sb strings.Builder
+	sb.WriteString("\n\nratio = shardwheel / time.AfterFunc. Lateness: task start - (clock read before the call + delay).\n")
+	fmt.Fprintf(&sb, "winner: the lower figure; \"tie\" within %.0f%% or where the runs' ranges overlap.\n", 100*tieWithin)
+	if b.Interrupted {
+		sb.WriteString("INTERRUPTED: the figures cover the runs that finished.\n")
+	}
+	writeVerdict(&sb, b.verdict())
+	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// verdict sums up the burst: shardwheel's lateness and CPU against
+// time.AfterFunc's, and whether every timer ran once, never early.
+func (b *Burst) verdict() Verdict {
+	v := Verdict{Ratios: map[string]float64{}, Winners: map[string]string{}}
+	var parts []string
+	for _, row := range burstRows() {
+		sw, slo, shi, ok1 := b.summary(nameWheel, row.f)
+		af, alo, ahi, ok2 := b.summary(nameStdlib, row.f)
+		if !ok1 || !ok2 || row.better == "" {
+			continue
+		}
+		v.Winners[row.key] = pickWinner(row.better, candidate{nameWheel, sw, slo, shi, true}, candidate{nameStdlib, af, alo, ahi, true})
+		q, ok := ratio(sw, af)
+		if ok {
+			v.Ratios[row.key] = q
+		}
+		switch row.key {
+		case "lateness_p50":
+			parts = append(parts, "lateness p50 "+lateDiff(time.Duration(sw), time.Duration(af), b.Spec.Tick, q, ok))
+		case "lateness_p99", "lateness_max", "cpu":
+			parts = append(parts, fmt.Sprintf("%s %s", strings.TrimPrefix(row.label, "lateness "), fmtRatio(q, ok)))
+		case "goroutines_peak":
+			parts = append(parts, fmt.Sprintf("goroutines peak %s vs %s", groupDigits(int(sw)), groupDigits(int(af))))
+		}
+	}
+	if len(parts) == 0 {
+		return v
+	}
+	line := fmt.Sprintf("burst of %s timers, shardwheel (s.AfterFunc) against time.AfterFunc: %s", groupDigits(b.Spec.Timers), strings.Join(parts, ", "))
+	if n := b.burstNoise(); n != "" {
+		line += " (lateness: noise, " + n + ")"
+	}
+	v.Summary = append(v.Summary, line+".")
+	var early, doubles, missing int
+	for _, r := range b.Runs {
+		early, doubles, missing = early+r.Early, doubles+r.Doubles, missing+r.Missing
+	}
+	if early+doubles+missing == 0 {
+		v.Summary = append(v.Summary, "Every timer ran exactly once, none early, in every run.")
+	} else {
+		v.Summary = append(v.Summary, fmt.Sprintf("ERROR: over the runs, %s ran early, %d twice, %d never.", plural(early, "timer"), doubles, missing))
+	}
+	return v
 }

@@ -2,9 +2,10 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +19,15 @@ func TestBurstRun(t *testing.T) {
 	args := []string{"burst", "-timers", "20000", "-spread", "100ms", "-runs", "2", "-tick", "1ms", "-shards", "2", "-json", "-out", dir}
 	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
 
-	var b Burst
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &b), stdout.String())
+	env := decodeEnvelope[BurstSpec, burstResults](t, stdout.Bytes())
+	assert.Equal(t, "burst", env.Command)
+	assert.Equal(t, 20000, env.Config.Timers)
+	b := env.Results
 	require.Len(t, b.Runs, 4, "two runs of each, interleaved")
+	assert.Contains(t, b.Summaries[nameWheel], "lateness_p99")
+	require.NotNil(t, env.Verdict)
+	assert.Contains(t, env.Verdict.Summary, "Every timer ran exactly once, none early, in every run.")
+	assert.Contains(t, env.Verdict.Winners, "lateness_p99")
 	assert.Equal(t, []string{nameWheel, nameStdlib, nameWheel, nameStdlib},
 		[]string{b.Runs[0].Impl, b.Runs[1].Impl, b.Runs[2].Impl, b.Runs[3].Impl})
 	for _, r := range b.Runs {
@@ -41,9 +48,54 @@ func TestBurstRun(t *testing.T) {
 	}
 	text, err := os.ReadFile(filepath.Join(dir, "burst.txt"))
 	require.NoError(t, err)
-	for _, want := range []string{"lateness p50", "lateness p99.9", "early fires", "goroutines peak", "CPU", "Stats lateness"} {
+	for _, want := range []string{"lateness p50", "lateness p99.9", "early fires", "goroutines peak", "CPU", "Stats lateness",
+		"20,000 timers from 2 goroutines", "2 shards", "2 runs of each", "\nverdict:\n  burst of 20,000 timers"} {
 		assert.Contains(t, string(text), want)
 	}
+	assert.Regexp(t, `(?m)^median \(min-max\)\s+shardwheel\s+time\.AfterFunc\s+ratio\s+winner$`, string(text))
+	assert.Regexp(t, `(?m)^early fires \(must be 0\)\s+0\s+0$`, string(text), "no range of equal runs, no ratio of 0s")
+	assert.NotContains(t, string(text), "0.00x")
+	assert.Contains(t, stderr.String(), "burst: 4 phases, about ")
+	assert.Contains(t, stderr.String(), "phase 4 of 4 (about ")
+}
+
+// TestBurstOneRun: one run has no range to show, and plurals agree.
+func TestBurstOneRun(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"burst", "-timers", "5000", "-spread", "50ms", "-runs", "1", "-producers", "1", "-shards", "1"}
+	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "5,000 timers from 1 goroutine,")
+	assert.Contains(t, out, "1 shard,")
+	assert.Contains(t, out, "1 run of each")
+	assert.Regexp(t, `(?m)^one run\s+shardwheel\s+time\.AfterFunc\s+ratio\s+winner$`, out)
+	assert.NotRegexp(t, `\(\S+-\S+\)`, out, "no (x-x) range")
+	assert.NotContains(t, out, "noise", "percentiles of 5000 timers are figures")
+}
+
+// TestBurstInterrupted: Ctrl-C during burst is an interruption like every
+// other command's (exit 130, "interrupted"), not an error.
+func TestBurstInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	done := make(chan int)
+	args := []string{"burst", "-timers", "1000", "-spread", "1m", "-runs", "2", "-json"}
+	go func() { done <- runContext(ctx, args, &stdout, &stderr) }()
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "phase 1 of 4") }, 20*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitInterrupted, code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("burst did not stop after cancel")
+	}
+	assert.Contains(t, stderr.String(), "bench: interrupted; the results above are partial\n")
+	assert.NotContains(t, stderr.String(), "context canceled")
+	env := decodeEnvelope[BurstSpec, burstResults](t, stdout.Bytes())
+	assert.True(t, env.Interrupted)
+	assert.Empty(t, env.Results.Runs, "the interrupted run is left out")
 }
 
 func TestExactPercentiles(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -33,6 +34,9 @@ type options struct {
 	// proxy only.
 	proxy proxyConfig
 
+	// churn, and compare's churn section (Rounds 0: none).
+	churn ChurnConfig
+
 	// tune only.
 	shardList []int
 	tickList  []time.Duration
@@ -53,7 +57,7 @@ func badFlag(name string, value any, rule string) error {
 }
 
 // commands are the commands parseArgs knows, the default first.
-var commands = []string{"compare", "tune", "lag", "burst", "proxy"}
+var commands = []string{"compare", "tune", "lag", "burst", "proxy", "churn"}
 
 // parseArgs parses the command line (without the program name). It
 // returns flag.ErrHelp for -h, or a usageError.
@@ -73,7 +77,7 @@ func parseArgs(args []string) (options, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
 		}
-		return o, usageError{err.Error()}
+		return o, usageError{explainFlagError(fs, err)}
 	}
 	if fs.NArg() > 0 {
 		return o, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
@@ -91,6 +95,11 @@ func parseArgs(args []string) (options, error) {
 		if !explicit["workers"] {
 			o.load.Workers = o.procs
 		}
+	}
+	o.churn.Shards, o.churn.Tick, o.churn.Affinity = o.shards, o.tick, o.affinity
+	o.churn.GOMAXPROCS = runtime.GOMAXPROCS(0)
+	if o.procs > 0 {
+		o.churn.GOMAXPROCS = o.procs
 	}
 	if err := o.validate(); err != nil {
 		return o, err
@@ -119,7 +128,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		// hundred thousand timeouts each.
 		o.load.Warmup, o.load.Duration = time.Second, 3*time.Second
 		n := runtime.NumCPU()
-		o.shardList = []int{1, max(n/2, 1), n, 2 * n}
+		o.shardList = slices.Compact([]int{1, max(n/2, 1), n, 2 * n}) // 1, 1, 2, 4 on 2 CPUs is 1, 2, 4
 		o.tickList = []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
 	}
 
@@ -134,6 +143,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 	if o.cmd == "proxy" {
 		o.proxy = defaultProxyConfig()
 		o.proxy.flags(fs)
+		wheelFlags(fs, o)
+		return fs
+	}
+	o.churn = defaultChurnConfig()
+	if o.cmd == "churn" {
+		churnFlags(fs, &o.churn, "")
 		wheelFlags(fs, o)
 		return fs
 	}
@@ -162,13 +177,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.load.Warmup, "warmup", o.load.Warmup, "load time before measuring")
 	fs.DurationVar(&o.load.Duration, "duration", o.load.Duration, "measured time per run")
 	fs.IntVar(&o.load.Workers, "workers", o.load.Workers, "load goroutines; follows -gomaxprocs unless set")
-	fs.BoolVar(&o.keyed, "keyed", false, "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey, time.AfterFunc through a sync.Map of timers")
+	fs.BoolVar(&o.keyed, "keyed", false, "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey "+
+		"(by default s.AfterFunc + Timeout.Cancel/Reset), time.AfterFunc through a sync.Map of timers")
 
 	switch o.cmd {
-	case "compare", "lag":
+	case "compare":
+		wheelFlags(fs, o)
+		churnFlags(fs, &o.churn, "churn-")
+	case "lag":
 		wheelFlags(fs, o)
 	case "tune":
-		fs.Func("shards", fmt.Sprintf("shard counts to try, comma-separated (default %s: 1, NumCPU/2, NumCPU, 2*NumCPU)", joinList(o.shardList)), func(s string) error {
+		fs.Func("shards", fmt.Sprintf("shard counts to try, comma-separated (default %s: 1, NumCPU/2, NumCPU, 2*NumCPU, without repeats)", joinList(o.shardList)), func(s string) error {
 			v, err := parseList(s, strconv.Atoi)
 			o.shardList = v
 			return err
@@ -183,6 +202,27 @@ func newFlagSet(o *options) *flag.FlagSet {
 		fs.IntVar(&o.repeats, "repeats", 3, "runs per point, in interleaved rounds; the pick uses their medians")
 	}
 	return fs
+}
+
+// churnFlags declares the churn load's flags on fs, named with prefix:
+// "" for the churn command, "churn-" for compare's churn section.
+func churnFlags(fs *flag.FlagSet, c *ChurnConfig, prefix string) {
+	fs.Func(prefix+"goroutines", fmt.Sprintf("goroutine counts to run, comma-separated, each a load of its own (default %s)", joinList(c.Goroutines)), func(s string) error {
+		v, err := parseList(s, strconv.Atoi)
+		c.Goroutines = v
+		return err
+	})
+	fs.IntVar(&c.Resident, prefix+"resident", c.Resident, "background timers resident, scheduled before the load (due in 30-60s)")
+	fs.IntVar(&c.Ring, prefix+"cancel-after", c.Ring, "iterations between a timer's Schedule and its Cancel, per goroutine: a power of two")
+	rounds := "rounds; each runs every implementation once at every goroutine count, one fresh process per run"
+	if prefix != "" {
+		rounds += "; 0 leaves the section out"
+	}
+	fs.IntVar(&c.Rounds, prefix+"rounds", c.Rounds, rounds)
+	fs.DurationVar(&c.Warmup, prefix+"warmup", c.Warmup, "load time before measuring, per run")
+	fs.DurationVar(&c.Duration, prefix+"duration", c.Duration, "measured time per run")
+	fs.DurationVar(&c.WaitQuiet, prefix+"wait-quiet", c.WaitQuiet, "before each run, wait up to this long for other processes to leave the host's CPUs "+
+		"(below a quarter of a core, or a tenth of the CPUs, over a second; Linux): busy runs understate what crossing cores costs (0: do not wait)")
 }
 
 // wheelFlags declares the flags of the one Scheduler a command runs.
@@ -250,6 +290,19 @@ func (o *options) validate() error {
 		{o.lateP99 < 0, "lateness-p99", "must not be negative", o.lateP99},
 		{o.cmd == "tune" && o.repeats < 1, "repeats", "must be >= 1", o.repeats},
 	}
+	switch o.cmd {
+	case "churn":
+		if o.procs < 0 {
+			return badFlag("gomaxprocs", o.procs, "must not be negative")
+		}
+		if o.shards < 1 || o.shards > shardwheel.MaxShards {
+			return badFlag("shards", o.shards, fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards))
+		}
+		if !validTick(o.tick) {
+			return badFlag("tick", o.tick, tickRule)
+		}
+		return o.churn.validate("", false)
+	}
 	if o.cmd == "burst" {
 		b := &o.burst
 		checks = []struct {
@@ -272,8 +325,11 @@ func (o *options) validate() error {
 			return badFlag(c.name, c.value, c.rule)
 		}
 	}
-	if o.cmd == "proxy" {
+	switch o.cmd {
+	case "proxy":
 		return o.proxy.validate()
+	case "compare":
+		return o.churn.validate("churn-", true)
 	}
 	for _, n := range o.shardList {
 		if n < 1 || n > shardwheel.MaxShards {
@@ -295,3 +351,48 @@ const maxRate = 1e8
 var tickRule = fmt.Sprintf("must be in [%v, %v]", shardwheel.MinTick, shardwheel.MaxTick)
 
 func validTick(d time.Duration) bool { return d >= shardwheel.MinTick && d <= shardwheel.MaxTick }
+
+// flagValueError matches the flag package's error for a value its own
+// parser rejects, which says only "parse error" or "value out of range".
+var flagValueError = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): (parse error|value out of range)$`)
+
+// explainFlagError rewrites the flag package's "parse error" for a value
+// into what is wrong and what is expected: "-duration 5" gets
+// `invalid value "5" for -duration: missing unit; use e.g. 5s`. Other
+// errors pass as they are.
+func explainFlagError(fs *flag.FlagSet, err error) string {
+	m := flagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	value, name, why := m[1], m[2], m[3]
+	f := fs.Lookup(name)
+	if f == nil {
+		return err.Error()
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err.Error()
+	}
+	var rule string
+	switch g.Get().(type) {
+	case time.Duration:
+		if _, ferr := strconv.ParseFloat(value, 64); ferr == nil {
+			rule = fmt.Sprintf("missing unit; use e.g. %ss or %sms", value, value)
+		} else {
+			rule = "not a duration; use e.g. 500ms, 5s or 1m30s"
+		}
+	case int, int64:
+		rule = "not an integer"
+	case uint, uint64:
+		rule = "not a non-negative integer"
+	case float64:
+		rule = "not a number"
+	default:
+		return err.Error()
+	}
+	if why == "value out of range" {
+		rule = "out of range"
+	}
+	return fmt.Sprintf("invalid value %q for -%s: %s", value, name, rule)
+}

@@ -78,7 +78,13 @@ func TestParseArgsBad(t *testing.T) {
 		{[]string{"-rate", "-5"}, "invalid value -5 for -rate"},
 		{[]string{"-rate", "NaN"}, "invalid value NaN for -rate"},
 		{[]string{"-rate", "+Inf"}, "invalid value +Inf for -rate"},
-		{[]string{"-rate", "fast"}, `invalid value "fast" for flag -rate`},
+		{[]string{"-rate", "fast"}, `invalid value "fast" for -rate: not a number`},
+		{[]string{"-duration", "5"}, `invalid value "5" for -duration: missing unit; use e.g. 5s or 5ms`},
+		{[]string{"-duration", "soon"}, `invalid value "soon" for -duration: not a duration; use e.g. 500ms, 5s or 1m30s`},
+		{[]string{"-conns", "1.5"}, `invalid value "1.5" for -conns: not an integer`},
+		{[]string{"-seed", "-1"}, `invalid value "-1" for -seed: not a non-negative integer`},
+		{[]string{"-conns", "99999999999999999999"}, `invalid value "99999999999999999999" for -conns: out of range`},
+		{[]string{"proxy", "-warmup", "1"}, `invalid value "1" for -warmup: missing unit; use e.g. 1s or 1ms`},
 		{[]string{"-resident", "-1"}, "invalid value -1 for -resident"},
 		{[]string{"-cancel", "1.5"}, "invalid value 1.5 for -cancel"},
 		{[]string{"-cancel", "-0.1"}, "invalid value -0.1 for -cancel"},
@@ -151,7 +157,8 @@ func TestRunUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"nosuch"}, `bench: unknown command "nosuch"` + list},
 		{[]string{"nosuch", "-rate", "0"}, `bench: unknown command "nosuch"` + list},
 		{[]string{"-rate", "0"}, "bench: invalid value 0 for -rate: must be > 0" + fmt.Sprintf(usage, "compare")},
-		{[]string{"-rate", "fast"}, `bench: invalid value "fast" for flag -rate: parse error` + fmt.Sprintf(usage, "compare")},
+		{[]string{"-rate", "fast"}, `bench: invalid value "fast" for -rate: not a number` + fmt.Sprintf(usage, "compare")},
+		{[]string{"-duration", "5"}, `bench: invalid value "5" for -duration: missing unit; use e.g. 5s or 5ms` + fmt.Sprintf(usage, "compare")},
 		{[]string{"-unknown"}, "bench: flag provided but not defined: -unknown" + fmt.Sprintf(usage, "compare")},
 		{[]string{"compare", "extra"}, `bench: unexpected argument "extra"` + fmt.Sprintf(usage, "compare")},
 		{[]string{"tune", "-cancel", "2"}, "bench: invalid value 2 for -cancel: must be in [0,1]" + fmt.Sprintf(usage, "tune")},
@@ -208,6 +215,25 @@ func TestRunHelp(t *testing.T) {
 	var stdout bytes.Buffer
 	run([]string{"tune", "-h"}, &stdout, &bytes.Buffer{})
 	assert.Contains(t, stdout.String(), "-lag-p99")
+	// The default shown is the list used, without repeats.
+	o, err := parseArgs([]string{"tune"})
+	require.NoError(t, err)
+	assert.Contains(t, stdout.String(), "(default "+joinList(o.shardList)+": 1, NumCPU/2, NumCPU, 2*NumCPU, without repeats)")
+	assert.NotContains(t, stdout.String(), "default 1,1,")
+
+	// Every command's help lists it, and its flags.
+	for _, cmd := range commands {
+		stdout.Reset()
+		require.Equal(t, exitOK, run([]string{cmd, "-h"}, &stdout, &bytes.Buffer{}))
+		assert.Contains(t, stdout.String(), "\n  "+cmd+" ", cmd)
+		assert.Contains(t, stdout.String(), "Flags of "+cmd+":", cmd)
+	}
+	stdout.Reset()
+	run([]string{"churn", "-h"}, &stdout, &bytes.Buffer{})
+	assert.Contains(t, stdout.String(), "-goroutines")
+	stdout.Reset()
+	run([]string{"compare", "-h"}, &stdout, &bytes.Buffer{})
+	assert.Contains(t, stdout.String(), "-churn-rounds")
 }
 
 func TestRunHelpIsNotAnError(t *testing.T) {
@@ -227,7 +253,7 @@ func TestRunCancelledBeforeStart(t *testing.T) {
 // TestAffinityFlag: -affinity reaches the Scheduler options of every
 // command that runs one, and the headers say so.
 func TestAffinityFlag(t *testing.T) {
-	for _, cmd := range []string{"compare", "lag", "burst", "proxy"} {
+	for _, cmd := range []string{"compare", "lag", "burst", "proxy", "churn"} {
 		o, err := parseArgs([]string{cmd, "-affinity"})
 		require.NoError(t, err, cmd)
 		assert.True(t, o.affinity, cmd)

@@ -12,42 +12,98 @@ import (
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
-// Comparison is the outcome of compare: the same load, with the same
-// seed, against shardwheel, alone (null) and against time.AfterFunc in
-// one process.
+// Comparison is the outcome of compare: the proxy-shaped load, with the
+// same seed, against shardwheel, alone (null) and against time.AfterFunc
+// in one process; then, unless -churn-rounds is 0, the delayed-cancel
+// churn load (see churn.go).
 type Comparison struct {
-	Command string `json:"command"`
-	Host    Host   `json:"host"`
-	Load    Load   `json:"load"`
+	Host     Host
+	Load     Load
+	Shards   int
+	Tick     time.Duration
+	Affinity bool
 	// Results are shardwheel's and time.AfterFunc's, with their Library
 	// set when LoadAlone was measured.
-	Results []Result `json:"results"`
+	Results []Result
 	// LoadAlone is the run of the load through null, which does no timer
 	// work: its CPU per call is what Library subtracts. It holds no
 	// timers, so its lateness is empty and its heap and resident count
 	// are the load's bookkeeping only.
-	LoadAlone *Result `json:"load_alone,omitempty"`
+	LoadAlone *Result
 	// Keyed is set when both implementations were driven by key (-keyed).
-	Keyed bool `json:"keyed,omitempty"`
-	// Ratios are shardwheel / time.AfterFunc by metric; whether below 1
-	// is better depends on the metric (see the text report).
-	Ratios      map[string]float64 `json:"ratios,omitempty"`
-	Interrupted bool               `json:"interrupted"`
+	Keyed bool
+	// Ratios are shardwheel / time.AfterFunc by metric.
+	Ratios map[string]float64
+	// ChurnConfig is the churn section's load; Churn its results, nil
+	// when the section was left out (-churn-rounds 0).
+	ChurnConfig ChurnConfig
+	Churn       *ChurnResults
+	Interrupted bool
+}
+
+// compareConfig is compare's config in the JSON envelope.
+type compareConfig struct {
+	Load     Load          `json:"load"`
+	Keyed    bool          `json:"keyed"`
+	Shards   int           `json:"shards"`
+	Tick     time.Duration `json:"tick_ns"`
+	Affinity bool          `json:"affinity,omitempty"`
+	// Churn is the churn section's load; null when it was left out.
+	Churn *ChurnConfig `json:"churn"`
+}
+
+// compareResults is compare's results in the JSON envelope.
+type compareResults struct {
+	// Runs are shardwheel's and time.AfterFunc's runs of the
+	// proxy-shaped load; LoadAlone the load's own run.
+	Runs      []Result           `json:"runs"`
+	LoadAlone *Result            `json:"load_alone,omitempty"`
+	Ratios    map[string]float64 `json:"ratios,omitempty"`
+	Churn     *ChurnResults      `json:"churn,omitempty"`
+}
+
+// envelope is compare's JSON document: the proxy-shaped load and, when
+// run, the churn section, and the verdict on both.
+func (c *Comparison) envelope() envelope {
+	cfg := compareConfig{Load: c.Load, Keyed: c.Keyed, Shards: c.Shards, Tick: c.Tick, Affinity: c.Affinity}
+	if c.ChurnConfig.Rounds > 0 {
+		cfg.Churn = &c.ChurnConfig
+	}
+	v := c.verdict()
+	return envelope{Host: c.Host, Config: cfg, Verdict: &v, Interrupted: c.Interrupted,
+		Results: compareResults{Runs: c.Results, LoadAlone: c.LoadAlone, Ratios: c.Ratios, Churn: c.Churn}}
+}
+
+// expectLoadRun is about how long one run of the proxy-shaped load takes:
+// prefill, warm-up, the window, the heap's collection and the teardown.
+func expectLoadRun(l Load) time.Duration {
+	return time.Duration(l.population().total())*time.Microsecond + l.Warmup + l.Duration + time.Second
 }
 
 // compare runs o's load against shardwheel, alone, then against
 // time.AfterFunc, one after the other: the load alone runs between the
 // two it is subtracted from, so that a slow spell of the host over the
-// three runs weighs on both subtractions alike. When ctx is done it
-// returns what was measured so far.
+// three runs weighs on both subtractions alike. Then it runs the churn
+// section. When ctx is done it returns what was measured so far.
 func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
-	c := &Comparison{Command: "compare", Host: host(), Load: o.load, Keyed: o.keyed}
+	c := &Comparison{Host: host(), Load: o.load, Shards: o.shards, Tick: o.tick, Affinity: o.affinity, Keyed: o.keyed, ChurnConfig: o.churn}
 	spec := runSpec{load: o.load, shards: o.shards, tick: o.tick, affinity: o.affinity, keyed: o.keyed, progress: p}
-	for _, run := range []func(context.Context, runSpec) (Result, error){runWheel, runNull, runStdlib} {
+	expect := repeat(expectLoadRun(o.load), 3)
+	expect = append(expect, repeat(o.churn.expectRun(), o.churn.runs())...)
+	pl := newPlan(p, "compare", expect)
+	wheelCall := callWheel
+	if o.keyed {
+		wheelCall = callWheelKeyed
+	}
+	for _, run := range []struct {
+		label string
+		f     func(context.Context, runSpec) (Result, error)
+	}{{nameWheel + " (" + wheelCall + ")", runWheel}, {nameNull, runNull}, {nameStdlib, runStdlib}} {
 		if ctx.Err() != nil {
 			break
 		}
-		r, err := run(ctx, spec)
+		pl.start("proxy-shaped load: " + run.label)
+		r, err := run.f(ctx, spec)
 		if err != nil {
 			return c, err
 		}
@@ -60,7 +116,6 @@ func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 		}
 		settle()
 	}
-	c.Interrupted = ctx.Err() != nil
 	if c.LoadAlone != nil {
 		for i := range c.Results {
 			c.Results[i].Library = libraryCost(&c.Results[i], c.LoadAlone)
@@ -69,6 +124,15 @@ func compare(ctx context.Context, o options, p *progress) (*Comparison, error) {
 	if len(c.Results) == 2 {
 		c.Ratios = ratios(reportRows(true), &c.Results[0], &c.Results[1])
 	}
+	if o.churn.Rounds > 0 && ctx.Err() == nil {
+		res, err := churnCompare(ctx, o.churn, pl, p.w)
+		c.Churn = res
+		if err != nil {
+			c.Interrupted = ctx.Err() != nil
+			return c, err
+		}
+	}
+	c.Interrupted = ctx.Err() != nil
 	return c, nil
 }
 
@@ -89,25 +153,27 @@ func (c *Comparison) find(impl string) *Result {
 	return nil
 }
 
-// writeText writes the comparison as a table with notes.
+// writeText writes the comparison as a table with notes, the churn
+// section, and the verdict.
 func (c *Comparison) writeText(w io.Writer) error {
 	sw, af := c.find(nameWheel), c.find(nameStdlib)
 	var b strings.Builder
-	fmt.Fprintf(&b, "shardwheel vs time.AfterFunc on %s\n", c.Host)
+	fmt.Fprintf(&b, "shardwheel vs time.AfterFunc on %s\n\n", c.Host)
+	b.WriteString("== a proxy-shaped load\n")
 	c.Load.describe(&b)
-	fmt.Fprintf(&b, "measured %v per implementation and for the load alone, after %v warm-up each; %d load goroutines; seed %d",
-		c.Load.Duration, c.Load.Warmup, c.Load.Workers, c.Load.Seed)
-	if sw != nil {
-		fmt.Fprintf(&b, "; shardwheel: %d shards, tick %v%s", sw.Shards, sw.Tick, affinityNote(sw.Affinity))
-	}
+	fmt.Fprintf(&b, "measured %v per implementation and for the load alone, after %v warm-up each; %s; seed %d",
+		c.Load.Duration, c.Load.Warmup, plural(c.Load.Workers, "load goroutine"), c.Load.Seed)
+	fmt.Fprintf(&b, "; shardwheel: %s, tick %v%s\n", plural(c.Shards, "shard"), c.Tick, affinityNote(c.Affinity))
 	if c.Keyed {
-		b.WriteString("\nby key: shardwheel's ScheduleKey/CancelKey/ResetKey; time.AfterFunc through a sync.Map of timers")
+		b.WriteString("calls, by key: shardwheel s.ScheduleKey, s.CancelKey, s.ResetKey; time.AfterFunc through a sync.Map of timers\n")
+	} else {
+		b.WriteString("calls: shardwheel s.AfterFunc (no key), Timeout.Cancel, Timeout.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n")
 
 	t := &table{align: "lrrrl"}
-	t.add("", nameWheel, nameStdlib, "ratio", "better")
-	addRows(t, reportRows(true), c.Ratios, sw, af)
+	t.add("", nameWheel, nameStdlib, "ratio", "winner")
+	addRows(t, reportRows(true), c.Ratios, []string{nameWheel, nameStdlib}, sw, af)
 	if err := t.write(&b); err != nil {
 		return err
 	}
@@ -120,14 +186,25 @@ func (c *Comparison) writeText(w io.Writer) error {
 	for _, n := range c.notes(sw, af) {
 		b.WriteString(n + "\n")
 	}
+	if c.ChurnConfig.Rounds > 0 {
+		b.WriteString("\n== delayed-cancel churn (go run ./bench churn runs it alone)\n")
+		if c.Churn != nil {
+			if err := writeChurnSection(&b, c.ChurnConfig, c.Churn, c.Interrupted); err != nil {
+				return err
+			}
+		} else {
+			b.WriteString("INTERRUPTED: not run.\n")
+		}
+	}
+	writeVerdict(&b, c.verdict())
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // addRows adds rows to t under their group headings: one column per
-// result (nil for one not measured), then the ratio and which way is
-// better.
-func addRows[R any](t *table, rows []metric[R], ratios map[string]float64, results ...*R) {
+// result (nil for one not measured, named by names), then the ratio of
+// the first to the second and the winner.
+func addRows[R any](t *table, rows []metric[R], ratios map[string]float64, names []string, results ...*R) {
 	group := ""
 	for _, m := range rows {
 		if m.group != group {
@@ -138,12 +215,39 @@ func addRows[R any](t *table, rows []metric[R], ratios map[string]float64, resul
 		for _, r := range results {
 			cells = append(cells, cell(m, r))
 		}
-		ratio := ""
+		q := ""
 		if r, ok := ratios[m.key]; ok {
-			ratio = fmt.Sprintf("%.2f", r)
+			q = fmtRatio(r, true)
+		} else if m.key != "" && len(results) == 2 && results[0] != nil && results[1] != nil {
+			q = "n/a"
 		}
-		t.add(append(cells, ratio, m.better)...)
+		t.add(append(cells, q, rowWinner(m, names, results))...)
 	}
+}
+
+// rowWinner names the result that did better on m, "tie", or "noise"
+// with the reason when a result's figure rests on too few samples; ""
+// for rows that rate nothing or lack a result.
+func rowWinner[R any](m metric[R], names []string, results []*R) string {
+	if m.better == "" {
+		return ""
+	}
+	var cs []candidate
+	for i, r := range results {
+		if r == nil {
+			return ""
+		}
+		v, ok := m.value(r)
+		cs = append(cs, candidate{name: names[i], med: v, lo: v, hi: v, ok: ok})
+	}
+	if m.noise != nil {
+		for _, r := range results {
+			if why := m.noise(r); why != "" {
+				return winNoise + ": " + why
+			}
+		}
+	}
+	return pickWinner(m.better, cs...)
 }
 
 // cell shows m for r, or "-" when r was not measured.
@@ -157,7 +261,9 @@ func cell[R any](m metric[R], r *R) string {
 // notes explain how to read the table, and what went wrong if anything.
 func (c *Comparison) notes(sw, af *Result) []string {
 	notes := []string{
-		"ratio = shardwheel / time.AfterFunc; \"better\" is the direction that wins.",
+		"ratio = shardwheel / time.AfterFunc. winner: the better figure (lower, except for rates); \"tie\" within " + fmt.Sprintf("%.0f%%", 100*tieWithin) + ";",
+		fmt.Sprintf("  \"noise\" where a figure rests on fewer than %d samples (percentiles) or %d GC cycles, or is the library's", minSamples, minGCCycles),
+		"  CPU within the subtraction's noise (one run each: a rerun's figures move by several percent on a shared host).",
 		"Same offered load for both (open loop, paced every 1ms): calls/s match unless one fell behind.",
 		"CPU is the whole process, load generator included (identical work for both).",
 		"Library CPU: CPU per call less the load alone's (the same load through a null implementation, which",
@@ -220,4 +326,76 @@ func busyNote(r *Result, numCPU int) string {
 	}
 	return fmt.Sprintf("WARNING: other processes kept %s of %d CPUs busy during the %s run: expect inflated latencies.",
 		units.Sig(busy), numCPU, r.Impl)
+}
+
+// verdict sums up the comparison: the proxy-shaped load's ratios that
+// matter, then the churn section's.
+func (c *Comparison) verdict() Verdict {
+	v := Verdict{Ratios: map[string]float64{}, Winners: map[string]string{}}
+	sw, af := c.find(nameWheel), c.find(nameStdlib)
+	if sw != nil && af != nil {
+		names := []string{nameWheel, nameStdlib}
+		for _, m := range reportRows(true) {
+			if m.key == "" {
+				continue
+			}
+			if w := rowWinner(m, names, []*Result{sw, af}); w != "" {
+				v.Winners["proxy_load/"+m.key] = w
+			}
+			if q, ok := c.Ratios[m.key]; ok {
+				v.Ratios["proxy_load/"+m.key] = q
+			}
+		}
+		v.Summary = append(v.Summary, fmt.Sprintf("proxy-shaped load, shardwheel (%s) against time.AfterFunc: %s.", sw.Call, c.loadVerdict(sw, af)))
+	}
+	if c.Churn != nil {
+		cv := c.Churn.verdict(c.ChurnConfig)
+		v.Summary = append(v.Summary, cv.Summary...)
+		for k, q := range cv.Ratios {
+			v.Ratios["churn/"+k] = q
+		}
+		for k, w := range cv.Winners {
+			v.Winners["churn/"+k] = w
+		}
+	}
+	return v
+}
+
+// loadVerdict is the proxy-shaped load's part of the verdict: CPU, heap,
+// GC and lateness, each as a ratio, or as two figures where a ratio
+// would mislead.
+func (c *Comparison) loadVerdict(sw, af *Result) string {
+	r := func(key string) string {
+		q, ok := c.Ratios[key]
+		return fmtRatio(q, ok)
+	}
+	var parts []string
+	if sw.Library != nil && af.Library != nil && !sw.Library.Noise && !af.Library.Noise {
+		parts = append(parts, "library CPU per call "+r("library_cpu_per_op"))
+	} else {
+		parts = append(parts, "CPU per call "+r("cpu_per_op")+" (load included: the library's own share is within noise)")
+	}
+	parts = append(parts, "heap per timer "+r("bytes_per_timer"))
+	if gcNoiseOf(sw.GC) != "" || gcNoiseOf(af.GC) != "" {
+		parts = append(parts, fmt.Sprintf("GC cycles %d vs %d (noise)", sw.GC.Cycles, af.GC.Cycles))
+	} else {
+		parts = append(parts, "GC CPU "+r("gc_cpu"))
+	}
+	late := "lateness"
+	if sw.Lateness.Count > 0 && af.Lateness.Count > 0 {
+		q, ok := c.Ratios["lateness_p50"]
+		late += " p50 " + lateDiff(sw.Lateness.P50, af.Lateness.P50, sw.Tick, q, ok)
+		late += ", p99 " + r("lateness_p99")
+		if min(sw.Lateness.Count, af.Lateness.Count) < minSamples {
+			late += " (noise: few samples)"
+		}
+		parts = append(parts, late)
+	}
+	s := strings.Join(parts, ", ")
+	for _, x := range []*Result{sw, af} {
+		if !x.KeptUp {
+			s += fmt.Sprintf("; WARNING: %s fell behind the load", x.Impl)
+		}
+	}
+	return s
 }

@@ -19,18 +19,28 @@ func TestCompareText(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, exitOK, run(tinyArgs("compare"), &stdout, &stderr), stderr.String())
 	out := stdout.String()
-	assert.Regexp(t, `(?m)^\s+shardwheel\s+time\.AfterFunc\s+ratio\s+better$`, out)
+	assert.Regexp(t, `(?m)^\s+shardwheel\s+time\.AfterFunc\s+ratio\s+winner$`, out)
+	assert.Contains(t, out, "calls: shardwheel s.AfterFunc (no key), Timeout.Cancel, Timeout.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
+	assert.Contains(t, out, "2 load goroutines")
+	assert.Contains(t, out, "shardwheel: 2 shards, tick 1ms")
 	for _, row := range []string{"requests/s achieved", "calls/s", "CPU per call", "library CPU (cores)", "library CPU per call", "heap per resident timer",
 		"GC CPU time", "GC pauses", "tick lag p50/p99/p99.9/max", "lateness p50", "lateness p99.9", "lateness max", "Stats lateness p50/p99/p99.9/max"} {
 		assert.Contains(t, out, "  "+row, row)
 	}
-	// A rated row has both values, a ratio and a direction.
-	assert.Regexp(t, `(?m)^  CPU per call\s+\S+\s+\S+\s+\d+\.\d\d\s+lower$`, out)
-	assert.Regexp(t, `(?m)^  tick lag p50/p99/p99.9/max\s+\S+/\S+/\S+/\S+\s+n/a\s+lower$`, out, "AfterFunc has no tick")
+	// A rated row has both values, a ratio and a winner.
+	assert.Regexp(t, `(?m)^  CPU per call\s+\S+\s+\S+\s+[\d.]+x\s+(shardwheel|time\.AfterFunc|tie)$`, out)
+	assert.Regexp(t, `(?m)^  GC cycles\s+\d+\s+\d+\s+(\S+x|n/a)\s+(shardwheel|time\.AfterFunc|tie|noise: \d+ GC cycles?)$`, out)
+	assert.Regexp(t, `(?m)^  tick lag p50/p99/p99.9/max\s+\S+/\S+/\S+/\S+\s+n/a$`, out, "AfterFunc has no tick: no ratio, no winner")
+	assert.NotContains(t, out, "0.00x")
+	assert.Contains(t, out, "\nverdict:\n  proxy-shaped load, shardwheel (s.AfterFunc) against time.AfterFunc: ")
+	assert.NotContains(t, out, "delayed-cancel churn", "-churn-rounds 0 leaves the section out")
 	// The load alone's own figures, to check the subtraction against.
 	assert.Regexp(t, `(?m)^load alone \(no timer work\): CPU \S+ \(\S+ cores busy\), \S+ calls/s, \S+ per call$`, out)
 	assert.NotContains(t, out, "INTERRUPTED")
-	// Progress went to stderr, one final line per run.
+	// Progress went to stderr: the plan, each phase, one final line per run.
+	assert.Contains(t, stderr.String(), "compare: 3 phases, about ")
+	assert.Contains(t, stderr.String(), "phase 1 of 3 (about ")
+	assert.Contains(t, stderr.String(), "proxy-shaped load: shardwheel (s.AfterFunc)")
 	assert.Regexp(t, `(?m)^shardwheel\s+measured `, stderr.String())
 	assert.Regexp(t, `(?m)^load alone\s+measured `, stderr.String())
 	assert.Regexp(t, `(?m)^time\.AfterFunc\s+measured `, stderr.String())
@@ -41,16 +51,20 @@ func TestCompareJSONAndOut(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, exitOK, run(tinyArgs("compare", "-json", "-out", dir), &stdout, &stderr), stderr.String())
 
-	var c Comparison
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c), "stdout must be one JSON document")
-	assert.Equal(t, "compare", c.Command)
-	assert.False(t, c.Interrupted)
-	assert.Equal(t, 2000.0, c.Load.Rate)
-	require.Len(t, c.Results, 2)
-	sw, af := c.Results[0], c.Results[1]
+	env := decodeEnvelope[compareConfig, compareResults](t, stdout.Bytes())
+	c := env.Results
+	assert.Equal(t, "compare", env.Command)
+	assert.False(t, env.Interrupted)
+	assert.Equal(t, 2000.0, env.Config.Load.Rate)
+	assert.Nil(t, env.Config.Churn, "-churn-rounds 0")
+	assert.Nil(t, c.Churn)
+	require.Len(t, c.Runs, 2)
+	sw, af := c.Runs[0], c.Runs[1]
 	assert.Equal(t, nameWheel, sw.Impl)
+	assert.Equal(t, callWheel, sw.Call)
 	assert.Equal(t, nameStdlib, af.Impl)
-	for _, r := range c.Results {
+	assert.Equal(t, callStdlib, af.Call)
+	for _, r := range c.Runs {
 		assert.InDelta(t, time.Second, r.Measured, float64(300*time.Millisecond))
 		assert.Positive(t, r.Ops.Schedules)
 		assert.Positive(t, r.Ops.Cancels)
@@ -69,11 +83,16 @@ func TestCompareJSONAndOut(t *testing.T) {
 	require.NotNil(t, alone)
 	assert.Equal(t, nameNull, alone.Impl)
 	assert.InDelta(t, time.Second, alone.Measured, float64(300*time.Millisecond))
-	assert.InDelta(t, sw.AchievedRate, alone.AchievedRate, 0.05*sw.AchievedRate)
+	if sw.KeptUp && alone.KeptUp {
+		// A run that fell behind on a busy host (it says so) issued less;
+		// one that fell behind in its warm-up catches up in its 1s window,
+		// up to a few percent above the offer.
+		assert.InDelta(t, sw.AchievedRate, alone.AchievedRate, 0.1*sw.AchievedRate)
+	}
 	assert.Zero(t, alone.Ops.Fired)
 	assert.Zero(t, alone.Lateness.Count)
 	assert.Positive(t, alone.CPUPerOp)
-	for _, r := range c.Results {
+	for _, r := range c.Runs {
 		require.NotNil(t, r.Library, r.Impl)
 		assert.InDelta(t, r.CPUPerOp-alone.CPUPerOp, r.Library.PerOp, 1e-6, r.Impl)
 	}
@@ -81,11 +100,16 @@ func TestCompareJSONAndOut(t *testing.T) {
 		assert.Contains(t, c.Ratios, k)
 	}
 	assert.NotContains(t, c.Ratios, "tick_lag_p99", "no ratio without an AfterFunc value")
+	require.NotNil(t, env.Verdict)
+	require.Len(t, env.Verdict.Summary, 1)
+	assert.Contains(t, env.Verdict.Summary[0], "heap per timer ")
+	assert.Contains(t, env.Verdict.Ratios, "proxy_load/cpu_per_op")
+	assert.Contains(t, env.Verdict.Winners, "proxy_load/cpu_per_op")
 
 	// The raw document has the documented keys.
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &raw))
-	res := raw["results"].([]any)[0].(map[string]any)
+	res := raw["results"].(map[string]any)["runs"].([]any)[0].(map[string]any)
 	for _, k := range []string{"impl", "achieved_rate", "kept_up", "ops_per_sec", "cpu_ns", "cpu_per_op_ns", "library", "bytes_per_timer", "gc", "lateness", "tick_lag"} {
 		assert.Contains(t, res, k)
 	}
@@ -93,7 +117,7 @@ func TestCompareJSONAndOut(t *testing.T) {
 	for _, k := range []string{"cpu_ns", "cpu_per_op_ns", "noise"} {
 		assert.Contains(t, res["library"], k)
 	}
-	assert.Contains(t, raw["load_alone"], "cpu_per_op_ns")
+	assert.Contains(t, raw["results"].(map[string]any)["load_alone"], "cpu_per_op_ns")
 
 	text, err := os.ReadFile(filepath.Join(dir, "compare.txt"))
 	require.NoError(t, err)
@@ -109,12 +133,12 @@ func TestCompareJSONAndOut(t *testing.T) {
 func TestCompareKeyed(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, exitOK, run(tinyArgs("compare", "-keyed", "-json"), &stdout, &stderr), stderr.String())
-	var c Comparison
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c))
-	require.Len(t, c.Results, 2)
-	assert.True(t, c.Keyed)
-	for _, r := range c.Results {
+	env := decodeEnvelope[compareConfig, compareResults](t, stdout.Bytes())
+	require.Len(t, env.Results.Runs, 2)
+	assert.True(t, env.Config.Keyed)
+	for _, r := range env.Results.Runs {
 		assert.True(t, r.Keyed, r.Impl)
+		assert.Contains(t, []string{callWheelKeyed, callStdlibKeyed}, r.Call)
 		assert.Positive(t, r.Lateness.Count, "%s: timers fired in the window", r.Impl)
 		require.Positive(t, r.Ops.Cancels, r.Impl)
 		require.Positive(t, r.Ops.Resets, r.Impl)
@@ -126,7 +150,7 @@ func TestCompareKeyed(t *testing.T) {
 
 	stdout.Reset()
 	require.Equal(t, exitOK, run(tinyArgs("compare", "-keyed"), &stdout, &stderr), stderr.String())
-	assert.Contains(t, stdout.String(), "by key: shardwheel's ScheduleKey")
+	assert.Contains(t, stdout.String(), "calls, by key: shardwheel s.ScheduleKey, s.CancelKey, s.ResetKey")
 }
 
 func TestCompareInterruptedMidRun(t *testing.T) {
@@ -148,11 +172,11 @@ func TestCompareInterruptedMidRun(t *testing.T) {
 	}
 	assert.Equal(t, exitInterrupted, code)
 
-	var c Comparison
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &c), stdout.String())
-	assert.True(t, c.Interrupted)
-	require.Len(t, c.Results, 1, "shardwheel partly measured, AfterFunc not at all")
-	r := c.Results[0]
+	env := decodeEnvelope[compareConfig, compareResults](t, stdout.Bytes())
+	c := env.Results
+	assert.True(t, env.Interrupted)
+	require.Len(t, c.Runs, 1, "shardwheel partly measured, AfterFunc not at all")
+	r := c.Runs[0]
 	assert.Equal(t, nameWheel, r.Impl)
 	assert.True(t, r.Partial)
 	assert.Positive(t, r.Measured)
@@ -171,9 +195,10 @@ func TestCompareTextPartial(t *testing.T) {
 	assert.Contains(t, b.String(), "INTERRUPTED: shardwheel was measured for 1s only.")
 	assert.Contains(t, b.String(), "INTERRUPTED: load alone was not measured.")
 	assert.Contains(t, b.String(), "INTERRUPTED: time.AfterFunc was not measured.")
-	assert.Regexp(t, regexp.MustCompile(`(?m)^  library CPU per call\s+n/a\s+-\s+lower$`), b.String())
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  library CPU per call\s+n/a\s+-$`), b.String())
 	assert.NotContains(t, b.String(), "load alone (no timer work)")
-	assert.Regexp(t, regexp.MustCompile(`(?m)^  CPU per call\s+\S+\s+-\s+lower$`), b.String())
+	assert.Regexp(t, regexp.MustCompile(`(?m)^  CPU per call\s+\S+\s+-$`), b.String())
+	assert.NotContains(t, b.String(), "verdict:", "nothing to conclude from one implementation")
 }
 
 func TestCompareTextFellBehind(t *testing.T) {
@@ -208,8 +233,10 @@ func TestCompareTextNoise(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, c.writeText(&b))
 	out := b.String()
-	assert.Regexp(t, `(?m)^  library CPU per call\s+-20ns \(noise\)\s+300ns\s+lower$`, out)
-	assert.Regexp(t, `(?m)^  library CPU \(cores\)\s+-0\.01 \(noise\)\s+0\.15\s+lower$`, out)
+	assert.Regexp(t, `(?m)^  library CPU per call\s+-20ns \(noise\)\s+300ns\s+n/a\s+noise: below 10% of the load alone's$`, out)
+	assert.Regexp(t, `(?m)^  library CPU \(cores\)\s+-0\.01 \(noise\)\s+0\.15\s+n/a\s+noise: below 10% of the load alone's$`, out)
+	assert.Regexp(t, `(?m)^  CPU per call\s+380ns\s+700ns\s+0\.54x\s+shardwheel$`, out)
+	assert.Contains(t, out, "CPU per call 0.54x (load included: the library's own share is within noise)")
 	assert.Contains(t, out, "load alone (no timer work): CPU 2s (0.2 cores busy), 500k calls/s, 400ns per call\n")
 	assert.Contains(t, out, "NOISE: shardwheel's library CPU per call, -20ns, is below 10% of the load alone's")
 	assert.Contains(t, out, "weighing more per call alone (500k calls/s, against 500k).\n")

@@ -50,8 +50,9 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 	if spec.window != nil {
 		win = func(ctx context.Context, d time.Duration) error { return spec.window(ctx, s, d) }
 	}
-	r := Result{Impl: nameWheel, Shards: spec.shards, Tick: spec.tick, Affinity: spec.affinity, Keyed: spec.keyed}
+	r := Result{Impl: nameWheel, Call: callWheel, Shards: spec.shards, Tick: spec.tick, Affinity: spec.affinity, Keyed: spec.keyed}
 	if spec.keyed {
+		r.Call = callWheelKeyed
 		err = drive(ctx, spec, &r, base, keyedWheel{s}, win, s.Stats)
 	} else {
 		err = drive(ctx, spec, &r, base, wheel{s}, win, s.Stats)
@@ -62,9 +63,10 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 // runStdlib runs spec against time.AfterFunc.
 func runStdlib(ctx context.Context, spec runSpec) (Result, error) {
 	base := liveHeap()
-	r := Result{Impl: nameStdlib, Keyed: spec.keyed}
+	r := Result{Impl: nameStdlib, Call: callStdlib, Keyed: spec.keyed}
 	var err error
 	if spec.keyed {
+		r.Call = callStdlibKeyed
 		err = drive(ctx, spec, &r, base, stdlibKeyed{new(sync.Map)}, sleepCtx, nil)
 	} else {
 		err = drive(ctx, spec, &r, base, stdlib{}, sleepCtx, nil)
@@ -77,13 +79,13 @@ func runStdlib(ctx context.Context, spec runSpec) (Result, error) {
 // the key either way.
 func runNull(ctx context.Context, spec runSpec) (Result, error) {
 	base := liveHeap()
-	r := Result{Impl: nameNull, Keyed: spec.keyed}
+	r := Result{Impl: nameNull, Call: callNull, Keyed: spec.keyed}
 	err := drive(ctx, spec, &r, base, null{}, sleepCtx, nil)
 	return r, err
 }
 
 // keptUp is the share of the offered rate a run must issue to count as
-// keeping up: 2% of a 15s window is 300ms behind, more than a hiccup of
+// keeping up: 2% of a 10s window is 200ms behind, more than a hiccup of
 // the host, while a load that cannot keep up falls further behind every
 // second.
 const keptUp = 0.98

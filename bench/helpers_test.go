@@ -2,7 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // tinyArgs returns cmd's arguments for a load small enough for tests,
@@ -15,7 +21,52 @@ func tinyArgs(cmd string, extra ...string) []string {
 		"-conns", "200", "-idle", "300ms", "-reset-rate", "1000",
 		"-warmup", "200ms", "-duration", "1s", "-shards", "2", "-workers", "2",
 	}
+	if cmd == "compare" {
+		args = append(args, "-churn-rounds", "0") // tinyChurn tests the churn section
+	}
 	return append(args, extra...)
+}
+
+// tinyChurn returns flags of a churn load small enough for tests, even
+// under the race detector, with prefix "" for churn and "churn-" for
+// compare's section: a cancel ring short enough that every goroutine
+// fills it during the warm-up.
+func tinyChurn(prefix string) []string {
+	return []string{"-" + prefix + "goroutines", "1,2", "-" + prefix + "rounds", "1", "-" + prefix + "resident", "2000",
+		"-" + prefix + "cancel-after", "1024", "-" + prefix + "warmup", "300ms", "-" + prefix + "duration", "300ms"}
+}
+
+// testEnvelope is the JSON document every command writes, with its
+// config and results decoded as C and R.
+type testEnvelope[C, R any] struct {
+	Command     string        `json:"command"`
+	Host        Host          `json:"host"`
+	Started     time.Time     `json:"started"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	Config      C             `json:"config"`
+	Results     R             `json:"results"`
+	Verdict     *Verdict      `json:"verdict"`
+	Interrupted bool          `json:"interrupted"`
+}
+
+// decodeEnvelope decodes b, which must be one envelope whose top-level
+// keys are exactly the envelope's (plus extra).
+func decodeEnvelope[C, R any](t *testing.T, b []byte, extra ...string) testEnvelope[C, R] {
+	t.Helper()
+	var raw map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &raw), "stdout must be one JSON document: %s", b)
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	want := append([]string{"command", "host", "started", "elapsed_ns", "config", "results", "verdict", "interrupted"}, extra...)
+	assert.ElementsMatch(t, want, keys, "the envelope's keys")
+	var e testEnvelope[C, R]
+	require.NoError(t, json.Unmarshal(b, &e))
+	assert.NotEmpty(t, e.Host.OS)
+	assert.False(t, e.Started.IsZero())
+	assert.Positive(t, e.Elapsed)
+	return e
 }
 
 // syncBuffer is a bytes.Buffer that a test may read while a run writes

@@ -25,23 +25,25 @@ type timers[H any] interface {
 	Close(live iter.Seq[H])
 }
 
-// wheel adapts a shardwheel.Scheduler.
+// wheel adapts a shardwheel.Scheduler through its un-keyed call, as a
+// proxy's request timeout needs no key: s.AfterFunc, Timeout.Cancel and
+// Timeout.Reset. The load's key is not used.
 type wheel struct{ s *shardwheel.Scheduler }
 
-func (w wheel) Schedule(key uint64, d time.Duration, f func()) (shardwheel.Timeout, error) {
-	return w.s.Schedule(key, d, f)
+func (w wheel) Schedule(_ uint64, d time.Duration, f func()) (shardwheel.Timeout, error) {
+	return w.s.AfterFunc(d, f)
 }
 
 func (w wheel) Cancel(t shardwheel.Timeout) bool { return t.Cancel() }
 
-// Reset falls back to Schedule when the timer has ended.
-func (w wheel) Reset(t shardwheel.Timeout, key uint64, d time.Duration, f func()) (shardwheel.Timeout, bool) {
+// Reset falls back to AfterFunc when the timer has ended.
+func (w wheel) Reset(t shardwheel.Timeout, _ uint64, d time.Duration, f func()) (shardwheel.Timeout, bool) {
 	if t.Reset(d) {
 		return t, true
 	}
 	// The timer ended, so Reset cannot revive it: schedule a new one,
-	// which is what AfterFunc's Reset does internally.
-	n, err := w.s.Schedule(key, d, f)
+	// which is what time.Timer's Reset does internally.
+	n, err := w.s.AfterFunc(d, f)
 	if err != nil {
 		return t, false
 	}
@@ -65,7 +67,7 @@ func (w keyedWheel) Schedule(key uint64, d time.Duration, f func()) (uint64, err
 func (w keyedWheel) Cancel(key uint64) bool { return w.s.CancelKey(key) }
 
 // Reset falls back to ScheduleKey when the key's timer has ended, as
-// wheel's Reset falls back to Schedule.
+// wheel's Reset falls back to AfterFunc.
 func (w keyedWheel) Reset(key, _ uint64, d time.Duration, f func()) (uint64, bool) {
 	if w.s.ResetKey(key, d) {
 		return key, true

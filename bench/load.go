@@ -51,9 +51,10 @@ type Load struct {
 // defaultLoad is what `go run ./bench` offers. On a quiet 2-core host
 // both implementations kept up with 1.5M requests/s at about one core;
 // 300k/s takes a third of a core, so both keep up even on a busy host
-// and the comparison is of costs, not of who falls over. 15s measured per
+// and the comparison is of costs, not of who falls over. 10s measured per
 // run keeps compare's three runs (shardwheel, the load alone, AfterFunc)
-// within about a minute.
+// within about 45 seconds, and the whole default compare, churn section
+// included, under three minutes.
 func defaultLoad() Load {
 	return Load{
 		Rate:      300_000,
@@ -67,7 +68,7 @@ func defaultLoad() Load {
 		Idle:      10 * time.Second,
 		ResetRate: 100_000,
 		Warmup:    2 * time.Second,
-		Duration:  15 * time.Second,
+		Duration:  10 * time.Second,
 		Seed:      1,
 	}
 }

@@ -1,10 +1,82 @@
-// Command bench shows what shardwheel does on this host: it runs a
-// proxy-shaped timer load against shardwheel and against time.AfterFunc
-// and compares them (compare, the default), finds the cheapest shard
-// count and tick that meet a tick-lag target (tune), or profiles
-// shardwheel under the load (lag). Run it with no arguments first:
+// Command bench shows what shardwheel does on this host, side by side
+// with what Go programs use today (time.AfterFunc, context.WithTimeout),
+// in the same run. Run it with no arguments first:
 //
 //	go run ./bench
+//
+// # Commands
+//
+//   - compare (the default, about three minutes): a proxy-shaped load
+//     (request timeouts, most cancelled by their response; idle timers
+//     reset on every read; a million timers resident) against shardwheel
+//     (s.AfterFunc, Timeout.Cancel, Timeout.Reset; -keyed: s.ScheduleKey,
+//     s.CancelKey, s.ResetKey), alone and against time.AfterFunc, in one
+//     process; then the churn load below (-churn-rounds 0 leaves it out).
+//   - churn: the delayed-cancel load the library is judged on. Each of G
+//     goroutines schedules a 30s timer and cancels the one it scheduled
+//     65,536 iterations earlier, with a million background timers
+//     resident and a 5ms probe timer every 8,192 iterations that records
+//     how late it runs. time.AfterFunc + Stop, s.AfterFunc + Cancel and
+//     s.Schedule(key) + Cancel, each run a fresh process (the command
+//     re-executed), interleaved in rounds; medians with their ranges.
+//   - tune: sweeps shard counts and ticks under the proxy-shaped load and
+//     recommends the cheapest that meets a tick-lag target.
+//   - lag: profiles shardwheel under the proxy-shaped load.
+//   - proxy: a net/http reverse proxy on loopback whose request deadlines
+//     come from context.WithTimeout in one run and s.WithTimeout in the
+//     other; the backend and clients run in a child process.
+//   - burst: a million timers scheduled at once: how late each runs.
+//
+// compare, churn, proxy and burst end their text report with a verdict:
+// shardwheel's figures as ratios to the baseline's, and which did better
+// on each row ("tie" within 5% or where the runs' ranges overlap;
+// "noise" where a figure rests on fewer than 1000 samples or 3 GC
+// cycles). Progress goes to stderr: the phases to come, their expected
+// time, and each phase as it starts. The first SIGINT or SIGTERM stops a
+// command early: it reports what it measured and exits 130.
+//
+// # JSON
+//
+// With -json every command prints one JSON document (and with -out
+// writes it beside the text report), of one shape for all:
+//
+//	{
+//	  "command":     "compare" | "churn" | "tune" | "lag" | "proxy" | "burst",
+//	  "host":        {"os", "arch", "cpu", "num_cpu", "gomaxprocs", "go"},
+//	  "started":     RFC 3339 time the command started,
+//	  "elapsed_ns":  how long it ran,
+//	  "config":      what it was asked to do, defaults included,
+//	  "results":     what it measured,
+//	  "verdict":     {"summary": [lines], "ratios": {key: x}, "winners": {key: name}} or null,
+//	  "interrupted": true when a signal cut it short
+//	}
+//
+// Durations are integer nanoseconds, in keys ending in _ns. Per command:
+//
+//   - compare: config {load, keyed, shards, tick_ns, affinity, churn};
+//     results {runs (shardwheel's and time.AfterFunc's Result), load_alone,
+//     ratios, churn (as churn's results)}; verdict keys
+//     "proxy_load/<metric>" and "churn/g<G>/<impl>/<metric>".
+//   - churn: config {goroutines, resident, cancel_after, warmup_ns,
+//     duration_ns, rounds, ...}; results {runs (one per child process, in
+//     the order they ran), summaries (per goroutine count and
+//     implementation: figures {key: {median, min, max}}, ratios to
+//     time.AfterFunc)}; implementations "afterfunc", "wheel" (s.AfterFunc)
+//     and "keyed" (s.Schedule); verdict keys "g<G>/<impl>/<metric>".
+//   - proxy: config {clients, slow, ..., shards, tick_ns}; results
+//     {results (context.WithTimeout's, s.WithTimeout's), ratios}.
+//   - burst: config {timers, producers, ...}; results {runs, summaries
+//     {impl: {key: {median, min, max}}}}.
+//   - tune: config {load, shards, ticks_ns, repeats, targets}; results
+//     {points, recommended, met_target, options}; the verdict's summary
+//     is the recommendation and its reasoning.
+//   - lag: config {load, shards, tick_ns}; results {result, files}; no
+//     verdict. lag also keeps its former top-level keys (load, result,
+//     files) beside the envelope's until its tests read the envelope.
+//
+// Ratios are shardwheel's figure over the baseline's (time.AfterFunc,
+// context.WithTimeout): below 1 is better for costs and latencies, above
+// 1 for rates.
 package main
 
 import (
@@ -17,6 +89,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // Exit codes.
@@ -44,9 +117,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // runContext is run with the interruption coming from ctx.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == proxyLoadCmd {
-		return runProxyLoad(ctx, args[1:], os.Stdin, stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case proxyLoadCmd:
+			return runProxyLoad(ctx, args[1:], os.Stdin, stdout, stderr)
+		case churnRunCmd:
+			return runChurnChild(ctx, args[1:], stdout, stderr)
+		}
 	}
+	started := time.Now()
 	o, err := parseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
 		usage(stdout, o.cmd)
@@ -66,7 +145,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// A run that fails or is interrupted still has a document: what it
 	// measured before.
 	doc, err := dispatch(ctx, o, newProgress(stderr))
-	if werr := emit(o, doc, stdout, stderr); werr != nil && err == nil {
+	if werr := emit(o, doc, started, stdout, stderr); werr != nil && err == nil {
 		err = werr
 	}
 	switch {
@@ -91,6 +170,8 @@ func dispatch(ctx context.Context, o options, p *progress) (document, error) {
 		return proxyCompare(ctx, o, p)
 	case "burst":
 		return burst(ctx, o, p)
+	case "churn":
+		return churnCommand(ctx, o, p)
 	}
 	return compare(ctx, o, p)
 }

@@ -22,6 +22,9 @@ type metric[R any] struct {
 	// (AfterFunc has no tick lag).
 	value func(r *R) (float64, bool)
 	show  func(r *R) string
+	// noise, if set, says why r's figure is too thin to rate (too few
+	// samples), or returns "".
+	noise func(r *R) string
 }
 
 // always adapts a figure every result has.
@@ -53,6 +56,12 @@ func latencyRows[R any](group, key, label string, get func(r *R) *hist.Percentil
 		out = append(out, metric[R]{
 			group: group, key: key + "_" + q.key, label: label + " " + q.label, better: "lower",
 			value: value,
+			noise: func(r *R) string {
+				if p := get(r); p != nil && p.Count > 0 && p.Count < minSamples {
+					return plural(int(p.Count), "sample")
+				}
+				return ""
+			},
 			show: func(r *R) string {
 				v, ok := value(r)
 				if !ok {
@@ -68,7 +77,7 @@ func latencyRows[R any](group, key, label string, get func(r *R) *hist.Percentil
 // summaryRow is one row showing a whole distribution, read by get (which
 // returns nil when the result has none).
 func summaryRow(group, label string, get func(r *Result) *hist.Percentiles) metric[Result] {
-	return metric[Result]{group: group, label: label, better: "lower",
+	return metric[Result]{group: group, label: label,
 		value: func(r *Result) (float64, bool) { return 0, false },
 		show: func(r *Result) string {
 			p := get(r)
@@ -90,6 +99,12 @@ func libraryRow(key, label string, get func(r *Result, l *libraryCPU) (float64, 
 			}
 			v, _ := get(r, r.Library)
 			return v, true
+		},
+		noise: func(r *Result) string {
+			if r.Library != nil && r.Library.Noise {
+				return fmt.Sprintf("below %.0f%% of the load alone's", 100*noiseShare)
+			}
+			return ""
 		},
 		show: func(r *Result) string {
 			if r.Library == nil {
@@ -147,15 +162,15 @@ func reportRows(library bool) []metric[Result] {
 			show:  func(r *Result) string { return units.SI(float64(r.Resident)) }},
 		{group: "cost", key: "gc_cpu", label: "GC CPU time", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.GC.CPU) }),
-			show:  func(r *Result) string { return units.Duration(r.GC.CPU) }},
+			show:  func(r *Result) string { return units.Duration(r.GC.CPU) }, noise: resultGCNoise},
 		{group: "cost", key: "gc_cycles", label: "GC cycles", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.GC.Cycles) }),
-			show:  func(r *Result) string { return fmt.Sprint(r.GC.Cycles) }},
+			show:  func(r *Result) string { return fmt.Sprint(r.GC.Cycles) }, noise: resultGCNoise},
 		{group: "cost", key: "gc_pause_total", label: "GC pauses, total (max)", better: "lower",
 			value: always(func(r *Result) float64 { return float64(r.GC.PauseSum) }),
 			show: func(r *Result) string {
 				return fmt.Sprintf("%s (%s)", units.Duration(r.GC.PauseSum), units.Duration(r.GC.PauseMax))
-			}},
+			}, noise: resultGCNoise},
 	}...)
 	ms = append(ms, latencyRows("latency", "lateness", "lateness", func(r *Result) *hist.Percentiles { return &r.Lateness })...)
 	// shardwheel's own figures have no AfterFunc counterpart, hence no
@@ -165,6 +180,16 @@ func reportRows(library bool) []metric[Result] {
 		summaryRow("latency", "Stats lateness p50/p99/p99.9/max", func(r *Result) *hist.Percentiles { return r.WheelLateness }))
 	return ms
 }
+
+// gcNoiseOf says why GC figures of c cycles are too few to rate, or "".
+func gcNoiseOf(c gcCost) string {
+	if c.Cycles < minGCCycles {
+		return plural(int(c.Cycles), "GC cycle")
+	}
+	return ""
+}
+
+func resultGCNoise(r *Result) string { return gcNoiseOf(r.GC) }
 
 // ratios returns a / b for every metric of rows both have, by key.
 func ratios[R any](rows []metric[R], a, b *R) map[string]float64 {

@@ -7,12 +7,91 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 )
 
-// document is a command's result: JSON-encodable, and able to write
-// itself as text.
+// document is a command's result: able to write itself as text, and to
+// fill the JSON envelope every command shares.
 type document interface {
 	writeText(w io.Writer) error
+	envelope() envelope
+}
+
+// envelope is the JSON document of every command (see the package
+// documentation): the same top-level keys whatever the command, its own
+// parts under config, results and verdict.
+type envelope struct {
+	Command string `json:"command"`
+	Host    Host   `json:"host"`
+	// Started is when the command started, in RFC 3339 with the local
+	// offset; Elapsed is how long it ran, in nanoseconds.
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Config is what the command was asked to do, defaults included.
+	Config any `json:"config"`
+	// Results are what it measured.
+	Results any `json:"results"`
+	// Verdict is its conclusion; null for commands that rate nothing.
+	Verdict *Verdict `json:"verdict"`
+	// Interrupted is set when SIGINT or SIGTERM cut the run short: the
+	// results cover what was measured before.
+	Interrupted bool `json:"interrupted"`
+
+	// legacy, if set, is a document whose top-level keys the envelope
+	// also carries, where they do not clash with its own: lag's former
+	// shape, until its tests read the envelope (see lagEnvelope).
+	legacy any
+}
+
+// marshal encodes e, indented, with legacy's keys after its own.
+func (e envelope) marshal() ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil || e.legacy == nil {
+		return indent(b, err)
+	}
+	var own, old map[string]json.RawMessage
+	if err := json.Unmarshal(b, &own); err != nil {
+		return nil, err
+	}
+	lb, err := json.Marshal(e.legacy)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(lb, &old); err != nil {
+		return nil, err
+	}
+	// Keep the envelope's order, then the legacy keys it lacks.
+	var out bytes.Buffer
+	out.WriteString(strings.TrimSuffix(string(b), "}"))
+	keys := make([]string, 0, len(old))
+	for k := range old {
+		if _, clash := own[k]; !clash {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		kb, _ := json.Marshal(k)
+		fmt.Fprintf(&out, ",%s:%s", kb, old[k])
+	}
+	out.WriteString("}")
+	return indent(out.Bytes(), nil)
+}
+
+// indent indents a JSON document two spaces a level, with a final
+// newline, as json.Encoder with SetIndent writes it.
+func indent(b []byte, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }
 
 // resultPaths are the files o's command writes its document to when -out
@@ -43,16 +122,19 @@ func prepareOut(o options) error {
 
 // emit writes doc to stdout, as JSON with -json and as text otherwise,
 // and both forms to resultPaths when -out is set, telling stderr where.
-func emit(o options, doc document, stdout, stderr io.Writer) error {
+// started is when the command started.
+func emit(o options, doc document, started time.Time, stdout, stderr io.Writer) error {
 	var text, js bytes.Buffer
 	if err := doc.writeText(&text); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(&js)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
+	env := doc.envelope()
+	env.Command, env.Started, env.Elapsed = o.cmd, started, time.Since(started)
+	b, err := env.marshal()
+	if err != nil {
 		return err
 	}
+	js.Write(b)
 	out := text.Bytes()
 	if o.json {
 		out = js.Bytes()
@@ -72,7 +154,7 @@ func emit(o options, doc document, stdout, stderr io.Writer) error {
 			return fmt.Errorf("writing results: %w", err)
 		}
 	}
-	_, err := fmt.Fprintf(stderr, "results written to %s and %s\n", textPath, jsPath)
+	_, err = fmt.Fprintf(stderr, "results written to %s and %s\n", textPath, jsPath)
 	return err
 }
 

@@ -86,3 +86,50 @@ func (p *progress) show(s string, last bool) {
 func (p *progress) note(format string, args ...any) {
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
+
+// plan numbers the phases of a command and says, as each starts, how far
+// the command is and about how long it has left. Its estimates are the
+// phases' own (warm-up and measured time plus setup), so a busy host
+// makes them short.
+type plan struct {
+	p      *progress
+	expect []time.Duration // of each phase, in order
+	next   int
+}
+
+// newPlan returns the plan of phases lasting about expect each, and
+// prints what is to come: what, the number of phases and the total time.
+func newPlan(p *progress, what string, expect []time.Duration) *plan {
+	pl := &plan{p: p, expect: expect}
+	p.note("%s: %s, about %s in all", what, plural(len(expect), "phase"), roundDuration(pl.left(0)))
+	return pl
+}
+
+// left is the expected time of the phases from i on.
+func (pl *plan) left(i int) time.Duration {
+	var d time.Duration
+	for _, e := range pl.expect[min(i, len(pl.expect)):] {
+		d += e
+	}
+	return d
+}
+
+// start announces the next phase, described by label.
+func (pl *plan) start(label string) {
+	i := pl.next
+	pl.next++
+	if i >= len(pl.expect) {
+		pl.p.note("%s", label)
+		return
+	}
+	pl.p.note("phase %d of %d (about %s left): %s", i+1, len(pl.expect), roundDuration(pl.left(i)), label)
+}
+
+// roundDuration rounds an estimate for people: to the second, and to
+// ten seconds from two minutes up.
+func roundDuration(d time.Duration) time.Duration {
+	if d >= 2*time.Minute {
+		return d.Round(10 * time.Second)
+	}
+	return max(d.Round(time.Second), time.Second)
+}

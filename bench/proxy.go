@@ -209,6 +209,86 @@ type ProxyResult struct {
 	latency, late hist.Snapshot // accumulated over the runs
 }
 
+// proxyResults is proxy's results in the JSON envelope.
+type proxyResults struct {
+	// Results are context.WithTimeout's and s.WithTimeout's, over their
+	// runs together.
+	Results []*ProxyResult     `json:"results"`
+	Ratios  map[string]float64 `json:"ratios,omitempty"`
+}
+
+// proxyEnvConfig is proxy's config in the JSON envelope.
+type proxyEnvConfig struct {
+	proxyConfig
+	Shards   int           `json:"shards"`
+	Tick     time.Duration `json:"tick_ns"`
+	Affinity bool          `json:"affinity,omitempty"`
+}
+
+// envelope is proxy's JSON document.
+func (run *ProxyRun) envelope() envelope {
+	v := run.verdict()
+	return envelope{Host: run.Host, Config: proxyEnvConfig{run.Config, run.Shards, run.Tick, run.Affinity},
+		Results: proxyResults{Results: run.Results, Ratios: run.Ratios}, Verdict: &v, Interrupted: run.Interrupted}
+}
+
+// measured returns the results that have runs: context's, then the
+// wheel's, nil for one without.
+func (run *ProxyRun) measured() (std, wheel *ProxyResult) {
+	if run.Results[0].Runs > 0 {
+		std = run.Results[0]
+	}
+	if run.Results[1].Runs > 0 {
+		wheel = run.Results[1]
+	}
+	return std, wheel
+}
+
+// verdict sums up the proxy runs: s.WithTimeout's ratios to
+// context.WithTimeout's where they matter.
+func (run *ProxyRun) verdict() Verdict {
+	v := Verdict{Ratios: run.Ratios, Winners: map[string]string{}}
+	std, wheel := run.measured()
+	if std == nil || wheel == nil {
+		return v
+	}
+	names := []string{nameCtxStdlib, nameCtxWheel}
+	for _, m := range proxyRows() {
+		if m.key == "" {
+			continue
+		}
+		if w := rowWinner(m, names, []*ProxyResult{std, wheel}); w != "" {
+			v.Winners[m.key] = w
+		}
+	}
+	r := func(key string) string {
+		q, ok := run.Ratios[key]
+		return fmtRatio(q, ok)
+	}
+	parts := []string{"CPU per request " + r("cpu_per_request"), "allocations per request " + r("allocs_per_request"),
+		"bytes per request " + r("bytes_per_request")}
+	if gcNoiseOf(std.GC) != "" || gcNoiseOf(wheel.GC) != "" {
+		parts = append(parts, fmt.Sprintf("GC cycles %d vs %d (noise)", wheel.GC.Cycles, std.GC.Cycles))
+	} else {
+		parts = append(parts, "GC CPU "+r("gc_cpu"))
+	}
+	parts = append(parts, "latency p99 "+r("latency_p99"))
+	if std.TimeoutLate.Count > 0 && wheel.TimeoutLate.Count > 0 {
+		q, ok := run.Ratios["timeout_late_p50"]
+		late := "504 lateness p50 " + lateDiff(wheel.TimeoutLate.P50, std.TimeoutLate.P50, run.Tick, q, ok)
+		late += ", p99 " + r("timeout_late_p99")
+		if min(std.TimeoutLate.Count, wheel.TimeoutLate.Count) < minSamples {
+			late += fmt.Sprintf(" (noise: %d and %d timeouts)", wheel.TimeoutLate.Count, std.TimeoutLate.Count)
+		}
+		parts = append(parts, late)
+	}
+	v.Summary = []string{fmt.Sprintf("reverse proxy, s.WithTimeout against context.WithTimeout: %s.", strings.Join(parts, ", "))}
+	if std.Early+wheel.Early > 0 {
+		v.Summary = append(v.Summary, fmt.Sprintf("ERROR: 504s before the deadline: %d (s.WithTimeout), %d (context.WithTimeout).", wheel.Early, std.Early))
+	}
+	return v
+}
+
 // ProxyRun is the outcome of proxy.
 type ProxyRun struct {
 	Command     string             `json:"command"`
@@ -228,6 +308,8 @@ func proxyCompare(ctx context.Context, o options, p *progress) (*ProxyRun, error
 	run := &ProxyRun{Command: "proxy", Host: host(), Config: o.proxy, Shards: o.shards, Tick: o.tick, Affinity: o.affinity}
 	std, wheel := &ProxyResult{Impl: nameCtxStdlib}, &ProxyResult{Impl: nameCtxWheel}
 	run.Results = []*ProxyResult{std, wheel}
+	// A run: the child's start, warm-up, the window, the report.
+	pl := newPlan(p, "proxy", repeat(o.proxy.Warmup+o.proxy.Duration+500*time.Millisecond, 2*o.proxy.Rounds))
 	for round := range o.proxy.Rounds {
 		order := []*ProxyResult{std, wheel}
 		if round%2 == 1 {
@@ -237,7 +319,7 @@ func proxyCompare(ctx context.Context, o options, p *progress) (*ProxyRun, error
 			if ctx.Err() != nil {
 				break
 			}
-			fmt.Fprintf(p.w, "proxy: round %d/%d, %s\n", round+1, o.proxy.Rounds, res.Impl)
+			pl.start(fmt.Sprintf("round %d of %d: %s", round+1, o.proxy.Rounds, res.Impl))
 			if err := proxyOnce(ctx, o, res, p.w); err != nil && ctx.Err() == nil {
 				return run, err
 			}
@@ -400,10 +482,12 @@ func proxyRows() []metric[ProxyResult] {
 			show:  func(r *ProxyResult) string { return fmt.Sprintf("%.0f B", r.BytesPerReq) }},
 		{group: "proxy process", key: "gc_cpu", label: "GC CPU time", better: "lower",
 			value: always(func(r *ProxyResult) float64 { return float64(r.GC.CPU) }),
-			show:  func(r *ProxyResult) string { return units.Duration(r.GC.CPU) }},
+			show:  func(r *ProxyResult) string { return units.Duration(r.GC.CPU) },
+			noise: func(r *ProxyResult) string { return gcNoiseOf(r.GC) }},
 		{group: "proxy process", key: "gc_cycles", label: "GC cycles", better: "lower",
 			value: always(func(r *ProxyResult) float64 { return float64(r.GC.Cycles) }),
-			show:  func(r *ProxyResult) string { return fmt.Sprint(r.GC.Cycles) }},
+			show:  func(r *ProxyResult) string { return fmt.Sprint(r.GC.Cycles) },
+			noise: func(r *ProxyResult) string { return gcNoiseOf(r.GC) }},
 		{group: "proxy process", key: "heap_live", label: "live heap after a window", better: "lower",
 			value: always(func(r *ProxyResult) float64 { return float64(r.HeapLive) }),
 			show:  func(r *ProxyResult) string { return units.SI(float64(r.HeapLive)) + "B" }},
@@ -412,7 +496,7 @@ func proxyRows() []metric[ProxyResult] {
 		func(r *ProxyResult) *hist.Percentiles { return &r.Latency })...)
 	ms = append(ms, latencyRows("timeouts: 504 time minus the deadline", "timeout_late", "late",
 		func(r *ProxyResult) *hist.Percentiles { return &r.TimeoutLate })...)
-	return append(ms, metric[ProxyResult]{group: "timeouts: 504 time minus the deadline", key: "", label: "504s before the deadline", better: "lower",
+	return append(ms, metric[ProxyResult]{group: "timeouts: 504 time minus the deadline", key: "", label: "504s before the deadline (must be 0)",
 		value: always(func(r *ProxyResult) float64 { return float64(r.Early) }),
 		show:  func(r *ProxyResult) string { return fmt.Sprint(r.Early) }})
 }
@@ -422,29 +506,33 @@ func (run *ProxyRun) writeText(w io.Writer) error {
 	var b strings.Builder
 	c := run.Config
 	fmt.Fprintf(&b, "%s vs %s in a reverse proxy on %s\n", nameCtxStdlib, nameCtxWheel, run.Host)
-	fmt.Fprintf(&b, "load: %d keep-alive clients -> httputil.ReverseProxy (timeout %v per request) -> net/http backend, all on 127.0.0.1;\n",
-		c.Clients, c.Timeout)
+	fmt.Fprintf(&b, "load: %s -> httputil.ReverseProxy (timeout %v per request) -> net/http backend, all on 127.0.0.1;\n",
+		plural(c.Clients, "keep-alive client"), c.Timeout)
 	fmt.Fprintf(&b, "      the backend answers in 1-50ms, and %.3g%% of requests after %v (the proxy answers them 504)\n", 100*c.Slow, c.SlowFor)
-	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %d round(s) alternating the order; seed %d; shardwheel: %d shards, tick %v%s\n\n",
-		c.Duration, c.Warmup, c.Rounds, c.Seed, run.Shards, run.Tick, affinityNote(run.Affinity))
+	order := ", alternating the order"
+	if c.Rounds == 1 {
+		order = ""
+	}
+	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %s%s; seed %d; shardwheel: %s, tick %v%s\n\n",
+		c.Duration, c.Warmup, plural(c.Rounds, "round"), order, c.Seed, plural(run.Shards, "shard"), run.Tick, affinityNote(run.Affinity))
 	t := &table{align: "lrrrl"}
-	t.add("", nameCtxStdlib, nameCtxWheel, "ratio", "better")
-	var std, wheel *ProxyResult
-	if run.Results[0].Runs > 0 {
-		std = run.Results[0]
-	}
-	if run.Results[1].Runs > 0 {
-		wheel = run.Results[1]
-	}
-	addRows(t, proxyRows(), run.Ratios, std, wheel)
+	t.add("", nameCtxStdlib, nameCtxWheel, "ratio", "winner")
+	std, wheel := run.measured()
+	addRows(t, proxyRows(), run.Ratios, []string{nameCtxStdlib, nameCtxWheel}, std, wheel)
 	if err := t.write(&b); err != nil {
 		return err
 	}
 	b.WriteString("\nratio = s.WithTimeout / context.WithTimeout. The proxy process is measured alone: backend and\n" +
 		"clients run in a child process. Late: the proxy's 504 time minus the request's deadline, measured in the proxy.\n")
+	fmt.Fprintf(&b, "winner: the better figure (lower, except requests/s); \"tie\" within %.0f%%; \"noise\" where a figure rests on\n"+
+		"  fewer than %d samples (percentiles) or %d GC cycles.\n", 100*tieWithin, minSamples, minGCCycles)
+	if (std != nil && std.Early > 0) || (wheel != nil && wheel.Early > 0) {
+		b.WriteString("ERROR: a deadline fired before it was due (504s before the deadline).\n")
+	}
 	if run.Interrupted {
 		b.WriteString("INTERRUPTED: the figures cover the runs that finished.\n")
 	}
+	writeVerdict(&b, run.verdict())
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMain lets proxy re-execute the test binary as its load process, as
-// it re-executes the command itself.
+// TestMain lets proxy and churn re-execute the test binary as their child
+// processes, as they re-execute the command itself.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == proxyLoadCmd {
-		os.Exit(runProxyLoad(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	if len(os.Args) > 1 && (os.Args[1] == proxyLoadCmd || os.Args[1] == churnRunCmd) {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -32,8 +31,10 @@ func TestProxyTiny(t *testing.T) {
 		"-duration", "400ms", "-warmup", "100ms", "-clients", "4", "-slow", "0.3", "-slow-for", "300ms",
 		"-timeout", "50ms", "-tick", "1ms"}, &stdout, &stderr)
 	require.Equal(t, exitOK, code, stderr.String())
-	var run ProxyRun
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &run))
+	env := decodeEnvelope[proxyEnvConfig, proxyResults](t, stdout.Bytes())
+	assert.Equal(t, "proxy", env.Command)
+	assert.Equal(t, 2, env.Config.Rounds)
+	run := env.Results
 	require.Len(t, run.Results, 2)
 	for _, r := range run.Results {
 		assert.Equal(t, 2, r.Runs, r.Impl)
@@ -51,5 +52,12 @@ func TestProxyTiny(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join(dir, "proxy.txt"))
 	require.NoError(t, err)
 	assert.Contains(t, string(text), "504s before the deadline")
+	assert.Regexp(t, `(?m)^\s+context\.WithTimeout\s+s\.WithTimeout\s+ratio\s+winner$`, string(text))
+	assert.Contains(t, string(text), "measured 400ms per run after 100ms warm-up, 2 rounds, alternating the order")
+	assert.Contains(t, string(text), "\nverdict:\n  reverse proxy, s.WithTimeout against context.WithTimeout: CPU per request ")
+	require.NotNil(t, env.Verdict)
+	assert.Contains(t, env.Verdict.Winners, "cpu_per_request")
+	assert.Contains(t, stderr.String(), "proxy: 4 phases, about ")
+	assert.Contains(t, stderr.String(), "phase 4 of 4 (about ")
 	assert.True(t, strings.Contains(stderr.String(), filepath.Join(dir, "proxy.txt")), "prints the paths it wrote")
 }

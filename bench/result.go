@@ -14,10 +14,25 @@ const (
 	nameNull = "load alone"
 )
 
+// The calls each implementation's runs of the proxy-shaped load make, as
+// Result.Call records them.
+const (
+	callWheel       = "s.AfterFunc"
+	callWheelKeyed  = "s.ScheduleKey"
+	callStdlib      = "time.AfterFunc"
+	callStdlibKeyed = "time.AfterFunc in a sync.Map"
+	callNull        = "none"
+)
+
 // Result is what one run measured, over its measured window only (after
 // prefill and warm-up). JSON durations are integer nanoseconds.
 type Result struct {
-	Impl   string        `json:"impl"`
+	Impl string `json:"impl"`
+	// Call is the call that schedules the timers: s.AfterFunc (with
+	// Timeout.Cancel and Reset), s.ScheduleKey (with CancelKey and
+	// ResetKey), time.AfterFunc, time.AfterFunc in a sync.Map, or none
+	// (the load alone).
+	Call   string        `json:"call"`
 	Shards int           `json:"shards,omitempty"`
 	Tick   time.Duration `json:"tick_ns,omitempty"`
 	// Affinity is set when shardwheel's shard goroutines were pinned

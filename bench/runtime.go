@@ -15,6 +15,8 @@ const (
 	mHeapLive = "/gc/heap/live:bytes"
 	mAllocs   = "/gc/heap/allocs:objects"
 	mAllocB   = "/gc/heap/allocs:bytes"
+	// mHeapObjects is the bytes of heap objects, live and not yet swept.
+	mHeapObjects = "/memory/classes/heap/objects:bytes"
 )
 
 // procSample is the process-wide counters at one instant.

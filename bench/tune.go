@@ -22,7 +22,11 @@ type Tuning struct {
 	// not 0, the lateness p99.
 	LagTarget      time.Duration `json:"lag_p99_target_ns"`
 	LatenessTarget time.Duration `json:"lateness_p99_target_ns,omitempty"`
-	Points         []TunePoint   `json:"points"`
+	// Shards, Ticks and Repeats are the grid asked for.
+	Shards  []int           `json:"shards"`
+	Ticks   []time.Duration `json:"ticks_ns"`
+	Repeats int             `json:"repeats"`
+	Points  []TunePoint     `json:"points"`
 	// Recommended indexes Points; -1 if no point was measured.
 	Recommended int `json:"recommended"`
 	// MetTarget reports whether the recommended point meets the targets;
@@ -53,20 +57,22 @@ type TunePoint struct {
 // visit every point once, so that a noisy spell of the host spreads over
 // the points instead of spoiling one; then it picks on the medians.
 func tune(ctx context.Context, o options, p *progress) (*Tuning, error) {
-	t := &Tuning{Command: "tune", Host: host(), Load: o.load, LagTarget: o.lagP99, LatenessTarget: o.lateP99, Recommended: -1}
+	t := &Tuning{Command: "tune", Host: host(), Load: o.load, LagTarget: o.lagP99, LatenessTarget: o.lateP99, Recommended: -1,
+		Shards: o.shardList, Ticks: o.tickList, Repeats: o.repeats}
 	var pts []TunePoint
 	for _, shards := range o.shardList {
 		for _, tick := range o.tickList {
 			pts = append(pts, TunePoint{Shards: shards, Tick: tick})
 		}
 	}
+	pl := newPlan(p, "tune", repeat(expectLoadRun(o.load), o.repeats*len(pts)))
 sweep:
 	for round := 1; round <= o.repeats; round++ {
 		for i := range pts {
 			if ctx.Err() != nil {
 				break sweep
 			}
-			p.note("round %d/%d, point %d/%d: %s", round, o.repeats, i+1, len(pts), pts[i].label())
+			pl.start(fmt.Sprintf("round %d of %d, point %d of %d: %s", round, o.repeats, i+1, len(pts), pts[i].label()))
 			r, err := runWheel(ctx, runSpec{load: o.load, shards: pts[i].Shards, tick: pts[i].Tick, keyed: o.keyed, progress: p})
 			if err != nil {
 				return t, err
@@ -213,7 +219,7 @@ func (t *Tuning) reasons(ok, tied []int, noise float64) []string {
 	}
 	var out []string
 	if t.MetTarget {
-		out = append(out, fmt.Sprintf("%s meets %s (tick lag p99 %s) with the least CPU of the %d of %d points that do: %s per call, %s cores.",
+		out = append(out, fmt.Sprintf("%s meets %s (tick lag p99 %s) with the least CPU of the points that do (%d of %d): %s per call, %s cores.",
 			best.label(), target, units.Duration(lagP99(r)), len(ok), len(t.Points), units.Duration(time.Duration(r.CPUPerOp)), units.Sig(r.CPU.Seconds()/r.Measured.Seconds())))
 		if len(tied) > 1 {
 			out = append(out, fmt.Sprintf("%d points cost the same within %.0f%% (run-to-run noise); of those it runs timers least late (lateness p99 %s).",
@@ -240,7 +246,7 @@ func (t *Tuning) reasons(ok, tied []int, noise float64) []string {
 		}
 	}
 	if busy > 0 {
-		out = append(out, fmt.Sprintf("WARNING: other processes kept the host busy during %d of the %d points: their lag is inflated; rerun on a quiet host.", busy, len(t.Points)))
+		out = append(out, fmt.Sprintf("WARNING: other processes kept the host busy during %d of %s: their lag is inflated; rerun on a quiet host.", busy, plural(len(t.Points), "point")))
 	}
 	out = append(out, t.tradeOff(best.Shards))
 	if t.Interrupted {
@@ -260,9 +266,9 @@ func (t *Tuning) tradeOff(shards int) string {
 				pt.Tick, units.Duration(pt.Result.Lateness.P99), units.Duration(time.Duration(pt.Result.CPUPerOp))))
 		}
 	}
-	return fmt.Sprintf("Trade-off at %d shards (timers run up to a tick plus the tick lag after their deadline; "+
+	return fmt.Sprintf("Trade-off at %s (timers run up to a tick plus the tick lag after their deadline; "+
 		"shorter ticks cost CPU only while shards are busy): %s. Use -lateness-p99 to require a bound.",
-		shards, strings.Join(parts, "; "))
+		plural(shards, "shard"), strings.Join(parts, "; "))
 }
 
 // label names the point in prose.
@@ -299,7 +305,11 @@ func (t *Tuning) writeText(w io.Writer) error {
 	for _, pt := range t.Points {
 		runs = max(runs, len(pt.Runs))
 	}
-	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %d runs per point: medians (min-max)\n\n", t.Load.Duration, t.Load.Warmup, runs)
+	how := "medians (min-max)"
+	if runs == 1 {
+		how = "one run each"
+	}
+	fmt.Fprintf(&b, "measured %v per run after %v warm-up, %s per point: %s\n\n", t.Load.Duration, t.Load.Warmup, plural(runs, "run"), how)
 	tb := &table{align: "rrrrrrrrrl"}
 	tb.add("shards", "tick", "req/s", "CPU/call", "cores", "lag p50", "lag p99", "lateness p99", "heap/timer", "")
 	for i, pt := range t.Points {
@@ -316,6 +326,9 @@ func (t *Tuning) writeText(w io.Writer) error {
 			lag50 = r.TickLag.P50
 		}
 		span := func(v string, lo, hi time.Duration) string {
+			if lo == hi {
+				return v // one run, or runs that agree: no range to show
+			}
 			return fmt.Sprintf("%s (%s-%s)", v, units.Duration(lo), units.Duration(hi))
 		}
 		tb.add(fmt.Sprint(pt.Shards), pt.Tick.String(),

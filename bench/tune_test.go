@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -23,8 +22,14 @@ func TestTuneRun(t *testing.T) {
 	args := tinyArgs("tune", "-shards", "1,2", "-ticks", "5ms", "-duration", "500ms", "-repeats", "2", "-json", "-out", dir)
 	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
 
-	var tu Tuning
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &tu), stdout.String())
+	env := decodeEnvelope[tuneConfig, tuneResults](t, stdout.Bytes())
+	assert.Equal(t, "tune", env.Command)
+	assert.Equal(t, []int{1, 2}, env.Config.Shards)
+	assert.Equal(t, 2, env.Config.Repeats)
+	assert.Equal(t, 2*time.Millisecond, env.Config.LagTarget)
+	tu := env.Results
+	require.NotNil(t, env.Verdict)
+	assert.Equal(t, "Recommended: shardwheel.New("+tu.Options+").", env.Verdict.Summary[0])
 	require.Len(t, tu.Points, 2)
 	assert.Equal(t, 1, tu.Points[0].Shards)
 	assert.Equal(t, 2, tu.Points[1].Shards)
@@ -32,8 +37,7 @@ func TestTuneRun(t *testing.T) {
 	require.Less(t, tu.Recommended, len(tu.Points), "the recommendation is a swept point")
 	best := tu.Points[tu.Recommended]
 	assert.Equal(t, fmt.Sprintf("shardwheel.WithShards(%d), shardwheel.WithTick(5 * time.Millisecond)", best.Shards), tu.Options)
-	assert.NotEmpty(t, tu.Reasoning)
-	assert.Equal(t, 2*time.Millisecond, tu.LagTarget)
+	assert.Greater(t, len(env.Verdict.Summary), 1, "the reasoning follows")
 	for _, pt := range tu.Points {
 		require.NotNil(t, pt.Result.TickLag)
 		assert.Equal(t, pt.Shards, pt.Result.Shards)
@@ -41,7 +45,9 @@ func TestTuneRun(t *testing.T) {
 		assert.LessOrEqual(t, pt.CPUPerOpRange[0], pt.Result.CPUPerOp, "the median lies in the range")
 		assert.GreaterOrEqual(t, pt.CPUPerOpRange[1], pt.Result.CPUPerOp)
 	}
-	assert.Contains(t, stderr.String(), "round 2/2, point 2/2: 2 shards, tick 5ms")
+	assert.Contains(t, stderr.String(), "tune: 4 phases, about ")
+	assert.Contains(t, stderr.String(), "phase 4 of 4 (about ")
+	assert.Contains(t, stderr.String(), "round 2 of 2, point 2 of 2: 2 shards, tick 5ms")
 
 	text, err := os.ReadFile(filepath.Join(dir, "tune.txt"))
 	require.NoError(t, err)
@@ -196,4 +202,21 @@ func TestTuneCancelled(t *testing.T) {
 	assert.True(t, tu.Interrupted)
 	assert.Empty(t, tu.Points)
 	assert.Equal(t, -1, tu.Recommended)
+}
+
+// TestTuneTextOneRun: a point of one run shows its figures without a
+// (x-x) range, and counts agree with their nouns.
+func TestTuneTextOneRun(t *testing.T) {
+	pt := point(1, time.Millisecond, time.Millisecond, 100, true)
+	pt.Runs = []Result{pt.Result}
+	pt.summarize()
+	tu := &Tuning{Host: host(), Load: defaultLoad(), LagTarget: 2 * time.Millisecond, Points: []TunePoint{pt}}
+	tu.recommend()
+	var b bytes.Buffer
+	require.NoError(t, tu.writeText(&b))
+	out := b.String()
+	assert.Contains(t, out, "1 run per point: one run each")
+	assert.NotRegexp(t, `\(\S+-\S+\)`, out, "no range of one run")
+	assert.Contains(t, out, "with the least CPU of the points that do (1 of 1)")
+	assert.Contains(t, out, "Trade-off at 1 shard (")
 }

@@ -12,11 +12,16 @@ func usage(w io.Writer, cmd string) {
 	fmt.Fprint(w, `usage: go run ./bench [command] [flags]
 
 Commands:
-  compare  shardwheel against time.AfterFunc under a proxy-shaped load (the default)
+  compare  shardwheel against time.AfterFunc under a proxy-shaped load, then the churn load (the default; about 3 minutes)
+  churn    the delayed-cancel churn alone: schedule a 30s timer, cancel the one from 65,536 iterations earlier;
+           time.AfterFunc, s.AfterFunc and s.Schedule(key), one fresh process per run, in rounds
   tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
-  lag      profile shardwheel under the load (fgprof + HTML report in -out)
+  lag      profile shardwheel under the proxy-shaped load (fgprof + HTML report in -out)
   proxy    a net/http reverse proxy on loopback, its request deadlines from context.WithTimeout vs s.WithTimeout
   burst    a million timers at once: how late each runs, shardwheel against time.AfterFunc
+
+Every command prints a text report on stdout (progress on stderr), or with -json one JSON document
+of the same shape for all: command, host, started, elapsed_ns, config, results, verdict, interrupted.
 
 `)
 	if cmd == "help" {
