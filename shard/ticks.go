@@ -16,11 +16,6 @@ import (
 type Ref struct {
 	gen uint64
 	idx uint32
-	// seq is the scheduling lane's count of Schedules, low 32 bits, right
-	// after this one: a Cancel that finds it unchanged on its own lane was
-	// called before anything else was scheduled there, and tries to take
-	// the node straight back (see takeBack). A hint only; 0 when unknown.
-	seq uint32
 }
 
 func makeRef(idx uint32, gen uint64) Ref { return Ref{gen: gen, idx: idx} }
