@@ -47,9 +47,11 @@ func (h Histogram) Max() time.Duration { return time.Duration(h.s.Max()) }
 func (h Histogram) Quantile(q float64) time.Duration { return time.Duration(h.s.Quantile(q)) }
 
 // Sub returns the durations recorded between prev, an earlier snapshot of
-// the same histogram, and h: counts and sums subtract (saturating at 0),
-// and Min and Max stay h's, since an interval's extremes cannot be derived.
-// It is how a monitoring loop reports the last N seconds.
+// the same histogram, and h: counts and sums subtract (saturating at 0).
+// An interval's extremes are not recorded, so its Max is the high bound of
+// its highest non-empty bucket (at most h's Max) and its Min the low bound
+// of its lowest (at least h's Min): within twice HistogramError of the
+// true extremes. It is how a monitoring loop reports the last N seconds.
 func (h Histogram) Sub(prev Histogram) Histogram { return Histogram{h.s.Sub(prev.s)} }
 
 // Merge adds the durations of o to h: counts and sums add, and Min and Max

@@ -59,9 +59,11 @@
 // state (the caller's closure aside): nodes live in per-shard pools,
 // pointer-free so that the garbage collector skips them. A Handler, a task
 // registered once and called with each timer's key, removes the closure
-// too: such a timer is its node alone. A timer cancelled before its shard
-// has seen it is taken back by the cancelling goroutine and never reaches
-// the shard. A tick costs work
+// too: such a timer is its node alone. AfterFunc files a timer in the
+// wheel of the caller's P, taking that wheel with one compare-and-swap, so
+// that a timer set and cancelled on one goroutine usually stays on its
+// core; Cancel is one compare-and-swap on the timer's node, whichever P
+// calls it. A tick costs work
 // only for timers that are due: each shard is a hierarchical wheel, and an
 // idle shard sleeps until its next due slot, or parks when it has none.
 package shardwheel
@@ -532,13 +534,15 @@ type Timeout struct {
 
 // Cancel stops the timer from running and reports whether this call did so:
 // true at most once per timer, and never after its task started, it was
-// cancelled, or Stop returned it. Cancel is lock-free and O(1); the shard
-// frees the timer's memory at its next pass (or Cancel frees it at once, if
-// the shard has not seen the timer yet, it is not from ScheduleKey, and it
-// is still the last timer queued for that shard from the P Cancel runs on). An indexed timer (from
+// cancelled, or Stop returned it. Cancel is lock-free and O(1): it marks
+// the timer cancelled and drops its task, so that the closure can be
+// collected at once. The timer's node (its 32 bytes) stays in the wheel
+// until the wheel meets it or a sweep frees it (Stats.HeldCancelled); a
+// Cancel on the wheel's own P of the timer filed last there, not from
+// ScheduleKey, frees it at once (Stats.TakenBack). An indexed timer (from
 // ScheduleKey) cancelled this way is no longer its key's: CancelKey,
 // ResetKey and Lookup no longer find it, and the shard drops its index
-// entry at that pass.
+// entry when it frees the node.
 func (t Timeout) Cancel() bool {
 	return t.sh != nil && t.sh.Cancel(t.ref)
 }

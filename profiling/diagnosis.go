@@ -283,7 +283,7 @@ func (sm *summary) spikeLines() []string {
 	return out
 }
 
-// describePass says what one worker pass did.
+// describePass says what one pass of a shard goroutine did.
 func describePass(p shardwheel.PassWork) string {
 	return fmt.Sprintf("%s, %d new timers taken in, %d re-filed, %d tasks run",
 		units.Duration(p.Duration), p.Transferred, p.Refiled, p.Fired)

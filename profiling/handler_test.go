@@ -266,7 +266,7 @@ func TestHandlerPage(t *testing.T) {
 		assert.Contains(t, page, want)
 	}
 	assert.NotContains(t, page, "/metrics", "no metrics handler, no link")
-	assert.Regexp(t, fmt.Sprintf(`taken back before filing\s+%d\b`, taken), page)
+	assert.Regexp(t, fmt.Sprintf(`taken back at once\s+%d\b`, taken), page)
 }
 
 // The text page prints paths a reader can paste, under a prefix too.

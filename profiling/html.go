@@ -102,7 +102,7 @@ func cards(t *view, tick time.Duration, rate string, pending int) []card {
 			units.Duration(t.TickLag.Max), t.TickLag.Max > limit},
 		{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > tick},
 		{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
-		{"pending", strconv.Itoa(pending), "ring depth " + strconv.Itoa(t.Queued), false},
+		{"pending", strconv.Itoa(pending), "queued " + strconv.Itoa(t.Queued), false},
 	}
 }
 

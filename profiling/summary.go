@@ -111,7 +111,7 @@ func (sm *summary) write(w io.Writer) error {
 		n    uint64
 	}{
 		{"scheduled", t.Scheduled}, {"fired", t.Fired}, {"cancelled", t.Cancelled},
-		{"  taken back before filing", t.TakenBack},
+		{"  taken back at once", t.TakenBack},
 		{"reset", t.Reset}, {"stopped", t.Stopped}, {"panics", t.Panics},
 		{"transfer cap hits", t.CapHits},
 		{"ticks", t.Ticks}, {"ticks skipped (idle)", t.TicksSkipped}, {"refiled", t.Refiled},
@@ -125,7 +125,7 @@ func (sm *summary) write(w io.Writer) error {
 	p("\nnow\n")
 	p("pending\t%d\n", sm.pending)
 	p("resident\t%d\n", t.Resident)
-	p("ring depth\t%d\n", t.Queued)
+	p("queued\t%d\n", t.Queued)
 	p("ring peak (since start)\t%d\n", t.QueuedPeak)
 	p("transfer peak (since start)\t%d\n", t.TransferPeak)
 	p("re-filed by one pass, peak (since start)\t%d\n", t.RefiledPeak)
