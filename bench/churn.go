@@ -48,8 +48,8 @@ type ChurnConfig struct {
 	// GOMAXPROCS of every run.
 	GOMAXPROCS int `json:"gomaxprocs"`
 	// WaitQuiet, if not 0, is how long to wait before each run for the
-	// host to be quiet (-wait-quiet): other processes using less than
-	// busyShare of its CPUs over a second. Linux only.
+	// host to be quiet (-wait-quiet): other processes keeping fewer cores
+	// busy than busyCores over a second. Linux only.
 	WaitQuiet time.Duration `json:"wait_quiet_ns,omitempty"`
 }
 
@@ -137,7 +137,7 @@ type ChurnSummary struct {
 	// on. (The probe percentiles rest on Probes: they pool the runs.)
 	FewestGC uint64 `json:"fewest_gc_cycles"`
 	// Busy counts the runs during which other processes kept the host
-	// busy (see busyNote).
+	// busy (busyCores, of the host's CPUs).
 	Busy int `json:"busy_runs,omitempty"`
 }
 
@@ -185,7 +185,7 @@ func churnMetrics() []churnMetric {
 		{"cpu_per_pair", "CPU per schedule+cancel pair", "lower", func(r *ChurnRun) float64 { return r.CPUPerPair }, showDur, none},
 		{"pairs_per_sec", "pairs/s (all goroutines)", "higher", func(r *ChurnRun) float64 { return r.PairsPerSec }, units.SI, none},
 		{"allocs_per_pair", "allocations per pair", "lower", func(r *ChurnRun) float64 { return r.AllocsPerPair }, units.Sig, none},
-		{"heap_objects", "heap objects, mean in window", "lower", func(r *ChurnRun) float64 { return float64(r.HeapObjects) }, showBytes, none},
+		{"heap_objects", "heap object bytes, mean in window", "lower", func(r *ChurnRun) float64 { return float64(r.HeapObjects) }, showBytes, none},
 		{"heap_live", "live heap after a GC at window end", "lower", func(r *ChurnRun) float64 { return float64(r.HeapLive) }, showBytes, none},
 		{"gc_cycles", "GC cycles in window", "lower", func(r *ChurnRun) float64 { return float64(r.GC.Cycles) }, units.Sig, gcNoise},
 		{"gc_cpu", "GC CPU time in window", "lower", func(r *ChurnRun) float64 { return float64(r.GC.CPU) }, showDur, gcNoise},
@@ -233,24 +233,23 @@ func churnCompare(ctx context.Context, c ChurnConfig, pl *plan, stderr io.Writer
 	return res, nil
 }
 
-// waitQuiet waits, for at most limit, until other processes use less
-// than busyShare of the host's CPUs over a second, and returns how long
-// it waited. It does not wait where the host's CPU time is unknown.
+// waitQuiet waits, for at most limit, until other processes keep fewer
+// cores busy than busyCores over a second, and returns how long it
+// waited. It does not wait where the host's CPU time is unknown.
 func waitQuiet(ctx context.Context, limit time.Duration, p *progress) time.Duration {
 	if limit <= 0 || hostCPUTime() == 0 {
 		return 0
 	}
 	start := time.Now()
-	share := busyShare(runtime.NumCPU())
 	for said := false; ; said = true {
 		h0, c0, t0 := hostCPUTime(), cpuTime(), time.Now()
 		if sleepCtx(ctx, time.Second) != nil {
 			return time.Since(start)
 		}
-		busy := max(hostCPUTime()-h0-(cpuTime()-c0), 0).Seconds() / time.Since(t0).Seconds()
+		busy, isBusy := otherBusy(max(hostCPUTime()-h0-(cpuTime()-c0), 0), time.Since(t0), runtime.NumCPU())
 		waited := time.Since(start)
 		switch {
-		case busy < share:
+		case !isBusy:
 			if said {
 				p.note("  the host is quiet after %s", roundDuration(waited))
 			}
@@ -324,7 +323,7 @@ func (res *ChurnResults) summarize(c ChurnConfig) {
 				s.CancelMissed += r.CancelMissed
 				pooled = append(pooled, r.probes...)
 				s.FewestGC = min(s.FewestGC, r.GC.Cycles)
-				if r.Measured > 0 && r.OtherCPU.Seconds()/r.Measured.Seconds() >= busyShare(r.GOMAXPROCS) {
+				if _, busy := otherBusy(r.OtherCPU, r.Measured, runtime.NumCPU()); busy {
 					s.Busy++
 				}
 			}
@@ -369,10 +368,6 @@ func (res *ChurnResults) summarize(c ChurnConfig) {
 		}
 	}
 }
-
-// busyShare is the share of CPUs other processes must keep busy for a run
-// to be marked busy, as busyNote has it.
-func busyShare(numCPU int) float64 { return max(0.25, 0.1*float64(numCPU)) }
 
 // summary returns the summary of impl at g goroutines, or nil.
 func (res *ChurnResults) summary(g int, impl string) *ChurnSummary {
@@ -442,8 +437,6 @@ func (res *ChurnResults) writeTables(b *strings.Builder, c ChurnConfig) error {
 		t.add(append(head, "winner")...)
 		for _, m := range churnMetrics() {
 			row := []string{"  " + m.label}
-			var cs []candidate
-			noise := ""
 			for i, s := range sums {
 				if s == nil {
 					row = append(row, "-")
@@ -457,22 +450,40 @@ func (res *ChurnResults) writeTables(b *strings.Builder, c ChurnConfig) error {
 					cell += " n/a"
 				}
 				row = append(row, cell)
-				cs = append(cs, candidate{name: churnCall(churnImpls[i]), med: f.Median, lo: f.Min, hi: f.Max, ok: true})
-				if n := m.noise(s); n != "" && noise == "" {
-					noise = n
-				}
 			}
-			win := pickWinner(m.better, cs...)
-			if noise != "" && win != "" {
-				win = winNoise + ": " + noise
-			}
-			t.add(append(row, win)...)
+			t.add(append(row, churnWinner(m, sums, churnCall))...)
 		}
 		if err := t.write(b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// churnWinner is the winner cell of m's row over sums (one per
+// implementation, in churnImpls' order, nil where not measured), the
+// implementations named by name: the one whose median is better, "tie",
+// "a = b", "noise: <why>", or "" for a row that rates nothing or has
+// fewer than two implementations measured. The table names them by call,
+// the JSON verdict by implementation.
+func churnWinner(m churnMetric, sums []*ChurnSummary, name func(impl string) string) string {
+	var cs []candidate
+	noise := ""
+	for i, s := range sums {
+		if s == nil {
+			continue
+		}
+		f := s.Figures[m.key]
+		cs = append(cs, candidate{name: name(churnImpls[i]), med: f.Median, lo: f.Min, hi: f.Max, ok: true})
+		if n := m.noise(s); n != "" && noise == "" {
+			noise = n
+		}
+	}
+	win := pickWinner(m.better, cs...)
+	if noise != "" && win != "" {
+		win = winNoise + ": " + noise
+	}
+	return win
 }
 
 // notes are what the churn tables need said: how to read them and what
@@ -482,7 +493,7 @@ func (res *ChurnResults) notes(c ChurnConfig) []string {
 		"CPU per pair: the process's user+system CPU over the window (getrusage) / the cancels in it, everything included:",
 		"  the loop, the task closures (one allocation per Schedule, the same for all three), the runtime's or the wheel's",
 		"  goroutines, the GC. pairs/s is what G goroutines managed flat out (closed loop): higher is faster, not more offered.",
-		"Heap objects: /memory/classes/heap/objects:bytes (live objects and garbage not yet swept) sampled every 50ms in the",
+		"Heap object bytes: /memory/classes/heap/objects:bytes (live objects and garbage not yet swept) sampled every 50ms in the",
 		"  window; live heap: /gc/heap/live:bytes after a collection forced right after the window, the load still running.",
 		"Other processes' CPU: the host's busy time (/proc/stat) less this run's, over the window (Linux only; 0 elsewhere).",
 		"Probe lateness: task start - (clock read before the Schedule call + 5ms), of the probes due in the window. The",
@@ -515,6 +526,11 @@ func (res *ChurnResults) notes(c ChurnConfig) []string {
 
 // verdict sums up the churn tables: per goroutine count, each
 // shardwheel call's ratios to time.AfterFunc and the probes side by side.
+// Its ratios are keyed g<G>/<impl>/<metric>, for the impls wheel and
+// keyed and the metrics cpu_per_pair, heap_objects and gc_cycles (not
+// where its GC cycles are noise); its winners g<G>/<metric>, one for
+// every row of the table that shows one, valued by implementation
+// (afterfunc, wheel, keyed, "wheel = keyed", "tie" or "noise: <why>").
 func (res *ChurnResults) verdict(c ChurnConfig) Verdict {
 	v := Verdict{Ratios: map[string]float64{}, Winners: map[string]string{}}
 	for _, g := range c.Goroutines {
@@ -526,7 +542,7 @@ func (res *ChurnResults) verdict(c ChurnConfig) Verdict {
 				continue
 			}
 			var fs []string
-			for _, f := range []struct{ key, name string }{{"cpu_per_pair", "CPU"}, {"heap_objects", "heap"}, {"gc_cycles", "GC cycles"}} {
+			for _, f := range []struct{ key, name string }{{"cpu_per_pair", "CPU"}, {"heap_objects", "heap object bytes"}, {"gc_cycles", "GC cycles"}} {
 				q, ok := s.Ratios[f.key]
 				switch {
 				case f.key == "gc_cycles" && (gcNoise(s) != "" || gcNoise(base) != ""):
@@ -549,15 +565,14 @@ func (res *ChurnResults) verdict(c ChurnConfig) Verdict {
 		if len(parts) > 0 {
 			v.Summary = append(v.Summary, fmt.Sprintf("churn, %s, against time.AfterFunc: %s.", plural(g, "goroutine"), strings.Join(parts, "; ")))
 		}
-		var cs []candidate
-		for _, impl := range churnImpls {
-			if s := res.summary(g, impl); s != nil {
-				f := s.Figures["cpu_per_pair"]
-				cs = append(cs, candidate{name: churnCall(impl), med: f.Median, lo: f.Min, hi: f.Max, ok: true})
-			}
+		sums := make([]*ChurnSummary, len(churnImpls))
+		for i, impl := range churnImpls {
+			sums[i] = res.summary(g, impl)
 		}
-		if w := pickWinner("lower", cs...); w != "" {
-			v.Winners[fmt.Sprintf("g%d/cpu_per_pair", g)] = w
+		for _, m := range churnMetrics() {
+			if w := churnWinner(m, sums, func(impl string) string { return impl }); w != "" {
+				v.Winners[fmt.Sprintf("g%d/%s", g, m.key)] = w
+			}
 		}
 	}
 	var early, missed int
@@ -629,7 +644,7 @@ func writeChurnSection(b *strings.Builder, c ChurnConfig, res *ChurnResults, int
 		b.WriteString(n + "\n")
 	}
 	if interrupted {
-		fmt.Fprintf(b, "INTERRUPTED: %s of %s finished; the figures cover those.\n", plural(len(res.Runs), "run"), plural(c.runs(), "run"))
+		fmt.Fprintf(b, "INTERRUPTED: %d of %s finished; the figures cover those.\n", len(res.Runs), plural(c.runs(), "run"))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,8 @@ func TestChurnTiny(t *testing.T) {
 	require.NotNil(t, env.Verdict)
 	assert.Contains(t, env.Verdict.Ratios, "g1/wheel/cpu_per_pair")
 	assert.Contains(t, env.Verdict.Winners, "g2/cpu_per_pair")
+	assert.Contains(t, env.Verdict.Winners, "g1/pairs_per_sec", "every rated row has its winner")
+	assert.Contains(t, env.Verdict.Winners, "g1/heap_live")
 	assert.Contains(t, env.Verdict.Summary, "churn: no probe ran early, no cancel of a pending timer failed.")
 
 	text, err := os.ReadFile(filepath.Join(dir, "churn.txt"))
@@ -84,6 +87,8 @@ func TestChurnTiny(t *testing.T) {
 	// 400ms windows hold far fewer than 1000 probes.
 	assert.Regexp(t, `(?m)^  probe lateness p99\s.*noise: \d+ probes in all$`, out)
 	assert.Contains(t, out, "\nverdict:\n  churn, 1 goroutine, against time.AfterFunc: s.AfterFunc: CPU ")
+	assert.Contains(t, out, "  heap object bytes, mean in window ")
+	assert.Regexp(t, `s\.AfterFunc: CPU \S+, heap object bytes \S+, `, out)
 
 	assert.Contains(t, stderr.String(), "churn: 6 phases, about ")
 	assert.Contains(t, stderr.String(), "phase 6 of 6 (about ")
@@ -104,6 +109,8 @@ func TestCompareChurnSection(t *testing.T) {
 	require.NotNil(t, env.Verdict)
 	assert.Contains(t, strings.Join(env.Verdict.Summary, "\n"), "churn, 2 goroutines, against time.AfterFunc: s.AfterFunc: CPU ")
 	assert.Contains(t, env.Verdict.Ratios, "churn/g2/keyed/cpu_per_pair")
+	assert.Contains(t, env.Verdict.Winners, "churn/g2/cpu_per_pair")
+	assert.Contains(t, env.Verdict.Winners, "churn/g1/probe_p99")
 	assert.Contains(t, stderr.String(), "compare: 9 phases, about ")
 	assert.Contains(t, stderr.String(), "phase 9 of 9 (about ")
 
@@ -231,4 +238,89 @@ func TestChurnSummaryPoolsProbes(t *testing.T) {
 	assert.InDelta(t, 95.0/400, wheel.Ratios["cpu_per_pair"], 1e-9, "medians' ratio")
 	assert.Equal(t, "3 probes in all", probeNoise(wheel))
 	assert.Nil(t, res.summary(6, churnStd), "not run")
+}
+
+// churnSummaries returns results of one run per implementation at g
+// goroutines, with CPU per pair cpu[i] for churnImpls[i] and enough
+// probes and GC cycles to rate every row.
+func churnSummaries(g int, cpu ...float64) *ChurnResults {
+	res := &ChurnResults{}
+	for i, impl := range churnImpls {
+		probes := make([]time.Duration, minSamples)
+		for j := range probes {
+			probes[j] = time.Duration(j+1) * time.Microsecond
+		}
+		res.Runs = append(res.Runs, ChurnRun{Impl: impl, Goroutines: g, CPUPerPair: cpu[i], PairsPerSec: 1e6 / cpu[i], AllocsPerPair: 1,
+			HeapObjects: 1 << 20, HeapLive: 1 << 20, GC: gcCost{Cycles: minGCCycles, CPU: time.Millisecond},
+			Measured: time.Second, Probes: exactPercentiles(slices.Clone(probes)), probes: probes})
+	}
+	return res
+}
+
+// TestChurnVerdictWinners: the verdict carries the winner of every row
+// the table shows one for, keyed g<G>/<metric> and valued by
+// implementation, beside ratios keyed g<G>/<impl>/<metric>; compare
+// prefixes both with churn/.
+func TestChurnVerdictWinners(t *testing.T) {
+	c := defaultChurnConfig()
+	c.Goroutines = []int{2}
+	res := churnSummaries(2, 700, 240, 250)
+	res.summarize(c)
+	v := res.verdict(c)
+	var rated []string
+	for _, m := range churnMetrics() {
+		key := "g2/" + m.key
+		if m.better == "" {
+			assert.NotContains(t, v.Winners, key, "a row that rates nothing has no winner")
+			continue
+		}
+		rated = append(rated, key)
+		assert.Contains(t, v.Winners, key)
+	}
+	assert.Len(t, v.Winners, len(rated))
+	assert.Equal(t, "wheel = keyed", v.Winners["g2/cpu_per_pair"], "within 5% of each other, both ahead of afterfunc")
+	assert.Equal(t, "wheel = keyed", v.Winners["g2/pairs_per_sec"])
+	assert.Equal(t, winTie, v.Winners["g2/allocs_per_pair"])
+	assert.Contains(t, v.Ratios, "g2/wheel/cpu_per_pair")
+	assert.Contains(t, v.Ratios, "g2/keyed/heap_objects")
+	for k, w := range v.Winners {
+		assert.NotContains(t, w, "s.", "%s: winners name implementations, not calls", k)
+	}
+	assert.Contains(t, v.Summary[0], "s.AfterFunc: CPU 0.34x, heap object bytes 1.00x, GC cycles 1.00x")
+
+	// The table shows the same winners, by call.
+	var b strings.Builder
+	require.NoError(t, res.writeTables(&b, c))
+	assert.Regexp(t, `(?m)^  CPU per schedule\+cancel pair\s.*\ss\.AfterFunc = s\.Schedule\(key\)$`, b.String())
+	assert.Regexp(t, `(?m)^  heap object bytes, mean in window\s.*\stie$`, b.String())
+
+	cmp := &Comparison{ChurnConfig: c, Churn: res}
+	cv := cmp.verdict()
+	assert.Equal(t, "wheel = keyed", cv.Winners["churn/g2/cpu_per_pair"])
+	assert.Contains(t, cv.Ratios, "churn/g2/keyed/cpu_per_pair")
+	assert.Len(t, cv.Winners, len(rated))
+}
+
+// TestChurnBusyOfHostCPUs: a run is busy by the same threshold as every
+// other report's, of the host's CPUs, whatever the run's GOMAXPROCS.
+func TestChurnBusyOfHostCPUs(t *testing.T) {
+	c := defaultChurnConfig()
+	c.Goroutines = []int{2}
+	res := churnSummaries(2, 700, 240, 250)
+	for i := range res.Runs {
+		res.Runs[i].GOMAXPROCS = 1000 // a tenth of it would be 100 cores
+	}
+	res.Runs[1].OtherCPU = time.Duration(busyCores(runtime.NumCPU()) * float64(time.Second))
+	res.summarize(c)
+	assert.Zero(t, res.summary(2, churnStd).Busy)
+	assert.Equal(t, 1, res.summary(2, churnWheel).Busy)
+}
+
+// TestChurnInterruptedWording: the count of runs finished reads as a
+// count of the planned runs.
+func TestChurnInterruptedWording(t *testing.T) {
+	c := defaultChurnConfig()
+	var b strings.Builder
+	require.NoError(t, writeChurnSection(&b, c, &ChurnResults{}, true))
+	assert.Contains(t, b.String(), "INTERRUPTED: 0 of 18 runs finished; the figures cover those.\n")
 }

@@ -162,7 +162,21 @@ func newFlagSet(o *options) *flag.FlagSet {
 		wheelFlags(fs, o)
 		return fs
 	}
-	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, "random seed; both implementations get the same one")
+	seedHelp := "random seed of the load; both implementations get the same one"
+	keyedHelp := "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey " +
+		"(by default s.AfterFunc + Timeout.Cancel/Reset), time.AfterFunc through a sync.Map of timers"
+	switch o.cmd {
+	case "tune":
+		seedHelp = "random seed of the load; every point and run gets the same one"
+	case "lag":
+		seedHelp = "random seed of the load"
+	}
+	if o.cmd == "tune" || o.cmd == "lag" {
+		// They run shardwheel alone.
+		keyedHelp = "cancel and reset by request and connection id rather than by handle: shardwheel's ScheduleKey/CancelKey/ResetKey " +
+			"(by default s.AfterFunc + Timeout.Cancel/Reset)"
+	}
+	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, seedHelp)
 
 	fs.Float64Var(&o.load.Rate, "rate", o.load.Rate, "requests per second (each schedules a timeout)")
 	fs.IntVar(&o.load.Resident, "resident", o.load.Resident, "timers resident at steady state (background requests make up what the stream does not)")
@@ -177,8 +191,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.load.Warmup, "warmup", o.load.Warmup, "load time before measuring")
 	fs.DurationVar(&o.load.Duration, "duration", o.load.Duration, "measured time per run")
 	fs.IntVar(&o.load.Workers, "workers", o.load.Workers, "load goroutines; follows -gomaxprocs unless set")
-	fs.BoolVar(&o.keyed, "keyed", false, "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey "+
-		"(by default s.AfterFunc + Timeout.Cancel/Reset), time.AfterFunc through a sync.Map of timers")
+	fs.BoolVar(&o.keyed, "keyed", false, keyedHelp)
 
 	switch o.cmd {
 	case "compare":
@@ -221,8 +234,9 @@ func churnFlags(fs *flag.FlagSet, c *ChurnConfig, prefix string) {
 	fs.IntVar(&c.Rounds, prefix+"rounds", c.Rounds, rounds)
 	fs.DurationVar(&c.Warmup, prefix+"warmup", c.Warmup, "load time before measuring, per run")
 	fs.DurationVar(&c.Duration, prefix+"duration", c.Duration, "measured time per run")
-	fs.DurationVar(&c.WaitQuiet, prefix+"wait-quiet", c.WaitQuiet, "before each run, wait up to this long for other processes to leave the host's CPUs "+
-		"(below a quarter of a core, or a tenth of the CPUs, over a second; Linux): busy runs understate what crossing cores costs (0: do not wait)")
+	fs.DurationVar(&c.WaitQuiet, prefix+"wait-quiet", c.WaitQuiet, fmt.Sprintf("before each run, wait up to this long until, over a second, other processes keep fewer cores busy "+
+		"than the larger of a quarter of a core and a tenth of the host's CPUs (%g cores here; Linux): busy runs understate what crossing cores costs (0: do not wait)",
+		busyCores(runtime.NumCPU())))
 }
 
 // wheelFlags declares the flags of the one Scheduler a command runs.

@@ -231,9 +231,23 @@ func TestRunHelp(t *testing.T) {
 	stdout.Reset()
 	run([]string{"churn", "-h"}, &stdout, &bytes.Buffer{})
 	assert.Contains(t, stdout.String(), "-goroutines")
+	assert.Contains(t, stdout.String(), "the larger of a quarter of a core and a tenth of the host's CPUs", "-wait-quiet says what it waits for")
+	// tune and lag run shardwheel alone: their help speaks of it alone.
+	for _, cmd := range []string{"tune", "lag"} {
+		stdout.Reset()
+		run([]string{cmd, "-h"}, &stdout, &bytes.Buffer{})
+		_, flags, ok := strings.Cut(stdout.String(), "Flags of "+cmd+":")
+		require.True(t, ok, cmd)
+		assert.Contains(t, flags, "-keyed", cmd)
+		assert.Contains(t, flags, "ScheduleKey/CancelKey/ResetKey", cmd)
+		assert.NotContains(t, flags, "time.AfterFunc", cmd)
+		assert.NotContains(t, flags, "both implementations", cmd)
+	}
 	stdout.Reset()
 	run([]string{"compare", "-h"}, &stdout, &bytes.Buffer{})
 	assert.Contains(t, stdout.String(), "-churn-rounds")
+	assert.Contains(t, stdout.String(), "time.AfterFunc through a sync.Map of timers")
+	assert.Contains(t, stdout.String(), "both implementations get the same one")
 }
 
 func TestRunHelpIsNotAnError(t *testing.T) {

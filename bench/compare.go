@@ -314,14 +314,11 @@ func (c *Comparison) notes(sw, af *Result) []string {
 	return notes
 }
 
-// busyNote warns when other processes used a good part of the host's CPUs
+// busyNote warns when other processes kept the host busy (busyCores)
 // during r's window, or returns "".
 func busyNote(r *Result, numCPU int) string {
-	if r.Measured == 0 {
-		return ""
-	}
-	busy := r.OtherCPU.Seconds() / r.Measured.Seconds()
-	if busy < max(0.25, 0.1*float64(numCPU)) {
+	busy, ok := otherBusy(r.OtherCPU, r.Measured, numCPU)
+	if !ok {
 		return ""
 	}
 	return fmt.Sprintf("WARNING: other processes kept %s of %d CPUs busy during the %s run: expect inflated latencies.",

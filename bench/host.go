@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // Host describes the machine a report was measured on.
@@ -52,4 +53,22 @@ func (h Host) String() string {
 		s += ", " + h.CPU
 	}
 	return fmt.Sprintf("%s, %d CPUs, GOMAXPROCS %d, %s", s, h.NumCPU, h.GOMAXPROCS, h.Go)
+}
+
+// busyCores is the one definition of a busy host, for every report's
+// warning and for -wait-quiet: other processes keeping, on average over a
+// window, at least this many cores busy: the larger of a quarter of a
+// core and a tenth of the host's CPUs (numCPU, runtime.NumCPU, not
+// GOMAXPROCS: other processes use the whole host).
+func busyCores(numCPU int) float64 { return max(0.25, 0.1*float64(numCPU)) }
+
+// otherBusy returns how many cores other processes kept busy on average
+// over a window (their CPU time, other, over its length), and whether
+// that makes the host busy by busyCores. A window of 0 is never busy.
+func otherBusy(other, window time.Duration, numCPU int) (cores float64, busy bool) {
+	if window <= 0 {
+		return 0, false
+	}
+	cores = other.Seconds() / window.Seconds()
+	return cores, cores >= busyCores(numCPU)
 }

@@ -76,7 +76,7 @@ func (l *LagRun) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "shardwheel under load on %s\n", l.Host)
 	l.Load.describe(&b)
 	if r := l.Result; r != nil {
-		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %d shards, tick %v%s\n\n", units.Duration(r.Measured), l.Load.Warmup, r.Shards, r.Tick, affinityNote(r.Affinity))
+		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %s, tick %v%s\n\n", units.Duration(r.Measured), l.Load.Warmup, plural(r.Shards, "shard"), r.Tick, affinityNote(r.Affinity))
 		if err := resultTable(r).write(&b); err != nil {
 			return err
 		}

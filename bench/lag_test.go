@@ -37,6 +37,15 @@ func TestLagWritesFiles(t *testing.T) {
 
 	stdout.Reset()
 	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-json", "-duration", "300ms"), &stdout, &stderr), stderr.String())
+	// The envelope, its results as the package documentation has them,
+	// and lag's former top-level keys beside it.
+	env := decodeEnvelope[lagConfig, map[string]json.RawMessage](t, stdout.Bytes(), "load", "result", "diagnosis", "files")
+	assert.Nil(t, env.Verdict)
+	var results []string
+	for k := range env.Results {
+		results = append(results, k)
+	}
+	assert.ElementsMatch(t, []string{"result", "diagnosis", "files"}, results)
 	var l LagRun
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &l), stdout.String())
 	require.NotNil(t, l.Files)
@@ -80,4 +89,17 @@ func TestLagInterruptedMidRun(t *testing.T) {
 	require.NotNil(t, l.Files, "the capture still writes its files")
 	assert.FileExists(t, l.Files.HTML)
 	assert.FileExists(t, l.Files.Profile)
+}
+
+// TestLagTextOneShard: the header's shard count agrees with its noun.
+func TestLagTextOneShard(t *testing.T) {
+	l := &LagRun{Host: host(), Load: defaultLoad(),
+		Result: &Result{Impl: nameWheel, Shards: 1, Tick: time.Millisecond, Measured: time.Second, TargetRate: 1}}
+	var b bytes.Buffer
+	require.NoError(t, l.writeText(&b))
+	assert.Contains(t, b.String(), "; shardwheel: 1 shard, tick 1ms\n")
+	l.Result.Shards = 2
+	b.Reset()
+	require.NoError(t, l.writeText(&b))
+	assert.Contains(t, b.String(), "; shardwheel: 2 shards, tick 1ms\n")
 }

@@ -4,6 +4,9 @@
 //
 //	go run ./bench
 //
+// README.md beside this file is the guide: what each command drives and
+// measures, how long it takes, and how to read its report.
+//
 // # Commands
 //
 //   - compare (the default, about three minutes): a proxy-shaped load
@@ -56,23 +59,29 @@
 //   - compare: config {load, keyed, shards, tick_ns, affinity, churn};
 //     results {runs (shardwheel's and time.AfterFunc's Result), load_alone,
 //     ratios, churn (as churn's results)}; verdict keys
-//     "proxy_load/<metric>" and "churn/g<G>/<impl>/<metric>".
+//     "proxy_load/<metric>", then churn's keys below prefixed "churn/".
 //   - churn: config {goroutines, resident, cancel_after, warmup_ns,
 //     duration_ns, rounds, ...}; results {runs (one per child process, in
 //     the order they ran), summaries (per goroutine count and
 //     implementation: figures {key: {median, min, max}}, ratios to
 //     time.AfterFunc)}; implementations "afterfunc", "wheel" (s.AfterFunc)
-//     and "keyed" (s.Schedule); verdict keys "g<G>/<impl>/<metric>".
+//     and "keyed" (s.Schedule). Verdict keys: ratios "g<G>/<impl>/<metric>"
+//     (impl wheel or keyed; metric cpu_per_pair, heap_objects, gc_cycles);
+//     winners "g<G>/<metric>", one for every row of the table that shows
+//     a winner, valued by implementation ("wheel", "wheel = keyed",
+//     "tie", "noise: <why>", ...).
 //   - proxy: config {clients, slow, ..., shards, tick_ns}; results
 //     {results (context.WithTimeout's, s.WithTimeout's), ratios}.
 //   - burst: config {timers, producers, ...}; results {runs, summaries
 //     {impl: {key: {median, min, max}}}}.
-//   - tune: config {load, shards, ticks_ns, repeats, targets}; results
+//   - tune: config {load, shards, ticks_ns, repeats, lag_p99_target_ns,
+//     lateness_p99_target_ns (when set)}; results
 //     {points, recommended, met_target, options}; the verdict's summary
 //     is the recommendation and its reasoning.
-//   - lag: config {load, shards, tick_ns}; results {result, files}; no
-//     verdict. lag also keeps its former top-level keys (load, result,
-//     files) beside the envelope's until its tests read the envelope.
+//   - lag: config {load, shards, tick_ns}; results {result, diagnosis,
+//     files}; no verdict. lag also keeps its former top-level keys (load,
+//     result, diagnosis, files) beside the envelope's until its tests read
+//     the envelope.
 //
 // Ratios are shardwheel's figure over the baseline's (time.AfterFunc,
 // context.WithTimeout): below 1 is better for costs and latencies, above

@@ -41,7 +41,7 @@ type envelope struct {
 
 	// legacy, if set, is a document whose top-level keys the envelope
 	// also carries, where they do not clash with its own: lag's former
-	// shape, until its tests read the envelope (see lagEnvelope).
+	// shape, until its tests read the envelope (see LagRun.envelope).
 	legacy any
 }
 

@@ -38,9 +38,10 @@ type Tuning struct {
 }
 
 // TunePoint is one configuration tried: its runs, their medians in Result
-// (CPU per call, tick lag and lateness p99, rates, heap; kept up only if
-// every run did), the range of the figures the pick depends on, and why
-// it fails the targets ("" when it meets them).
+// (CPU per call, tick lag p50 and p99, lateness p99, rates, heap; kept up
+// only if every run did; its other figures are the first run's), the
+// ranges of the figures the table shows them with, and why it fails the
+// targets ("" when it meets them).
 type TunePoint struct {
 	Shards int           `json:"shards"`
 	Tick   time.Duration `json:"tick_ns"`
@@ -48,6 +49,7 @@ type TunePoint struct {
 	Runs   []Result      `json:"runs,omitempty"`
 	// Ranges over the runs: [min, max].
 	CPUPerOpRange    [2]float64       `json:"cpu_per_op_range"`
+	LagP50Range      [2]time.Duration `json:"lag_p50_range_ns"`
 	LagP99Range      [2]time.Duration `json:"lag_p99_range_ns"`
 	LatenessP99Range [2]time.Duration `json:"lateness_p99_range_ns"`
 	Fails            string           `json:"fails,omitempty"`
@@ -106,6 +108,7 @@ func (pt *TunePoint) summarize() {
 		return medianRange(v)
 	}
 	cpu, cpuLo, cpuHi := mid(func(r *Result) float64 { return r.CPUPerOp })
+	lag50, lag50Lo, lag50Hi := mid(func(r *Result) float64 { return float64(lagP50(r)) })
 	lag, lagLo, lagHi := mid(func(r *Result) float64 { return float64(lagP99(r)) })
 	late, lateLo, lateHi := mid(func(r *Result) float64 { return float64(r.Lateness.P99) })
 	res := runs[0]
@@ -116,7 +119,7 @@ func (pt *TunePoint) summarize() {
 	res.BytesPerTimer, _, _ = mid(func(r *Result) float64 { return r.BytesPerTimer })
 	if res.TickLag != nil {
 		p := *res.TickLag
-		p.P99 = time.Duration(lag)
+		p.P50, p.P99 = time.Duration(lag50), time.Duration(lag)
 		res.TickLag = &p
 	}
 	res.Lateness.P99 = time.Duration(late)
@@ -125,6 +128,7 @@ func (pt *TunePoint) summarize() {
 	}
 	pt.Result = res
 	pt.CPUPerOpRange = [2]float64{cpuLo, cpuHi}
+	pt.LagP50Range = [2]time.Duration{time.Duration(lag50Lo), time.Duration(lag50Hi)}
 	pt.LagP99Range = [2]time.Duration{time.Duration(lagLo), time.Duration(lagHi)}
 	pt.LatenessP99Range = [2]time.Duration{time.Duration(lateLo), time.Duration(lateHi)}
 }
@@ -142,6 +146,14 @@ func (t *Tuning) fails(r *Result) string {
 		why = append(why, fmt.Sprintf("lateness p99 %s > %s", units.Duration(r.Lateness.P99), units.Duration(t.LatenessTarget)))
 	}
 	return strings.Join(why, ", ")
+}
+
+// lagP50 is r's tick lag p50, 0 if it has none.
+func lagP50(r *Result) time.Duration {
+	if r.TickLag == nil {
+		return 0
+	}
+	return r.TickLag.P50
 }
 
 // lagP99 is r's tick lag p99, 0 if it has none.
@@ -236,23 +248,48 @@ func (t *Tuning) reasons(ok, tied []int, noise float64) []string {
 		out = append(out, fmt.Sprintf("No point meets %s; %s has the lowest tick lag (p99 %s). Loosen -lag-p99, lighten the load or use a quieter host.",
 			target, best.label(), units.Duration(lagP99(r))))
 	}
-	busy := 0
 	for _, pt := range t.Points {
 		if pt.Fails != "" {
 			out = append(out, fmt.Sprintf("Failed: %s: %s.", pt.label(), pt.Fails))
 		}
-		if busyNote(&pt.Result, t.Host.NumCPU) != "" {
-			busy++
-		}
 	}
-	if busy > 0 {
-		out = append(out, fmt.Sprintf("WARNING: other processes kept the host busy during %d of %s: their lag is inflated; rerun on a quiet host.", busy, plural(len(t.Points), "point")))
+	if n := t.busyNote(); n != "" {
+		out = append(out, n)
 	}
 	out = append(out, t.tradeOff(best.Shards))
 	if t.Interrupted {
 		out = append(out, "INTERRUPTED: only the points above were measured.")
 	}
 	return out
+}
+
+// busyNote warns when other processes kept the host busy (busyCores)
+// during any run of any point: it counts every such run, and the points
+// they belong to, or returns "".
+func (t *Tuning) busyNote() string {
+	busyRuns, runs, busyPoints := 0, 0, 0
+	for _, pt := range t.Points {
+		rs := pt.Runs
+		if len(rs) == 0 {
+			rs = []Result{pt.Result} // a point built without its runs
+		}
+		n := 0
+		for i := range rs {
+			if _, busy := otherBusy(rs[i].OtherCPU, rs[i].Measured, t.Host.NumCPU); busy {
+				n++
+			}
+		}
+		runs += len(rs)
+		busyRuns += n
+		if n > 0 {
+			busyPoints++
+		}
+	}
+	if busyRuns == 0 {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: other processes kept the host busy during %d of %s, at %d of %s: their lag is inflated; rerun on a quiet host.",
+		busyRuns, plural(runs, "run"), busyPoints, plural(len(t.Points), "point"))
 }
 
 // tradeOff says what the tick buys at a shard count: a timer runs up to a
@@ -321,10 +358,6 @@ func (t *Tuning) writeText(w io.Writer) error {
 		if i == t.Recommended {
 			verdict += " <- recommended"
 		}
-		var lag50 time.Duration
-		if r.TickLag != nil {
-			lag50 = r.TickLag.P50
-		}
 		span := func(v string, lo, hi time.Duration) string {
 			if lo == hi {
 				return v // one run, or runs that agree: no range to show
@@ -334,7 +367,8 @@ func (t *Tuning) writeText(w io.Writer) error {
 		tb.add(fmt.Sprint(pt.Shards), pt.Tick.String(),
 			fmt.Sprintf("%s (%.0f%%)", units.SI(r.AchievedRate), 100*r.AchievedRate/r.TargetRate),
 			span(units.Duration(time.Duration(r.CPUPerOp)), time.Duration(pt.CPUPerOpRange[0]), time.Duration(pt.CPUPerOpRange[1])),
-			units.Sig(r.CPU.Seconds()/r.Measured.Seconds()), units.Duration(lag50),
+			units.Sig(r.CPU.Seconds()/r.Measured.Seconds()),
+			span(units.Duration(lagP50(r)), pt.LagP50Range[0], pt.LagP50Range[1]),
 			span(units.Duration(lagP99(r)), pt.LagP99Range[0], pt.LagP99Range[1]),
 			span(units.Duration(r.Lateness.P99), pt.LatenessP99Range[0], pt.LatenessP99Range[1]),
 			fmt.Sprintf("%.0f B", r.BytesPerTimer), verdict)

@@ -220,3 +220,44 @@ func TestTuneTextOneRun(t *testing.T) {
 	assert.Contains(t, out, "with the least CPU of the points that do (1 of 1)")
 	assert.Contains(t, out, "Trade-off at 1 shard (")
 }
+
+// TestSummarizeLagP50: the lag p50 column is the median of the runs, with
+// their range, like the other figures, not the first run's.
+func TestSummarizeLagP50(t *testing.T) {
+	pt := TunePoint{Shards: 1, Tick: time.Millisecond}
+	for _, p50 := range []time.Duration{9 * time.Millisecond, time.Millisecond, 3 * time.Millisecond} {
+		r := point(1, time.Millisecond, time.Millisecond, 100, true).Result
+		r.TickLag.P50 = p50
+		pt.Runs = append(pt.Runs, r)
+	}
+	pt.summarize()
+	assert.Equal(t, 3*time.Millisecond, pt.Result.TickLag.P50, "the median, not the first run's 9ms")
+	assert.Equal(t, [2]time.Duration{time.Millisecond, 9 * time.Millisecond}, pt.LagP50Range)
+	tu := &Tuning{Host: host(), Load: defaultLoad(), LagTarget: 2 * time.Millisecond, Points: []TunePoint{pt}}
+	tu.recommend()
+	var b bytes.Buffer
+	require.NoError(t, tu.writeText(&b))
+	assert.Contains(t, b.String(), " 3ms (1ms-9ms) ")
+}
+
+// TestTuneBusyWarningAllRuns: a point is warned of when any of its runs
+// was busy, not only its first, and the warning counts runs and points.
+func TestTuneBusyWarningAllRuns(t *testing.T) {
+	quiet := point(1, time.Millisecond, time.Millisecond, 100, true)
+	busy := quiet.Result
+	busy.OtherCPU = busy.Measured // a whole core
+	quiet.Runs = []Result{quiet.Result, busy, quiet.Result}
+	quiet.summarize()
+	other := point(2, time.Millisecond, time.Millisecond, 100, true)
+	other.Runs = []Result{other.Result, other.Result, other.Result}
+	other.summarize()
+	tu := &Tuning{Host: Host{NumCPU: 2}, Load: defaultLoad(), LagTarget: 2 * time.Millisecond, Points: []TunePoint{quiet, other}}
+	tu.recommend()
+	assert.Contains(t, tu.Reasoning, "WARNING: other processes kept the host busy during 1 of 6 runs, at 1 of 2 points: their lag is inflated; rerun on a quiet host.")
+
+	tu.Points[0].Runs[1] = tu.Points[0].Runs[0]
+	tu.recommend()
+	for _, r := range tu.Reasoning {
+		assert.NotContains(t, r, "WARNING")
+	}
+}

@@ -133,15 +133,28 @@ func withRange(show func(float64) string, med, lo, hi float64) string {
 }
 
 // lateDiff is a verdict's word on a lateness p50, shardwheel's (sw)
-// against its baseline's (base): the difference when shardwheel's is
-// later, as it is by design (deadlines round up to the tick), and the
-// ratio q otherwise.
+// against its baseline's (base). When shardwheel's is later it gives the
+// difference: "by design" when that is within byDesignTicks of a tick
+// (deadlines round up to the tick, so tasks run up to a tick later), and
+// plainly as later, with the ratio, when it is more. Otherwise it gives
+// the ratio q.
 func lateDiff(sw, base, tick time.Duration, q float64, ok bool) string {
-	if sw > base {
-		return fmt.Sprintf("%s (by design: deadlines round up to the %v tick)", signed(sw-base), tick)
+	switch d := sw - base; {
+	case d <= 0:
+		return fmtRatio(q, ok)
+	case float64(d) <= byDesignTicks*float64(tick):
+		return fmt.Sprintf("%s (by design: deadlines round up to the %v tick)", signed(d), tick)
+	case ok:
+		return fmt.Sprintf("%s later (%s)", signed(d), fmtRatio(q, ok))
+	default:
+		return signed(d) + " later"
 	}
-	return fmtRatio(q, ok)
 }
+
+// byDesignTicks is how many ticks later than the baseline's a lateness
+// p50 of shardwheel's may be and still be put down to rounding up to the
+// tick: one tick, and half a tick for the clocks' and schedulers' jitter.
+const byDesignTicks = 1.5
 
 // signed formats d with its sign: +500µs, -1.2ms, 0.
 func signed(d time.Duration) string {

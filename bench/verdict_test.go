@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -47,4 +48,38 @@ func TestPluralAndRange(t *testing.T) {
 	assert.Equal(t, "65,536", groupDigits(65536))
 	assert.Equal(t, "1,000,000", groupDigits(1_000_000))
 	assert.Equal(t, "999", groupDigits(999))
+}
+
+// TestLateDiff: a later lateness p50 is put down to the tick only when it
+// is within about a tick of the baseline's; beyond, it is stated plainly.
+func TestLateDiff(t *testing.T) {
+	ms := time.Millisecond
+	assert.Equal(t, "+700µs (by design: deadlines round up to the 1ms tick)", lateDiff(1700*time.Microsecond, ms, ms, 1.7, true))
+	assert.Equal(t, "+1.5ms (by design: deadlines round up to the 1ms tick)", lateDiff(2500*time.Microsecond, ms, ms, 2.5, true), "a tick and a half")
+	assert.Equal(t, "+6ms (by design: deadlines round up to the 5ms tick)", lateDiff(7*ms, ms, 5*ms, 7, true), "within a longer tick")
+	got := lateDiff(6*ms, ms, ms, 6, true)
+	assert.Equal(t, "+5ms later (6.00x)", got)
+	assert.NotContains(t, got, "by design")
+	assert.Equal(t, "+2ms later", lateDiff(2*ms, 0, ms, 0, false), "no ratio to a baseline of 0")
+	assert.Equal(t, "0.50x", lateDiff(ms, 2*ms, ms, 0.5, true), "earlier: the ratio")
+	assert.Equal(t, "1.00x", lateDiff(ms, ms, ms, 1, true))
+}
+
+// TestBusyThreshold: one definition of a busy host, of the host's CPUs.
+func TestBusyThreshold(t *testing.T) {
+	assert.Equal(t, 0.25, busyCores(1), "a quarter of a core")
+	assert.Equal(t, 0.25, busyCores(2))
+	assert.InDelta(t, 1.6, busyCores(16), 1e-9, "a tenth of the CPUs, when more")
+	cores, busy := otherBusy(500*time.Millisecond, 2*time.Second, 2)
+	assert.Equal(t, 0.25, cores)
+	assert.True(t, busy, "at the threshold")
+	_, busy = otherBusy(400*time.Millisecond, 2*time.Second, 2)
+	assert.False(t, busy)
+	_, busy = otherBusy(time.Second, time.Second, 16)
+	assert.False(t, busy, "1 core of 16 is below a tenth")
+	_, busy = otherBusy(time.Second, 0, 2)
+	assert.False(t, busy, "no window")
+	r := &Result{Impl: nameWheel, Measured: time.Second, OtherCPU: 300 * time.Millisecond}
+	assert.Contains(t, busyNote(r, 2), "WARNING: other processes kept 0.3 of 2 CPUs busy during the shardwheel run")
+	assert.Empty(t, busyNote(r, 4), "0.3 of 4 CPUs is below 0.4")
 }
