@@ -111,3 +111,55 @@ func TestKeyedHandlerTakeBackSharedLanes(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleKeyReplacesWhateverTheTask: a closure ScheduleKey replaces
+// a Handler's indexed timer and the reverse; the replaced one never runs
+// and counts as cancelled.
+func TestScheduleKeyReplacesWhateverTheTask(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	var handlerRan, closureRan atomic.Int32
+	h, err := s.NewHandler(func(uint64) { handlerRan.Add(1) })
+	require.NoError(t, err)
+
+	old, err := h.ScheduleKey(7, 20*time.Millisecond)
+	require.NoError(t, err)
+	nw, err := s.ScheduleKey(7, 20*time.Millisecond, func() { closureRan.Add(1) })
+	require.NoError(t, err)
+	assert.False(t, old.Pending(), "replaced Handler timer")
+	got, ok := s.Lookup(7)
+	require.True(t, ok)
+	assert.Equal(t, nw, got)
+
+	old2, err := s.ScheduleKey(8, 20*time.Millisecond, func() { closureRan.Add(1) })
+	require.NoError(t, err)
+	_, err = h.ScheduleKey(8, 20*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, old2.Pending(), "replaced closure timer")
+
+	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	assert.Equal(t, int32(1), closureRan.Load(), "only the closure timer on key 7 runs")
+	assert.Equal(t, int32(1), handlerRan.Load(), "only the Handler timer on key 8 runs")
+	st := s.Stats().Total
+	assert.Equal(t, uint64(2), st.Cancelled)
+	assert.Equal(t, uint64(2), st.Fired)
+}
+
+// TestHandlerScheduleKeyAllocatesOnlyTheEntry: Handler.ScheduleKey
+// allocates one thing per call in steady state, the index entry.
+func TestHandlerScheduleKeyAllocatesOnlyTheEntry(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	h, err := s.NewHandler(func(uint64) {})
+	require.NoError(t, err)
+	for key := range uint64(4096) { // warm the arena and the index
+		_, err := h.ScheduleKey(key%64, time.Hour)
+		require.NoError(t, err)
+	}
+	key := uint64(0)
+	allocs := testing.AllocsPerRun(2000, func() {
+		key++
+		if _, err := h.ScheduleKey(key%64, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Equal(t, 1.0, allocs)
+}

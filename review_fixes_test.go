@@ -1,7 +1,6 @@
 package shardwheel_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -44,18 +43,4 @@ func TestSelfRearmingKeyedTimerIsNotLost(t *testing.T) {
 		assert.Equal(t, next, got)
 		require.True(t, s.CancelKey(k))
 	}
-}
-
-// TestTaskOfAHandedOverTimerIsNil schedules a context's CancelFunc as a
-// plain timer's task: Stop hands it to a runtime timer instead of returning
-// it, so Task reports nil for it, as for every timer Stop did not return.
-func TestTaskOfAHandedOverTimerIsNil(t *testing.T) {
-	s := newScheduler(t, shardwheel.WithShards(1))
-	_, cancel := s.WithTimeout(context.Background(), 2*time.Hour)
-	defer cancel()
-	tm, err := s.Schedule(1, time.Hour, cancel)
-	require.NoError(t, err)
-	out := s.Stop()
-	assert.NotContains(t, out, tm)
-	assert.Nil(t, tm.Task(), "Task of a timer Stop did not return")
 }

@@ -320,10 +320,10 @@ func TestTokens(t *testing.T) {
 	require.Equal(t, Accepted, rej, "a cancelled timer frees its token")
 }
 
-// TestNodeFreedWhileQueuedStartsNextLifeClean is the regression test for a
-// node that ended while on the attention stack (so the worker marked it
-// detached) and was then reused: its next life must start "not yet
-// transferred", or a Cancel of it while still in its queue frees it twice.
+// TestNodeFreedWhileQueuedStartsNextLifeClean: a node that ended while on
+// the attention stack (so the worker marked it detached) and was then
+// reused starts its next life "not yet transferred", so that a Cancel of
+// it while still in its queue does not free it twice.
 func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	h := newHarness(t)
 	// Timers 1 and 2 are due at the same tick, 1 first in its slot. The
