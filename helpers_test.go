@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -100,4 +101,17 @@ func withGOMAXPROCS(n int, f func()) {
 	prev := runtime.GOMAXPROCS(n)
 	defer runtime.GOMAXPROCS(prev)
 	f()
+}
+
+// forEachProcs runs f as a subtest ("procs=N") at GOMAXPROCS 1, 2, 4 and 8
+// in turn, restoring GOMAXPROCS after each: one P, where every goroutine
+// takes turns, up to more Ps than most test machines have cores.
+func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
+	t.Helper()
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t, procs)
+		})
+	}
 }

@@ -1,9 +1,7 @@
 package shardwheel_test
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -211,12 +209,9 @@ func TestKeyedHammerExactlyOnce(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		ops = 1_500
 	}
-	for _, procs := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			keyedHammer(t, 8, ops)
-		})
-	}
+	forEachProcs(t, func(t *testing.T, _ int) {
+		keyedHammer(t, 8, ops)
+	})
 }
 
 func keyedHammer(t *testing.T, workers, ops int) {

@@ -1,7 +1,9 @@
 package shard
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -173,4 +175,17 @@ func (e *tickExpect) resetTo(id int, due uint64, r *rand.Rand) {
 func farLevelTwoSlot(w *wheel) (num, first, width uint64) {
 	num = w.num(2, w.elapsed) + 3
 	return num, num << (2 * w.shift), uint64(1) << (2 * w.shift)
+}
+
+// forEachProcs runs f as a subtest ("procs=N") at GOMAXPROCS 1, 2, 4 and 8
+// in turn, restoring GOMAXPROCS after each: one P, where every goroutine
+// takes turns, up to more Ps than most test machines have cores.
+func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
+	t.Helper()
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t, procs)
+		})
+	}
 }
