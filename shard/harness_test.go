@@ -80,6 +80,23 @@ func (h *harness) step(d time.Duration) {
 
 func (h *harness) pending() int64 { return h.sh.Live() }
 
+// runOut sleeps as the shard goroutine does while nothing new arrives:
+// to each tick it plans to wake for, with a pass there, until it plans to
+// park untimed.
+func (h *harness) runOut() {
+	h.t.Helper()
+	for {
+		next, _, timed := h.sh.plan()
+		if !timed {
+			return
+		}
+		if d := h.sh.tickTime(next) - h.clock.Now(); d > 0 {
+			h.clock.Advance(d)
+		}
+		h.pass()
+	}
+}
+
 // sched schedules f on sh, delay from now by sh's clock.
 func sched(sh *Shard, key uint64, delay time.Duration, f func()) (Ref, Reject) {
 	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}})
