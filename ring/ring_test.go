@@ -65,21 +65,6 @@ func TestFIFOSingleGoroutine(t *testing.T) {
 	}
 }
 
-// popAll pops until the queue reports empty.
-func popAll(t *testing.T, q *ring.Queue, a *pool.Arena) []uint32 {
-	t.Helper()
-	var got []uint32
-	for range 100 {
-		idx, ok := q.TryPop(a)
-		if !ok {
-			return got
-		}
-		got = append(got, idx)
-	}
-	t.Fatal("queue does not run dry")
-	return nil
-}
-
 func TestTryPopEmpty(t *testing.T) {
 	a, idxs := nodes(t, 1)
 	q := newQueue()
