@@ -256,7 +256,7 @@ func runResets(b *testing.B, parallel bool, reset func(i int)) {
 }
 
 // residentCounts are the resident populations BenchmarkResident measures:
-// a busy proxy's million, and the 5M for closure-free timers.
+// a busy proxy's million, and 5M for closure-free timers.
 var residentCounts = []int{1_000_000, 5_000_000}
 
 // residentTask returns the closure every resident timer carries: one
@@ -393,8 +393,8 @@ func idleCPU(d time.Duration) (float64, bool) {
 
 // BenchmarkWithTimeout measures a request deadline that is cancelled when
 // the response arrives, s.WithTimeout against context.WithTimeout, under
-// context.Background (the cost target: at most half the time and
-// bytes, at most 2 allocations) and under a cancellable parent, as a
+// context.Background (the target: at most half the time and bytes, at
+// most 2 allocations) and under a cancellable parent, as a
 // server's request context is. "+done" also asks for Done, as an HTTP
 // client does.
 func BenchmarkWithTimeout(b *testing.B) {

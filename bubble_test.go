@@ -48,15 +48,6 @@ func (r *ranAt) task(i int) func() {
 	}
 }
 
-func (r *ranAt) wait(t *testing.T) {
-	t.Helper()
-	select {
-	case <-r.done:
-	case <-time.After(waitFor): // made outside the bubble too: see the callers
-		t.Fatal("the timers never ran")
-	}
-}
-
 // TestSharedSchedulerInsideABubbleIsNeverEarly schedules with every call
 // from inside a bubble, and resets one made outside: each runs no earlier
 // than its call's real clock reading plus its delay, and Deadline says no

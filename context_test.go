@@ -767,3 +767,161 @@ func TestContextRacingStop(t *testing.T) {
 	}, waitFor, pollEvery, "each context ends exactly once")
 	assert.Zero(t, s.Pending())
 }
+
+// TestContextDeadlineValueErrCauseAndCancel: Deadline, values, Err and
+// Cause; the CancelFunc ends the context and frees its timer before it
+// returns, and is idempotent; the Cause variant expires with its cause,
+// never early; a parent's earlier deadline wins; a parent cancelled with a
+// cause passes on its error and cause.
+func TestContextDeadlineValueErrCauseAndCancel(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	parent := context.WithValue(context.Background(), ctxKey(1), "v")
+	d := time.Now().Add(time.Hour)
+	ctx, cancel := s.WithDeadline(parent, d)
+	got, ok := ctx.Deadline()
+	require.True(t, ok)
+	assert.True(t, got.Equal(d))
+	assert.Equal(t, "v", ctx.Value(ctxKey(1)))
+	assert.NoError(t, ctx.Err())
+	assert.NoError(t, context.Cause(ctx))
+	assert.Equal(t, 1, s.Pending())
+	cancel()
+	assert.Equal(t, 0, s.Pending(), "Pending did not drop at once")
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatal("not done when the CancelFunc returned")
+	}
+	assert.ErrorIs(t, ctx.Err(), context.Canceled)
+	assert.ErrorIs(t, context.Cause(ctx), context.Canceled)
+	cancel()
+	cancel()
+	assert.ErrorIs(t, ctx.Err(), context.Canceled)
+
+	// the Cause variant: cause after the deadline, never early
+	cause := errors.New("too slow")
+	start := time.Now()
+	ctx2, cancel2 := s.WithTimeoutCause(parent, 20*time.Millisecond, cause)
+	defer cancel2()
+	<-ctx2.Done()
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+	assert.ErrorIs(t, ctx2.Err(), context.DeadlineExceeded)
+	assert.ErrorIs(t, context.Cause(ctx2), cause)
+	cancel2()
+	assert.ErrorIs(t, ctx2.Err(), context.DeadlineExceeded, "a late cancel changed Err")
+
+	// parent's earlier deadline wins, as in package context
+	pctx, pcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer pcancel()
+	pd, _ := pctx.Deadline()
+	ctx3, cancel3 := s.WithTimeout(pctx, time.Hour)
+	defer cancel3()
+	got3, _ := ctx3.Deadline()
+	assert.True(t, got3.Equal(pd))
+
+	// parent cancelled with a cause: the parent's error and cause
+	pc, pcc := context.WithCancelCause(context.Background())
+	ctx4, cancel4 := s.WithTimeoutCause(pc, time.Hour, cause)
+	defer cancel4()
+	pcc(errParent)
+	assert.ErrorIs(t, ctx4.Err(), context.Canceled)
+	assert.ErrorIs(t, context.Cause(ctx4), errParent)
+	<-ctx4.Done()
+	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+}
+
+var errParent = errors.New("parent gone")
+
+// TestContextWithAPastDeadlineIsDoneAtOnce: a deadline in the past, the
+// zero time or a timeout <= 0 gives a context that is already done, with
+// the cause passed in, and holds no timer.
+func TestContextWithAPastDeadlineIsDoneAtOnce(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	cause := errors.New("late")
+	for _, mk := range []func() (context.Context, context.CancelFunc){
+		func() (context.Context, context.CancelFunc) { return s.WithTimeout(context.Background(), 0) },
+		func() (context.Context, context.CancelFunc) { return s.WithTimeout(context.Background(), -time.Hour) },
+		func() (context.Context, context.CancelFunc) {
+			return s.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		},
+		func() (context.Context, context.CancelFunc) {
+			return s.WithTimeoutCause(context.Background(), -1, cause)
+		},
+		func() (context.Context, context.CancelFunc) {
+			return s.WithDeadlineCause(context.Background(), time.Time{}, cause)
+		},
+	} {
+		ctx, cancel := mk()
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatal("a past deadline gave a context that is not done")
+		}
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		cancel()
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	}
+	ctx, cancel := s.WithTimeoutCause(context.Background(), -1, cause)
+	defer cancel()
+	assert.ErrorIs(t, context.Cause(ctx), cause)
+	assert.Equal(t, 0, s.Pending())
+}
+
+// TestContextFallbacksKeepDeadlineAndCause: where the wheel cannot hold a
+// deadline (after Stop, at the WithMaxPending limit, beyond MaxDelay) the
+// context still expires at it, never early, with its cause; one made before
+// Stop outlives it and is not among the timers Stop returns.
+func TestContextFallbacksKeepDeadlineAndCause(t *testing.T) {
+	cause := errors.New("fallback cause")
+	check := func(t *testing.T, s *shardwheel.Scheduler) {
+		start := time.Now()
+		ctx, cancel := s.WithTimeoutCause(context.Background(), 20*time.Millisecond, cause)
+		defer cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(waitFor):
+			t.Fatal("deadline lost")
+		}
+		assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		assert.ErrorIs(t, context.Cause(ctx), cause)
+	}
+	t.Run("after Stop", func(t *testing.T) {
+		s := newScheduler(t, shardwheel.WithShards(1))
+		s.Stop()
+		check(t, s)
+	})
+	t.Run("at the limit", func(t *testing.T) {
+		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithMaxPending(1))
+		_, err := s.Schedule(1, time.Hour, noop)
+		require.NoError(t, err)
+		check(t, s)
+		assert.Equal(t, 1, s.Pending())
+	})
+	t.Run("beyond MaxDelay", func(t *testing.T) {
+		s := newScheduler(t, shardwheel.WithShards(1))
+		d := time.Now().Add(s.MaxDelay() + time.Hour)
+		ctx, cancel := s.WithDeadlineCause(context.Background(), d, cause)
+		got, ok := ctx.Deadline()
+		require.True(t, ok)
+		assert.True(t, got.Equal(d))
+		assert.Equal(t, 0, s.Pending())
+		cancel()
+		assert.ErrorIs(t, ctx.Err(), context.Canceled)
+	})
+	t.Run("made before Stop", func(t *testing.T) {
+		s := newScheduler(t, shardwheel.WithShards(1))
+		start := time.Now()
+		ctx, cancel := s.WithTimeoutCause(context.Background(), 40*time.Millisecond, cause)
+		defer cancel()
+		ctx2, cancel2 := s.WithTimeout(context.Background(), time.Hour)
+		assert.Empty(t, s.Stop(), "Stop returned a context's timer")
+		<-ctx.Done()
+		assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		assert.ErrorIs(t, context.Cause(ctx), cause)
+		assert.NoError(t, ctx2.Err())
+		cancel2()
+		assert.ErrorIs(t, ctx2.Err(), context.Canceled)
+	})
+}

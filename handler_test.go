@@ -3,6 +3,7 @@ package shardwheel_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,4 +318,165 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 			require.Equal(t, 1, ends, "timer %d: ran %d, cancelled %v, stopped %v", id, ran[id].Load(), tt.cancelled, stopped[tt.t])
 		}
 	}
+}
+
+// TestHandlerTimersRouteLikeSchedule: a Handler timer on key k goes to
+// shard ShardOf(k), plain and keyed.
+func TestHandlerTimersRouteLikeSchedule(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(4))
+	h, err := s.NewHandler(func(uint64) {})
+	require.NoError(t, err)
+	want := make([]uint64, 4)
+	for key := range uint64(200) {
+		_, err := h.Schedule(key, time.Hour)
+		require.NoError(t, err)
+		_, err = h.ScheduleKey(key+1000, time.Hour)
+		require.NoError(t, err)
+		want[s.ShardOf(key)]++
+		want[s.ShardOf(key+1000)]++
+	}
+	st := s.Stats()
+	for i := range want {
+		assert.Equal(t, want[i], st.Shards[i].Scheduled, "shard %d", i)
+	}
+	assert.Equal(t, 400, s.Pending())
+}
+
+// TestHandlerTaskIsNilUnlessStopReturnedIt: a Handler timer's Task is nil
+// while pending, cancelled or fired; for one Stop returned it calls the
+// handler with the timer's key.
+func TestHandlerTaskIsNilUnlessStopReturnedIt(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(1))
+	require.NoError(t, err)
+	ran := make(chan uint64, 4)
+	h, err := s.NewHandler(func(k uint64) { ran <- k })
+	require.NoError(t, err)
+
+	pending, err := h.Schedule(1, time.Hour)
+	require.NoError(t, err)
+	assert.Nil(t, pending.Task(), "pending")
+	cancelled, err := h.Schedule(2, time.Hour)
+	require.NoError(t, err)
+	require.True(t, cancelled.Cancel())
+	assert.Nil(t, cancelled.Task(), "cancelled")
+	fired, err := h.Schedule(3, 0)
+	require.NoError(t, err)
+	select {
+	case k := <-ran:
+		assert.Equal(t, uint64(3), k)
+	case <-time.After(waitFor):
+		t.Fatal("handler timer never ran")
+	}
+	require.Eventually(t, func() bool { return !fired.Pending() }, waitFor, pollEvery)
+	assert.Nil(t, fired.Task(), "fired")
+
+	left := s.Stop()
+	require.Len(t, left, 1)
+	assert.Equal(t, uint64(1), left[0].Key())
+	require.NotNil(t, pending.Task(), "returned by Stop")
+	pending.Task()()
+	assert.Equal(t, uint64(1), <-ran)
+	assert.Nil(t, cancelled.Task())
+	assert.Nil(t, fired.Task())
+}
+
+// TestHandlerExpiryAllocatesOnlyForAnExecutor: a Handler timer's expiry
+// allocates nothing inline, and one closure when WithExecutor needs one.
+func TestHandlerExpiryAllocatesOnlyForAnExecutor(t *testing.T) {
+	const n = 20000
+	perTimer := func(executor bool) float64 {
+		opts := []shardwheel.Option{shardwheel.WithShards(1), shardwheel.WithStats(false)}
+		if executor {
+			opts = append(opts, shardwheel.WithExecutor(func(task func()) { task() }))
+		}
+		s := newScheduler(t, opts...)
+		var ran atomic.Int64
+		done := make(chan struct{})
+		h, err := s.NewHandler(func(uint64) {
+			if ran.Add(1) == n {
+				close(done)
+			}
+		})
+		require.NoError(t, err)
+		// Warm the arena so that its growth is not counted.
+		for key := range uint64(2 * n) {
+			tm, err := h.Schedule(key, time.Hour)
+			require.NoError(t, err)
+			tm.Cancel()
+		}
+		var before, after runtime.MemStats
+		for key := range uint64(n) {
+			_, err := h.Schedule(key, time.Second) // none due before the count starts
+			require.NoError(t, err)
+		}
+		runtime.ReadMemStats(&before)
+		select {
+		case <-done:
+		case <-time.After(waitFor):
+			t.Fatalf("%d of %d ran", ran.Load(), n)
+		}
+		runtime.ReadMemStats(&after)
+		return float64(after.Mallocs-before.Mallocs) / n
+	}
+	inline := perTimer(false)
+	withExecutor := perTimer(true)
+	t.Logf("mallocs per expired Handler timer: inline %.3f, with executor %.3f", inline, withExecutor)
+	assert.Less(t, inline, 0.1)
+	assert.InDelta(t, 1.0, withExecutor-inline, 0.15)
+}
+
+// TestHandlerTimersNeverRunEarly: Handler timers, plain and keyed, run no
+// earlier than the call plus their delay.
+func TestHandlerTimersNeverRunEarly(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	const n = 200
+	var due [n]time.Time
+	var early, ran atomic.Int32
+	h, err := s.NewHandler(func(k uint64) {
+		if time.Now().Before(due[k]) {
+			early.Add(1)
+		}
+		ran.Add(1)
+	})
+	require.NoError(t, err)
+	for k := range uint64(n) {
+		delay := time.Duration(k%20) * time.Millisecond
+		due[k] = time.Now().Add(delay) // before the call: a lower bound of call+delay
+		var err error
+		if k%2 == 0 {
+			_, err = h.Schedule(k, delay)
+		} else {
+			_, err = h.ScheduleKey(k, delay)
+		}
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return ran.Load() == n }, waitFor, pollEvery)
+	assert.Zero(t, early.Load(), "Handler timers ran early")
+}
+
+// TestInlineHandlerPanicIsReportedAndCounted: a panicking Handler timer
+// run inline (no executor) is recovered on its shard, passed to the panic
+// handler and counted in Stats, and the shard lives on.
+func TestInlineHandlerPanicIsReportedAndCounted(t *testing.T) {
+	panics := make(chan any, 1)
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithPanicHandler(func(v any) { panics <- v }))
+	h, err := s.NewHandler(func(k uint64) {
+		if k == 1 {
+			panic("handler 1")
+		}
+	})
+	require.NoError(t, err)
+	_, err = h.Schedule(1, 0)
+	require.NoError(t, err)
+	select {
+	case v := <-panics:
+		assert.Equal(t, "handler 1", v)
+	case <-time.After(waitFor):
+		t.Fatal("panic not reported")
+	}
+	after, err := h.Schedule(2, 0)
+	require.NoError(t, err)
+	// Counters of the shard's work are published once per pass: poll.
+	require.Eventually(t, func() bool { return !after.Pending() && s.Stats().Total.Fired == 2 }, waitFor, pollEvery)
+	assert.Equal(t, uint64(1), s.Stats().Total.Panics)
 }

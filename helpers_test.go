@@ -1,7 +1,9 @@
 package shardwheel_test
 
 import (
+	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,4 +74,44 @@ func newUnstopped(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler
 	s, err := shardwheel.New(opts...)
 	require.NoError(t, err)
 	return s
+}
+
+// blockShard runs a task on s's only shard that blocks until the returned
+// release is called, and waits until it runs: from then on the shard
+// goroutine holds its wheel, so timers scheduled meanwhile wait in its
+// queue.
+func blockShard(t *testing.T, s *shardwheel.Scheduler) (release func()) {
+	t.Helper()
+	started, unblock := make(chan struct{}), make(chan struct{})
+	_, err := s.Schedule(0, 0, func() { close(started); <-unblock })
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(waitFor):
+		t.Fatal("blocking task never ran")
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// withGOMAXPROCS runs f at GOMAXPROCS n.
+func withGOMAXPROCS(n int, f func()) {
+	prev := runtime.GOMAXPROCS(n)
+	defer runtime.GOMAXPROCS(prev)
+	f()
+}
+
+// forEachProcs runs f as a subtest ("procs=N") at GOMAXPROCS 1, 2, 4 and 8
+// in turn, restoring GOMAXPROCS after each: one P, where every goroutine
+// takes turns, up to more Ps than most test machines have cores.
+func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
+	t.Helper()
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t, procs)
+		})
+	}
 }

@@ -1,6 +1,9 @@
 package shardwheel
 
 import (
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -59,4 +62,101 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			assert.False(t, found)
 		})
 	}
+}
+
+// TestTaskRearmingItsKeyWaitsForItsTimersEntry: a keyed timer's task that
+// re-arms its own key may run before the ScheduleKey that made the timer
+// has stored its entry. The test holds that ScheduleKey there, between
+// scheduling the timer and storing its entry, until the task has started
+// and its own ScheduleKey is parked on the key's bucket lock (failing if
+// that call gets through instead). Once the entry is stored, the task's
+// call replaces it: the re-armed timer is pending and indexed, not
+// cancelled by the entry of the timer whose task made it.
+func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
+	s, err := New(WithShards(1), WithTick(time.Millisecond))
+	require.NoError(t, err)
+	defer s.Stop()
+	const k = 5
+	taskG := make(chan uint64, 1)
+	type result struct {
+		tm  Timeout
+		err error
+	}
+	rearmed := make(chan result, 1)
+	task := func() {
+		taskG <- shard.GoroutineID()
+		next, err := s.ScheduleKey(k, time.Hour, func() {})
+		rearmed <- result{next, err}
+	}
+	var held string // why add could not be held where the test wants it
+	var early *result
+	first, err := s.index[0].add(k, func() (Timeout, error) {
+		r := s.request(k, 0, shard.Task{Func: task})
+		r.Indexed = true
+		tm, err := s.scheduleOn(s.shards[0], r)
+		if err != nil {
+			return tm, err
+		}
+		// No FailNow here: this runs under the bucket lock, which the
+		// task's call needs.
+		var g uint64
+		select {
+		case g = <-taskG:
+		case <-time.After(waitFor):
+			held = "the task never ran"
+			return tm, nil
+		}
+		for deadline := time.Now().Add(waitFor); ; time.Sleep(100 * time.Microsecond) {
+			select {
+			case res := <-rearmed:
+				early, held = &res, "the task's ScheduleKey returned before this timer's entry was stored"
+				return tm, nil
+			default:
+			}
+			if parkedInAdd(g) {
+				return tm, nil
+			}
+			if time.Now().After(deadline) {
+				held = "the task's ScheduleKey never parked on the bucket lock"
+				return tm, nil
+			}
+		}
+	})
+	require.NoError(t, err)
+	require.Empty(t, held)
+	res := early
+	if res == nil {
+		select {
+		case r := <-rearmed:
+			res = &r
+		case <-time.After(waitFor):
+			t.Fatal("the task's ScheduleKey never returned")
+		}
+	}
+	require.NoError(t, res.err)
+	assert.False(t, first.Pending(), "the first timer ran")
+	require.True(t, res.tm.Pending(), "the re-armed timer was cancelled")
+	got, ok := s.Lookup(k)
+	require.True(t, ok, "the key lost its timer")
+	assert.Equal(t, res.tm, got)
+	require.True(t, s.CancelKey(k))
+	assert.Zero(t, IndexLen(s))
+}
+
+// waitFor bounds what this file's tests wait for; only a failing test
+// reaches it.
+const waitFor = 10 * time.Second
+
+// parkedInAdd reports whether goroutine g is parked on a sync.Mutex inside
+// keyIndex.add: a keyed call waiting for a bucket lock.
+func parkedInAdd(g uint64) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	prefix := fmt.Sprintf("goroutine %d [sync.Mutex.Lock", g)
+	for _, stack := range strings.Split(string(buf), "\n\n") {
+		if strings.HasPrefix(stack, prefix) {
+			return strings.Contains(stack, "(*keyIndex).add")
+		}
+	}
+	return false
 }

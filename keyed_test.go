@@ -1,9 +1,7 @@
 package shardwheel_test
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -211,12 +209,9 @@ func TestKeyedHammerExactlyOnce(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		ops = 1_500
 	}
-	for _, procs := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			keyedHammer(t, 8, ops)
-		})
-	}
+	forEachProcs(t, func(t *testing.T, _ int) {
+		keyedHammer(t, 8, ops)
+	})
 }
 
 func keyedHammer(t *testing.T, workers, ops int) {
@@ -465,4 +460,149 @@ func TestIndexEntryGoesWhenTheTimerEnds(t *testing.T) {
 			assert.Equal(t, left, s.Pending())
 		})
 	}
+}
+
+// TestKeyedCallsNeverSeePlainTimersNorEndedOnes: keyed calls never see a
+// plain timer on the same key; ScheduleKey replaces the key's timer, which
+// never runs, reports not pending and counts as cancelled; once an indexed
+// timer has ended (cancelled through its handle, or ran) keyed calls no
+// longer find it and its entry goes.
+func TestKeyedCallsNeverSeePlainTimersNorEndedOnes(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	const k = 42
+	plainRan := atomic.Int32{}
+	plain, err := s.Schedule(k, time.Hour, func() { plainRan.Add(1) })
+	require.NoError(t, err)
+	_, ok := s.Lookup(k)
+	assert.False(t, ok)
+	assert.False(t, s.CancelKey(k))
+	assert.False(t, s.ResetKey(k, 0))
+	assert.True(t, plain.Pending())
+
+	oldRan := atomic.Int32{}
+	old, err := s.ScheduleKey(k, time.Hour, func() { oldRan.Add(1) })
+	require.NoError(t, err)
+	c0 := s.Stats().Total.Cancelled
+	nw, err := s.ScheduleKey(k, time.Hour, noop)
+	require.NoError(t, err)
+	assert.False(t, old.Pending())
+	assert.False(t, old.Cancel(), "replaced timer cancellable again")
+	assert.Equal(t, c0+1, s.Stats().Total.Cancelled)
+	got, ok := s.Lookup(k)
+	require.True(t, ok)
+	assert.Equal(t, nw, got)
+
+	// cancelled through its handle: keyed calls no longer find it
+	require.True(t, nw.Cancel())
+	_, ok = s.Lookup(k)
+	assert.False(t, ok)
+	assert.False(t, s.ResetKey(k, time.Hour))
+	assert.False(t, s.CancelKey(k))
+	assert.True(t, plain.Pending(), "keyed calls touched the plain timer")
+	require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == 0 }, waitFor, pollEvery)
+
+	// ran: keyed calls no longer find it; its entry goes at the next pass
+	ran := make(chan struct{})
+	_, err = s.ScheduleKey(k, 0, func() { close(ran) })
+	require.NoError(t, err)
+	<-ran
+	_, ok = s.Lookup(k)
+	assert.False(t, ok)
+	assert.False(t, s.ResetKey(k, time.Hour))
+	assert.False(t, s.CancelKey(k))
+	require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == 0 }, waitFor, pollEvery)
+
+	assert.True(t, plain.Pending())
+	assert.Zero(t, plainRan.Load())
+	assert.Zero(t, oldRan.Load())
+	assert.True(t, plain.Cancel())
+}
+
+// TestResetKeyRunsDelayFromTheCall: ResetKey moves an hour-away timer to
+// 30ms from the call, where it runs (never earlier), and is false once the
+// timer has run.
+func TestResetKeyRunsDelayFromTheCall(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	const k = 7
+	var at atomic.Int64
+	start := time.Now()
+	_, err := s.ScheduleKey(k, time.Hour, func() { at.Store(int64(time.Since(start))) })
+	require.NoError(t, err)
+	before := time.Since(start)
+	require.True(t, s.ResetKey(k, 30*time.Millisecond))
+	require.Eventually(t, func() bool { return at.Load() != 0 }, waitFor, pollEvery)
+	assert.GreaterOrEqual(t, time.Duration(at.Load()), before+30*time.Millisecond)
+	assert.False(t, s.ResetKey(k, time.Hour), "ResetKey found a timer that ran")
+}
+
+// TestConcurrentScheduleKeysLeaveOne: ScheduleKeys on one key from eight
+// goroutines leave exactly one timer pending, the one Lookup finds, and
+// count every other as cancelled.
+func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	const k, g, per = 99, 8, 200
+	var mu sync.Mutex
+	var all []shardwheel.Timeout
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				tm, err := s.ScheduleKey(k, time.Hour, noop)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				all = append(all, tm)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	pending := 0
+	var last shardwheel.Timeout
+	for _, tm := range all {
+		if tm.Pending() {
+			pending++
+			last = tm
+		}
+	}
+	require.Equal(t, 1, pending)
+	assert.Equal(t, 1, s.Pending())
+	got, ok := s.Lookup(k)
+	require.True(t, ok)
+	assert.Equal(t, last, got)
+	st := s.Stats().Total
+	assert.EqualValues(t, g*per-1, st.Cancelled)
+	require.True(t, s.CancelKey(k))
+	assert.Equal(t, 0, s.Pending())
+}
+
+// TestIndexEntryGoesAtOnceByKeyReplaceAndStop: an index entry goes at once
+// when its timer is replaced, cancelled by key or returned by Stop, and
+// keyed calls after Stop find nothing.
+func TestIndexEntryGoesAtOnceByKeyReplaceAndStop(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	for k := uint64(0); k < 50; k++ {
+		_, err := s.ScheduleKey(k, time.Hour, noop)
+		require.NoError(t, err)
+		_, err = s.ScheduleKey(k, time.Hour, noop)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 50, shardwheel.IndexLen(s), "a replaced entry stayed")
+	for k := uint64(0); k < 25; k++ {
+		require.True(t, s.CancelKey(k))
+		require.False(t, s.CancelKey(k))
+	}
+	assert.Equal(t, 25, shardwheel.IndexLen(s), "CancelKey left its entry")
+	assert.Equal(t, 25, s.Pending())
+	out := s.Stop()
+	assert.Len(t, out, 25)
+	assert.Zero(t, shardwheel.IndexLen(s))
+	_, err := s.ScheduleKey(1, time.Hour, noop)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+	assert.False(t, s.ResetKey(30, 0))
+	assert.False(t, s.CancelKey(30))
 }

@@ -130,3 +130,66 @@ func TestPendingErrorNamesTheLimit(t *testing.T) {
 	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { _, _ = s.AfterFunc(time.Hour, noop) }),
 		"a rejection at the limit allocates nothing")
 }
+
+// TestFreedTokenIsFoundAtOnceOnAnyShard: at a limit of one, with the token
+// held by a timer on one shard, Schedule and ScheduleKey on another are
+// rejected without a trace; once the token is free again (the timer
+// cancelled; then also a timer that ran, or a keyed one cancelled by key,
+// on the first shard) the very next Schedule on the other shard succeeds.
+func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
+	const shards = 4
+	s := newScheduler(t, shardwheel.WithShards(shards), shardwheel.WithMaxPending(1))
+	keys := make([][]uint64, shards)
+	for i := range shards {
+		keys[i] = keysFor(s, i, 1)
+	}
+	for round := range 200 {
+		from, to := round%shards, (round*3+1)%shards
+		tm, err := s.Schedule(keys[from][0], time.Hour, noop)
+		require.NoError(t, err, "round %d", round)
+		before := s.Stats().Total
+		_, err = s.Schedule(keys[to][0], time.Hour, noop)
+		require.ErrorIs(t, err, shardwheel.ErrTooManyPending, "round %d", round)
+		_, err = s.ScheduleKey(keys[to][0], time.Hour, noop)
+		require.ErrorIs(t, err, shardwheel.ErrTooManyPending, "round %d", round)
+		after := s.Stats().Total
+		assert.Equal(t, before.Scheduled, after.Scheduled, "a rejected call left a trace")
+		assert.Equal(t, 1, s.Pending())
+		switch round % 3 {
+		case 0:
+			require.True(t, tm.Cancel())
+		case 1:
+			ran := make(chan struct{})
+			require.True(t, tm.Cancel())
+			_, err = s.Schedule(keys[from][0], 0, func() { close(ran) })
+			require.NoError(t, err)
+			<-ran // its token is back before its task runs
+		case 2:
+			require.True(t, tm.Cancel())
+			k, err := s.ScheduleKey(keys[from][0], time.Hour, noop)
+			require.NoError(t, err)
+			require.True(t, s.CancelKey(keys[from][0]))
+			require.False(t, k.Pending())
+		}
+		tm2, err := s.Schedule(keys[to][0], time.Hour, noop)
+		require.NoError(t, err, "round %d: a freed token was not found", round)
+		require.True(t, tm2.Cancel())
+		require.Equal(t, 0, s.Pending())
+	}
+}
+
+// TestScheduleKeyAtTheLimitReplacesNothing: at the WithMaxPending limit a
+// ScheduleKey that would replace the key's timer is rejected (the new
+// timer needs a token before the old one's is freed) and the old timer
+// stays pending and indexed.
+func TestScheduleKeyAtTheLimitReplacesNothing(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithMaxPending(1))
+	old, err := s.ScheduleKey(1, time.Hour, noop)
+	require.NoError(t, err)
+	_, err = s.ScheduleKey(1, time.Hour, noop)
+	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+	assert.True(t, old.Pending(), "a rejected ScheduleKey replaced the old timer")
+	got, ok := s.Lookup(1)
+	require.True(t, ok)
+	assert.Equal(t, old, got)
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/stretchr/testify/assert"
@@ -17,8 +18,8 @@ import (
 
 // TestFootprintBeforeAnyTimer measures the heap a Scheduler holds before it
 // has any timer, per shard, at several GOMAXPROCS (which sets the lanes per
-// shard). The limit, 128 KiB per shard, is the issue's; the measured
-// figures are in BenchmarkNewFootprint.
+// shard): at most 128 KiB per shard; the measured figures are in
+// BenchmarkNewFootprint.
 func TestFootprintBeforeAnyTimer(t *testing.T) {
 	for _, procs := range []int{2, 16, 64, 128} {
 		perShard := newFootprint(t, procs, 8)
@@ -85,4 +86,52 @@ func TestShardCapacityIsExact(t *testing.T) {
 	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 	assert.Contains(t, err.Error(), "67108863")
 	assert.Equal(t, shardwheel.ShardCapacity, s.Pending())
+}
+
+// bytesPerSlot returns the heap a one-shard scheduler with first block
+// 2^18 gains by filling that block with timers (all but index 0, which is
+// reserved), per node of the block.
+func bytesPerSlot(t *testing.T, schedule func(s *shardwheel.Scheduler, h shardwheel.Handler, i int)) float64 {
+	const block = 1 << 18
+	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithFirstBlock(block))
+	require.NoError(t, err)
+	defer s.Stop()
+	h, err := s.NewHandler(func(uint64) {})
+	require.NoError(t, err)
+	before := heapInUse()
+	for i := range block - 1 {
+		schedule(s, h, i)
+	}
+	require.Eventually(t, func() bool { return s.Stats().Total.Queued == 0 }, waitFor, pollEvery)
+	after := heapInUse()
+	runtime.KeepAlive(s)
+	return float64(int64(after)-int64(before)) / block
+}
+
+// TestBytesPerTimerNode: a node is 36 bytes, plus a task pointer in a
+// block once a closure timer lands in it and 2 bytes once a Handler timer
+// does: 38 bytes per Handler timer.
+func TestBytesPerTimerNode(t *testing.T) {
+	handler := bytesPerSlot(t, func(_ *shardwheel.Scheduler, h shardwheel.Handler, i int) {
+		_, err := h.Schedule(uint64(i), time.Hour)
+		require.NoError(t, err)
+	})
+	closure := bytesPerSlot(t, func(s *shardwheel.Scheduler, _ shardwheel.Handler, i int) {
+		_, err := s.Schedule(uint64(i), time.Hour, noop) // no closure allocated per timer
+		require.NoError(t, err)
+	})
+	mixed := bytesPerSlot(t, func(s *shardwheel.Scheduler, h shardwheel.Handler, i int) {
+		var err error
+		if i == 0 {
+			_, err = s.Schedule(uint64(i), time.Hour, noop)
+		} else {
+			_, err = h.Schedule(uint64(i), time.Hour)
+		}
+		require.NoError(t, err)
+	})
+	t.Logf("bytes per node: Handler %.2f, closure %.2f, both %.2f", handler, closure, mixed)
+	ptr := float64(unsafe.Sizeof(func() {})) // 8 on 64-bit platforms
+	assert.InDelta(t, 38, handler, 1, "36 + 2")
+	assert.InDelta(t, 36+ptr, closure, 1, "36 + a pointer")
+	assert.InDelta(t, 36+ptr+2, mixed, 1, "36 + a pointer + 2")
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 func TestInvalidOptionsNameOptionAndValue(t *testing.T) {
@@ -98,4 +101,78 @@ func FuzzOptions(f *testing.F) {
 		require.Len(t, stopped, 1)
 		require.Equal(t, tm.Key(), stopped[0].Key())
 	})
+}
+
+// TestDefaultTickAndMaxDelay: the default tick is 1ms, and MaxDelay is
+// 2^36-2 ticks: about 795 days at 1ms, 21.8 years at 10ms.
+func TestDefaultTickAndMaxDelay(t *testing.T) {
+	assert.Equal(t, time.Millisecond, shardwheel.DefaultTick)
+	s := newScheduler(t)
+	assert.Equal(t, shardwheel.DefaultTick, s.Tick())
+	// 2^36-2 ticks: the wheel keeps a margin of two below 2^36
+	assert.Equal(t, time.Duration(1<<36-2)*time.Millisecond, s.MaxDelay())
+	s10 := newScheduler(t, shardwheel.WithTick(10*time.Millisecond))
+	assert.Equal(t, time.Duration(1<<36-2)*10*time.Millisecond, s10.MaxDelay())
+	// 795 days at the default 1ms, 21.8 years at 10ms
+	assert.InDelta(t, 795.0, s.MaxDelay().Hours()/24, 0.6)
+	assert.InDelta(t, 21.8, s10.MaxDelay().Hours()/24/365.25, 0.05)
+}
+
+// TestSmallestWheelSizesRunTimersAtEveryLevel: wheel sizes 2 to 5 (which
+// round up to 4 and 8) are accepted, and timers at every level of such a
+// wheel run once, never early, cascading down its many levels.
+func TestSmallestWheelSizesRunTimersAtEveryLevel(t *testing.T) {
+	for _, size := range []int{2, 3, 4, 5} {
+		s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithWheelSize(size))
+		var wg sync.WaitGroup
+		early, runs := atomic.Int32{}, atomic.Int32{}
+		for _, ms := range []int{0, 1, 2, 3, 5, 9, 17, 33, 70, 130} {
+			delay := time.Duration(ms) * time.Millisecond
+			before := time.Now()
+			wg.Add(1)
+			_, err := s.Schedule(uint64(ms), delay, func() {
+				if time.Since(before) < delay {
+					early.Add(1)
+				}
+				runs.Add(1)
+				wg.Done()
+			})
+			require.NoError(t, err)
+		}
+		wg.Wait()
+		assert.Zero(t, early.Load(), "size %d", size)
+		assert.EqualValues(t, 10, runs.Load(), "size %d", size)
+		// counters are published once per pass, after the pass's tasks
+		require.Eventually(t, func() bool { return s.Stats().Total.Fired == 10 }, waitFor, pollEvery)
+		st := s.Stats()
+		assert.Positive(t, st.Total.Refiled, "size %d: a 130ms timer in a 4-slot wheel must cascade", size)
+		assert.LessOrEqual(t, uint64(st.Total.RefiledPeak), st.Total.Refiled)
+	}
+}
+
+// TestWheelSizeTickAndPendingLimits: wheel sizes 2 to 65536 are accepted
+// (2 and 3 build the wheel of 4), ticks 1ms to 1h; sizes, ticks and
+// pending limits outside their ranges and a nil Option are
+// ErrInvalidOption, and the error names the option and its value.
+func TestWheelSizeTickAndPendingLimits(t *testing.T) {
+	assert.Equal(t, shard.Footprint(4, 2), shard.Footprint(2, 2), "sizes 2 and 4 both use 4")
+	assert.Equal(t, shard.Footprint(4, 2), shard.Footprint(3, 2))
+	assert.NotEqual(t, shard.Footprint(4, 2), shard.Footprint(8, 2))
+	for _, n := range []int{2, 3, 4, 65536} {
+		newScheduler(t, shardwheel.WithShards(1), shardwheel.WithWheelSize(n))
+	}
+	for _, n := range []int{-1, 0, 1, 65537} {
+		_, err := shardwheel.New(shardwheel.WithWheelSize(n))
+		require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+		assert.Contains(t, err.Error(), "WithWheelSize(")
+	}
+	_, err := shardwheel.New(shardwheel.WithTick(500 * time.Microsecond))
+	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+	assert.Equal(t, "shardwheel: invalid option: WithTick(500µs): must be in [1ms, 1h0m0s]", err.Error())
+	_, err = shardwheel.New(shardwheel.WithTick(time.Hour + 1))
+	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+	_, err = shardwheel.New(shardwheel.WithMaxPending(-1))
+	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+	_, err = shardwheel.New(nil)
+	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
 }

@@ -1,7 +1,6 @@
 package shardwheel_test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -23,111 +22,107 @@ type outcome struct{ ran, cancelled, stopped atomic.Int32 }
 
 func (o *outcome) ends() int32 { return o.ran.Load() + o.cancelled.Load() + o.stopped.Load() }
 
-// TestTimersEndedFromOtherPs: goroutines (more than Ps) schedule timers
-// without a key and with keys, and hand them to other goroutines, which
-// cancel, reset or leave them, while Stop runs at the end: every timer ends
-// exactly once, none early, and Stats add up.
+// TestTimersEndedFromOtherPs: at GOMAXPROCS 1 to 8, with a shard per P,
+// goroutines schedule timers without a key and with keys, and hand them to
+// other goroutines, which cancel, reset or leave them, while Stop runs at
+// the end: every timer ends exactly once, none early, and Stats add up.
 func TestTimersEndedFromOtherPs(t *testing.T) {
 	rounds := 4000
 	if testing.Short() || raceEnabled {
 		rounds = 800
 	}
-	for _, procs := range []int{2, 4} {
-		t.Run(fmt.Sprint("procs=", procs), func(t *testing.T) {
-			prev := runtime.GOMAXPROCS(procs)
-			defer runtime.GOMAXPROCS(prev)
-			s := newUnstopped(t, shardwheel.WithShards(procs))
-			const producers, takers = 4, 4
-			out := make([][]outcome, producers)
-			type handed struct {
-				tm     shardwheel.Timeout
-				o      *outcome
-				due    *atomic.Int64 // clock reading before which it must not run
-				action int
-			}
-			ch := make(chan handed, 256)
-			var early atomic.Int64
-			var wg, tw sync.WaitGroup
-			for range takers {
-				tw.Go(func() {
-					for h := range ch {
-						switch h.action {
-						case 0:
-							if h.tm.Cancel() {
-								h.o.cancelled.Add(1)
-							}
-						case 1:
-							// The timer may run at its new deadline before
-							// Reset returns: lower due first.
-							at := shardwheel.ClockReading(s)
-							newDue := int64(at + 3*time.Millisecond)
-							old := h.due.Load()
-							h.due.Store(min(old, newDue))
-							if h.tm.Reset(3 * time.Millisecond) {
-								h.due.Store(newDue)
-							} else {
-								h.due.Store(old)
-							}
+	forEachProcs(t, func(t *testing.T, procs int) {
+		s := newUnstopped(t, shardwheel.WithShards(procs))
+		const producers, takers = 4, 4
+		out := make([][]outcome, producers)
+		type handed struct {
+			tm     shardwheel.Timeout
+			o      *outcome
+			due    *atomic.Int64 // clock reading before which it must not run
+			action int
+		}
+		ch := make(chan handed, 256)
+		var early atomic.Int64
+		var wg, tw sync.WaitGroup
+		for range takers {
+			tw.Go(func() {
+				for h := range ch {
+					switch h.action {
+					case 0:
+						if h.tm.Cancel() {
+							h.o.cancelled.Add(1)
 						}
-					}
-				})
-			}
-			for p := range producers {
-				out[p] = make([]outcome, rounds)
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(p), 7))
-					for i := range rounds {
-						o := &out[p][i]
-						due := new(atomic.Int64)
-						delay := time.Duration(rng.IntN(5)) * time.Millisecond
-						due.Store(int64(shardwheel.ClockReading(s) + delay))
-						task := func() {
-							if now := shardwheel.ClockReading(s); int64(now) < due.Load() {
-								early.Add(1)
-							}
-							o.ran.Add(1)
-						}
-						var tm shardwheel.Timeout
-						var err error
-						if i%2 == 0 {
-							tm, err = s.AfterFunc(delay, task)
+					case 1:
+						// The timer may run at its new deadline before
+						// Reset returns: lower due first.
+						at := shardwheel.ClockReading(s)
+						newDue := int64(at + 3*time.Millisecond)
+						old := h.due.Load()
+						h.due.Store(min(old, newDue))
+						if h.tm.Reset(3 * time.Millisecond) {
+							h.due.Store(newDue)
 						} else {
-							tm, err = s.Schedule(uint64(p)<<32|uint64(i), delay, task)
-						}
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						ch <- handed{tm, o, due, rng.IntN(3)}
-						if i%100 == 0 {
-							runtime.Gosched()
+							h.due.Store(old)
 						}
 					}
-				})
-			}
-			wg.Wait()
-			close(ch)
-			tw.Wait()
-			for _, tm := range s.Stop() {
-				_ = tm // counted by Stats below: these are the stopped ones
-			}
-			var ran, cancelled int64
-			for p := range out {
-				for i := range out[p] {
-					o := &out[p][i]
-					require.LessOrEqual(t, o.ends(), int32(1), "producer %d timer %d ended twice", p, i)
-					ran += int64(o.ran.Load())
-					cancelled += int64(o.cancelled.Load())
 				}
+			})
+		}
+		for p := range producers {
+			out[p] = make([]outcome, rounds)
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(p), 7))
+				for i := range rounds {
+					o := &out[p][i]
+					due := new(atomic.Int64)
+					delay := time.Duration(rng.IntN(5)) * time.Millisecond
+					due.Store(int64(shardwheel.ClockReading(s) + delay))
+					task := func() {
+						if now := shardwheel.ClockReading(s); int64(now) < due.Load() {
+							early.Add(1)
+						}
+						o.ran.Add(1)
+					}
+					var tm shardwheel.Timeout
+					var err error
+					if i%2 == 0 {
+						tm, err = s.AfterFunc(delay, task)
+					} else {
+						tm, err = s.Schedule(uint64(p)<<32|uint64(i), delay, task)
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ch <- handed{tm, o, due, rng.IntN(3)}
+					if i%100 == 0 {
+						runtime.Gosched()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(ch)
+		tw.Wait()
+		for _, tm := range s.Stop() {
+			_ = tm // counted by Stats below: these are the stopped ones
+		}
+		var ran, cancelled int64
+		for p := range out {
+			for i := range out[p] {
+				o := &out[p][i]
+				require.LessOrEqual(t, o.ends(), int32(1), "producer %d timer %d ended twice", p, i)
+				ran += int64(o.ran.Load())
+				cancelled += int64(o.cancelled.Load())
 			}
-			st := s.Stats().Total
-			assert.Zero(t, early.Load(), "ran early")
-			assert.EqualValues(t, producers*rounds, st.Scheduled)
-			assert.EqualValues(t, ran, st.Fired)
-			assert.EqualValues(t, cancelled, st.Cancelled)
-			assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "every timer ended once")
-		})
-	}
+		}
+		st := s.Stats().Total
+		assert.Zero(t, early.Load(), "ran early")
+		assert.EqualValues(t, producers*rounds, st.Scheduled)
+		assert.EqualValues(t, ran, st.Fired)
+		assert.EqualValues(t, cancelled, st.Cancelled)
+		assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "every timer ended once")
+	})
 }
 
 // TestGOMAXPROCSChangesWhileTimersRun raises and lowers GOMAXPROCS while

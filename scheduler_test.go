@@ -2,6 +2,7 @@ package shardwheel_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -134,4 +135,45 @@ func TestWarnsOnceBeyondLiveLimit(t *testing.T) {
 	newOne()
 	assert.Equal(t, 1, strings.Count(buf.String(), "too many live Schedulers"), buf.String())
 	assert.Contains(t, buf.String(), fmt.Sprintf("live=%d limit=%d", shardwheel.WarnSchedulers+1, shardwheel.WarnSchedulers))
+}
+
+// TestNonPositiveDelayRunsWithinATick: a timer with delay 0, negative or
+// math.MinInt64 runs at the next tick, so at most a tick after the call
+// (plus lag), and its Deadline is within a tick of the call.
+func TestNonPositiveDelayRunsWithinATick(t *testing.T) {
+	const tick = 100 * time.Millisecond
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(tick))
+	for _, d := range []time.Duration{0, -time.Hour, -1 << 63} {
+		ran := make(chan time.Duration, 1)
+		before := time.Now()
+		tm, err := s.Schedule(1, d, func() { ran <- time.Since(before) })
+		require.NoError(t, err)
+		if dl := tm.Deadline(); !dl.IsZero() {
+			assert.False(t, dl.Before(before), "delay %v: Deadline before the call", d)
+			assert.True(t, dl.Before(time.Now().Add(tick)), "delay %v: Deadline a tick or more after the call: %v", d, time.Until(dl))
+		}
+		select {
+		case took := <-ran:
+			assert.Less(t, took, tick+50*time.Millisecond, "delay %v ran %v after the call", d, took)
+		case <-time.After(waitFor):
+			t.Fatalf("delay %v never ran", d)
+		}
+	}
+}
+
+// TestShutdownEndsLiveness: a Scheduler is live from New until stopped;
+// Shutdown with a done context stops it too, and a later Stop or Shutdown
+// does not count it twice.
+func TestShutdownEndsLiveness(t *testing.T) {
+	base := shardwheel.LiveSchedulers()
+	s, err := shardwheel.New(shardwheel.WithShards(1))
+	require.NoError(t, err)
+	assert.Equal(t, base+1, shardwheel.LiveSchedulers())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = s.Shutdown(ctx)
+	assert.Equal(t, base, shardwheel.LiveSchedulers())
+	s.Stop()
+	_, _ = s.Shutdown(context.Background())
+	assert.Equal(t, base, shardwheel.LiveSchedulers())
 }

@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,4 +126,82 @@ func TestStatsAddUp(t *testing.T) {
 	st := s.Stats().Total
 	assert.EqualValues(t, 200+50+accepted.Load(), st.Scheduled)
 	assert.EqualValues(t, len(stopped), st.Stopped)
+}
+
+// TestPassTimeAndSlowestPassAcrossShards: PassTime records each pass,
+// SlowestPass is the longest one and says what it did; Total adds up the
+// shards (counts sum, peaks take the maximum); with Stats off no pass is
+// timed and the counters are still kept.
+func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	var wg sync.WaitGroup
+	for i := range 2000 {
+		wg.Add(1)
+		_, err := s.Schedule(uint64(i), time.Duration(i%50)*time.Millisecond, wg.Done)
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 2000 }, waitFor, pollEvery)
+	st := s.Stats()
+	require.Positive(t, st.Total.PassTime.Count())
+	sp := st.Total.SlowestPass
+	assert.Positive(t, sp.Duration)
+	// the slowest pass is the largest recorded pass time (histogram error < 1/64)
+	assert.InEpsilon(t, float64(st.Total.PassTime.Max()), float64(sp.Duration), 1.0/32)
+	assert.Positive(t, sp.Transferred+sp.Refiled+sp.Fired, "the slowest pass did nothing?")
+	var fired uint64
+	maxPeak := 0
+	for _, sh := range st.Shards {
+		fired += sh.Fired
+		maxPeak = max(maxPeak, sh.RefiledPeak)
+		assert.LessOrEqual(t, sh.SlowestPass.Duration, sp.Duration)
+	}
+	assert.Equal(t, fired, st.Total.Fired)
+	assert.Equal(t, maxPeak, st.Total.RefiledPeak)
+	assert.EqualValues(t, 2000, st.Total.Fired)
+
+	off := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithStats(false))
+	done := make(chan struct{})
+	_, err := off.Schedule(1, 0, func() { close(done) })
+	require.NoError(t, err)
+	<-done
+	require.Eventually(t, func() bool { return off.Stats().Total.Fired == 1 }, waitFor, pollEvery)
+	ost := off.Stats().Total
+	assert.Zero(t, ost.SlowestPass.Duration)
+	assert.Zero(t, ost.PassTime.Count())
+	assert.EqualValues(t, 1, ost.Fired)
+}
+
+// TestStatsAddUpWithContextsHandedOverByStop: Pending counts the timers
+// that have not ended, contexts' included, and after Stop Scheduled =
+// Fired + Cancelled + Stopped + Pending, the contexts' timers Stop handed
+// over counted as stopped and replaced keyed timers as cancelled.
+func TestStatsAddUpWithContextsHandedOverByStop(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	ran := make(chan struct{})
+	_, err := s.Schedule(1, 0, func() { close(ran) })
+	require.NoError(t, err)
+	<-ran
+	c, err := s.Schedule(2, time.Hour, noop)
+	require.NoError(t, err)
+	require.True(t, c.Cancel())
+	_, err = s.ScheduleKey(3, time.Hour, noop)
+	require.NoError(t, err)
+	_, err = s.ScheduleKey(3, time.Hour, noop) // replaces: one cancelled
+	require.NoError(t, err)
+	_, cancel := s.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	_, cancel2 := s.WithTimeout(context.Background(), time.Hour)
+	cancel2()
+	assert.Equal(t, 2, s.Pending())
+	out := s.Stop()
+	assert.Len(t, out, 1)
+	assert.Equal(t, 0, s.Pending())
+	st := s.Stats()
+	tot := st.Total
+	assert.EqualValues(t, 6, tot.Scheduled)
+	assert.EqualValues(t, 1, tot.Fired)
+	assert.EqualValues(t, 3, tot.Cancelled)
+	assert.EqualValues(t, 2, tot.Stopped)
+	assert.Equal(t, tot.Scheduled, tot.Fired+tot.Cancelled+tot.Stopped+uint64(st.Pending))
 }

@@ -420,3 +420,102 @@ func TestShutdownWithoutHangIsStop(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Nil(t, got)
 }
+
+// TestTaskIsNilUnlessStopReturnedTheTimer: Task is nil for a pending,
+// cancelled, fired or replaced timer and for the zero Timeout, and gives
+// back the task of each timer Stop returned (plain and keyed), whose
+// handles are then inert.
+func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	pending, err := s.Schedule(1, time.Hour, noop)
+	require.NoError(t, err)
+	assert.Nil(t, pending.Task())
+	cancelled, err := s.Schedule(2, time.Hour, noop)
+	require.NoError(t, err)
+	require.True(t, cancelled.Cancel())
+	ran := make(chan struct{})
+	fired, err := s.Schedule(3, 0, func() { close(ran) })
+	require.NoError(t, err)
+	<-ran
+	assert.Nil(t, cancelled.Task())
+	assert.Nil(t, fired.Task())
+	keyed, err := s.ScheduleKey(4, time.Hour, noop)
+	require.NoError(t, err)
+	replaced, err := s.ScheduleKey(5, time.Hour, noop)
+	require.NoError(t, err)
+	_, err = s.ScheduleKey(5, time.Hour, noop)
+	require.NoError(t, err)
+
+	out := s.Stop()
+	assert.Len(t, out, 3)
+	for _, tm := range out {
+		assert.NotNil(t, tm.Task())
+		assert.False(t, tm.Pending())
+		assert.False(t, tm.Cancel())
+		assert.False(t, tm.Reset(0))
+	}
+	assert.NotNil(t, pending.Task())
+	assert.NotNil(t, keyed.Task())
+	assert.Nil(t, cancelled.Task())
+	assert.Nil(t, fired.Task())
+	assert.Nil(t, replaced.Task())
+	assert.Nil(t, shardwheel.Timeout{}.Task())
+	_, ok := s.Lookup(4)
+	assert.False(t, ok)
+	assert.Zero(t, shardwheel.IndexLen(s))
+}
+
+// TestShutdownClaimsTheOtherTimersOfTheHungTick: Shutdown returns ctx's
+// error when a task hangs, yet claims every pending timer, the hung
+// shard's included, even those due in the very tick of the hung task that
+// the shard had not started: each timer either ran or was returned, once.
+func TestShutdownClaimsTheOtherTimersOfTheHungTick(t *testing.T) {
+	s := newUnstopped(t, shardwheel.WithShards(1))
+	release := make(chan struct{})
+	var started, runs atomic.Int32
+	const n = 5
+	task := func() {
+		runs.Add(1)
+		if started.Add(1) == 1 {
+			<-release
+		}
+	}
+	var tms []shardwheel.Timeout
+	for i := range n {
+		tm, err := s.Schedule(uint64(i), 10*time.Millisecond, task)
+		require.NoError(t, err)
+		tms = append(tms, tm)
+	}
+	far, err := s.Schedule(100, time.Hour, noop)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return started.Load() == 1 }, waitFor, pollEvery)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	out, err := s.Shutdown(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	close(release)
+	assert.NoError(t, func() error { _, err := s.Shutdown(context.Background()); return err }())
+	assert.Nil(t, s.Stop())
+	ran := int(runs.Load())
+	assert.Equal(t, n+1, ran+len(out), "ran %d, returned %d: a timer was lost or ran twice", ran, len(out))
+	assert.Contains(t, out, far)
+	for _, tm := range tms {
+		assert.False(t, tm.Pending())
+	}
+	_, err = s.Schedule(1, 0, noop)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+}
+
+// TestTaskOfAHandedOverTimerIsNil schedules a context's CancelFunc as a
+// plain timer's task: Stop hands it to a runtime timer instead of returning
+// it, so Task reports nil for it, as for every timer Stop did not return.
+func TestTaskOfAHandedOverTimerIsNil(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	_, cancel := s.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancel()
+	tm, err := s.Schedule(1, time.Hour, cancel)
+	require.NoError(t, err)
+	out := s.Stop()
+	assert.NotContains(t, out, tm)
+	assert.Nil(t, tm.Task(), "Task of a timer Stop did not return")
+}

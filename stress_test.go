@@ -36,14 +36,13 @@ func TestStressExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		ops = 3_000
 	}
-	for _, procs := range []int{1, 2, 4} {
+	forEachProcs(t, func(t *testing.T, _ int) {
 		for _, shards := range []int{1, 3} {
-			t.Run(fmt.Sprintf("procs=%d/shards=%d", procs, shards), func(t *testing.T) {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 				stress(t, shards, 8, ops)
 			})
 		}
-	}
+	})
 }
 
 func stress(t *testing.T, shards, workers, opsPerWorker int) {

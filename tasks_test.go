@@ -12,28 +12,6 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-func TestPanicHandlerAndShardSurvival(t *testing.T) {
-	panics := make(chan any, 10)
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithPanicHandler(func(v any) { panics <- v }))
-	_, err := s.Schedule(1, 0, func() { panic("boom") })
-	require.NoError(t, err)
-	ran := make(chan struct{})
-	_, err = s.Schedule(1, time.Millisecond, func() { close(ran) })
-	require.NoError(t, err)
-	select {
-	case v := <-panics:
-		assert.Equal(t, "boom", v)
-	case <-time.After(waitFor):
-		t.Fatal("panic handler not called")
-	}
-	select {
-	case <-ran:
-	case <-time.After(waitFor):
-		t.Fatal("shard died with the panicking task")
-	}
-}
-
 func TestPanickingTasksAreCountedAndHandled(t *testing.T) {
 	var handled atomic.Int64
 	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),

@@ -1,6 +1,8 @@
 package shardwheel_test
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,4 +36,106 @@ func TestTimeoutAccessors(t *testing.T) {
 	require.True(t, tm.Cancel())
 	assert.True(t, tm.Deadline().IsZero())
 	assert.Equal(t, uint64(42), tm.Key(), "the key outlives the timer")
+}
+
+// TestDeadlineIsWithinATickAfterCallPlusDelay: at ticks of 1ms and 7ms,
+// Deadline is never before the call plus the delay and less than a tick
+// after it, and no task runs before the call plus its delay.
+func TestDeadlineIsWithinATickAfterCallPlusDelay(t *testing.T) {
+	for _, tick := range []time.Duration{shardwheel.DefaultTick, 7 * time.Millisecond} {
+		s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(tick))
+		const n = 20
+		var wg sync.WaitGroup
+		wg.Add(n)
+		early := atomic.Int32{}
+		for i := range n {
+			delay := time.Duration(i) * time.Millisecond
+			before := time.Now()
+			var tm shardwheel.Timeout
+			var err error
+			tm, err = s.Schedule(uint64(i), delay, func() {
+				if time.Since(before) < delay {
+					early.Add(1)
+				}
+				wg.Done()
+			})
+			after := time.Now()
+			require.NoError(t, err)
+			if d := tm.Deadline(); !d.IsZero() {
+				assert.False(t, d.Before(before.Add(delay)), "Deadline before call+delay (tick %v, delay %v)", tick, delay)
+				assert.True(t, d.Before(after.Add(delay+tick)), "Deadline a tick or more after call+delay (tick %v, delay %v): %v", tick, delay, d.Sub(after.Add(delay)))
+			}
+		}
+		wg.Wait()
+		assert.Zero(t, early.Load(), "tasks ran early at tick %v", tick)
+	}
+}
+
+// TestCancelOfTheLastFiledTimerTakesItBackAtOnce: a Cancel of the timer
+// its P's shard filed last, from that P, frees its node at once and counts
+// in Stats.TakenBack (a subset of Cancelled), closure and Handler timers
+// alike; any other cancelled timer stays held until its wheel meets it; a
+// timer that found the wheel held waits in the queue, and its Cancel leaves
+// it there for the holder to free. Call counters (scheduled, cancelled)
+// show at once, without a pass.
+func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
+	withGOMAXPROCS(1, func() { // one P: every call is on shard 0's P
+		s := newScheduler(t, shardwheel.WithShards(1))
+		h, err := s.NewHandler(func(uint64) { t.Error("cancelled Handler timer ran") })
+		require.NoError(t, err)
+		base := s.Stats().Total
+
+		tm, err := s.AfterFunc(time.Hour, func() { t.Error("cancelled timer ran") })
+		require.NoError(t, err)
+		st := s.Stats().Total
+		assert.Equal(t, base.Scheduled+1, st.Scheduled, "Schedule counted at once")
+		assert.Equal(t, base.Queued, st.Queued, "filed at once, not queued")
+		require.True(t, tm.Cancel())
+		st = s.Stats().Total
+		assert.Equal(t, base.Cancelled+1, st.Cancelled, "Cancel counted at once")
+		assert.Equal(t, base.TakenBack+1, st.TakenBack, "taken back")
+		assert.Equal(t, base.HeldCancelled, st.HeldCancelled, "nothing held")
+		assert.False(t, tm.Pending())
+		assert.False(t, tm.Cancel(), "true at most once")
+
+		ht, err := h.AfterFunc(2, time.Hour)
+		require.NoError(t, err)
+		require.True(t, ht.Cancel())
+		st = s.Stats().Total
+		assert.Equal(t, base.TakenBack+2, st.TakenBack, "Handler timer taken back")
+		assert.LessOrEqual(t, st.TakenBack, st.Cancelled)
+
+		// One filed before the last is cancelled but held by the wheel.
+		below, err := h.AfterFunc(3, time.Hour)
+		require.NoError(t, err)
+		top, err := h.AfterFunc(4, time.Hour)
+		require.NoError(t, err)
+		require.True(t, below.Cancel())
+		st = s.Stats().Total
+		assert.Equal(t, base.TakenBack+2, st.TakenBack, "not the last filed: not taken back")
+		assert.Equal(t, base.HeldCancelled+1, st.HeldCancelled, "held until the wheel meets it")
+		require.True(t, top.Cancel())
+		assert.Equal(t, base.TakenBack+3, s.Stats().Total.TakenBack, "the last filed is taken back")
+
+		// A blocked shard's wheel is held: timers wait in its queue, and a
+		// Cancel cannot take them back.
+		release := blockShard(t, s)
+		base = s.Stats().Total
+		queued, err := s.AfterFunc(time.Hour, func() { t.Error("cancelled queued timer ran") })
+		require.NoError(t, err)
+		st = s.Stats().Total
+		assert.Equal(t, base.Queued+1, st.Queued, "queued while the wheel is held")
+		require.True(t, queued.Cancel())
+		st = s.Stats().Total
+		assert.Equal(t, base.TakenBack, st.TakenBack, "the queued timer is not taken back")
+		assert.Equal(t, base.Queued+1, st.Queued, "still in the queue")
+
+		release()
+		require.Eventually(t, func() bool {
+			st := s.Stats()
+			return st.Pending == 0 && st.Total.Queued == 0
+		}, waitFor, pollEvery)
+		st = s.Stats().Total
+		assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "Stats add up")
+	})
 }

@@ -602,13 +602,9 @@ func TestConcurrentGrow(t *testing.T) {
 // that no index is held twice at once, that each handout starts a life that
 // the owner ends once, and that nodes are reused rather than leaked.
 func TestConcurrentGetPut(t *testing.T) {
-	for _, procs := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
-			prev := runtime.GOMAXPROCS(procs)
-			t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-			testConcurrentGetPut(t)
-		})
-	}
+	forEachProcs(t, func(t *testing.T, _ int) {
+		testConcurrentGetPut(t)
+	})
 }
 
 func testConcurrentGetPut(t *testing.T) {
@@ -905,3 +901,16 @@ func BenchmarkGetParallel(b *testing.B) {
 
 // split returns a task's closure and handler number.
 func split(t pool.Task) (func(), uint16) { return t.Func, t.Handler }
+
+// forEachProcs runs f as a subtest ("procs=N") at GOMAXPROCS 1, 2, 4 and 8
+// in turn, restoring GOMAXPROCS after each: one P, where every goroutine
+// takes turns, up to more Ps than most test machines have cores.
+func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
+	t.Helper()
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t, procs)
+		})
+	}
+}

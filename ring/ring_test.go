@@ -30,12 +30,17 @@ func nodes(tb testing.TB, n int) (*pool.Arena, []uint32) {
 
 func newQueue() *ring.Queue { return new(ring.Queue) }
 
-// withGOMAXPROCS sets GOMAXPROCS to n for the rest of the test and restores
-// the previous value when the test ends.
-func withGOMAXPROCS(t *testing.T, n int) {
+// forEachProcs runs f as a subtest ("procs=N") at GOMAXPROCS 1, 2, 4 and 8
+// in turn, restoring GOMAXPROCS after each: one P, where every goroutine
+// takes turns, up to more Ps than most test machines have cores.
+func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
 	t.Helper()
-	prev := runtime.GOMAXPROCS(n)
-	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t, procs)
+		})
+	}
 }
 
 func TestFIFOSingleGoroutine(t *testing.T) {
@@ -58,21 +63,6 @@ func TestFIFOSingleGoroutine(t *testing.T) {
 			assert.True(t, q.Empty())
 		})
 	}
-}
-
-// popAll pops until the queue reports empty.
-func popAll(t *testing.T, q *ring.Queue, a *pool.Arena) []uint32 {
-	t.Helper()
-	var got []uint32
-	for range 100 {
-		idx, ok := q.TryPop(a)
-		if !ok {
-			return got
-		}
-		got = append(got, idx)
-	}
-	t.Fatal("queue does not run dry")
-	return nil
 }
 
 func TestTryPopEmpty(t *testing.T) {
@@ -307,14 +297,13 @@ func TestConcurrentMPSC(t *testing.T) {
 	if testing.Short() {
 		producers, perProducer = 4, 2000
 	}
-	for _, procs := range []int{1, 2, 4, 8} {
+	forEachProcs(t, func(t *testing.T, _ int) {
 		for _, nodesEach := range []int{1, 64} {
-			t.Run(fmt.Sprintf("procs=%d/nodes=%d", procs, nodesEach), func(t *testing.T) {
-				withGOMAXPROCS(t, procs)
+			t.Run(fmt.Sprintf("nodes=%d", nodesEach), func(t *testing.T) {
 				runMPSC(t, producers, perProducer, nodesEach)
 			})
 		}
-	}
+	})
 }
 
 // TestStackTakesEverythingNewestFirst: TakeAll returns the node pushed last,

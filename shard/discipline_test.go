@@ -177,3 +177,155 @@ func TestFootprintCountsTheWheelNewBuilds(t *testing.T) {
 	require.Len(t, a.h.w.slots, len(b.h.w.slots))
 	assert.Equal(t, Footprint(minWheelSize, 2), Footprint(2, 2))
 }
+
+// TestResetsAndCancelsDuringAPartialCascade fills one level-2 slot of
+// an 8-slot wheel with more than cascadeChunk timers, so that it moves down
+// in shares, and resets (earlier, later, across levels) and cancels timers
+// both moved and not yet moved while it is half done. Stepping every tick,
+// each timer runs at exactly its tick, and no pass moves more than two
+// chunks (one per level whose window is open) plus the timers reset later,
+// which their old slots re-file.
+func TestResetsAndCancelsDuringAPartialCascade(t *testing.T) {
+	h := newHarness(t)
+	sh, w := h.sh, h.sh.h.w
+	r := rand.New(rand.NewPCG(3, 4))
+	e := newTickExpect(h)
+	h.pass()
+	num, first, width := farLevelTwoSlot(w)
+	require.Equal(t, 2, w.levelFor(first))
+	require.Equal(t, 2, w.levelFor(first+width-1))
+	const n = 4000
+	for id := range n {
+		e.scheduleAt(id, first+r.Uint64N(width), r)
+	}
+	h.pass()
+	si := w.slotIndex(2, num)
+	require.Equal(t, n, int(w.slots[si].filed))
+	cancelled := map[int]bool{}
+	acted, later := false, 0
+	for w.elapsed < first+width+200 {
+		h.clock.Advance(testTick)
+		h.pass()
+		if !acted && w.slots[si].head != 0 && int(w.slots[si].filed) < n {
+			acted = true // half moved: some timers are in level 1, some still here
+			for range 600 {
+				id := r.IntN(n)
+				if _, ran := e.ran[id]; ran || cancelled[id] {
+					continue
+				}
+				switch r.IntN(4) {
+				case 0:
+					require.True(t, sh.Cancel(e.refs[id]))
+					cancelled[id] = true
+					delete(e.want, id)
+				case 1: // earlier, maybe already due
+					e.resetTo(id, w.elapsed+r.Uint64N(e.want[id]-w.elapsed+1), r)
+				case 2: // later, within the slot or beyond
+					e.resetTo(id, e.want[id]+r.Uint64N(2*width), r)
+					later++
+				default: // much later: back to a higher level
+					e.resetTo(id, e.want[id]+r.Uint64N(1<<9), r)
+					later++
+				}
+			}
+		}
+		assert.LessOrEqual(t, sh.work.refiled, 2*cascadeChunk+later, "pass to tick %d", w.elapsed)
+		for id, got := range e.ran {
+			require.Equal(t, e.want[id], got, "timer %d ran at the wrong tick", id)
+		}
+	}
+	require.True(t, acted, "the slot was never seen half moved")
+	for w.count > 0 || sh.queue.Waiting() {
+		h.clock.Advance(testTick)
+		h.pass()
+	}
+	for id, want := range e.want {
+		require.Equal(t, want, e.ran[id], "timer %d", id)
+	}
+	for id := range cancelled {
+		require.NotContains(t, e.ran, id)
+	}
+	require.Zero(t, h.pending())
+}
+
+// TestCascadesAndTransfersShareThePassBudget has cascadeAhead move more than the
+// pass budget in one pass: the transfer takes nothing in that pass but asks
+// for another at once, which takes the waiting timers in at the same tick.
+func TestCascadesAndTransfersShareThePassBudget(t *testing.T) {
+	h := newHarness(t)
+	sh, w := h.sh, h.sh.h.w
+	r := rand.New(rand.NewPCG(5, 6))
+	e := newTickExpect(h)
+	h.pass()
+	num, first, width := farLevelTwoSlot(w)
+	const n = 9000
+	for id := range n {
+		e.scheduleAt(id, first+r.Uint64N(width), r)
+	}
+	for h.pass(); sh.more; h.pass() {
+	}
+	open, deadline := w.windowOpen(2, num), w.cascadeDeadline(2, num)
+	h.clock.Advance(sh.tickTime(open) - h.clock.Now())
+	h.pass() // the window opens: elapsed enters the slot before
+	require.Equal(t, open, w.elapsed)
+	unhold := holdWheel(t, sh) // the new timers wait in the queue
+	for id := n; id < n+100; id++ {
+		e.scheduleAt(id, w.elapsed+2, r)
+	}
+	unhold()
+	h.clock.Advance(sh.tickTime(deadline-1) - h.clock.Now())
+	h.pass()
+	// Transfers and cascades do not starve each other: the pass takes the
+	// new timers in and moves the rest of the slot, its share of the
+	// window it slept through.
+	assert.Equal(t, 100, sh.work.transferred)
+	assert.Zero(t, w.slots[w.slotIndex(2, num)].head, "the slot moved down before its deadline")
+	assert.False(t, sh.more)
+	for w.count > 0 {
+		h.clock.Advance(testTick)
+		h.pass()
+	}
+	for id := range n {
+		require.Equal(t, e.want[id], e.ran[id], "timer %d", id)
+	}
+	for id := n; id < n+100; id++ {
+		require.Contains(t, e.ran, id) // never early: checked by the task
+	}
+}
+
+// TestTransferCapAboveThePassBudget takes a burst in with a cap per
+// tick above the pass budget: a budget's worth, then the rest of the cap in
+// the pass at once after it, then nothing more until the next tick.
+func TestTransferCapAboveThePassBudget(t *testing.T) {
+	const capPerTick = passBudget + 1000
+	h := newHarness(t, func(c *Config) { c.TransferCap = capPerTick })
+	sh := h.sh
+	h.pass()
+	ran := 0
+	total := 2*capPerTick + 5
+	unhold := holdWheel(t, sh) // the burst waits in the queue
+	for i := range total {
+		_, rej := sched(sh, uint64(i), 0, func() { ran++ })
+		require.Equal(t, Accepted, rej)
+	}
+	unhold()
+	type step struct {
+		advance     bool
+		transferred int
+		more        bool
+	}
+	for i, s := range []step{
+		{true, passBudget, true}, {false, 1000, false}, {false, 0, false},
+		{true, passBudget, true}, {false, 1000, false},
+		{true, 5, false}, {true, 0, false},
+	} {
+		if s.advance {
+			h.clock.Advance(testTick)
+		}
+		h.pass()
+		assert.Equal(t, s.transferred, sh.work.transferred, "pass %d", i)
+		assert.Equal(t, s.more, sh.more, "pass %d", i)
+	}
+	assert.Equal(t, total, ran)
+	assert.Equal(t, uint64(2), sh.Stats().CapHits)
+}

@@ -1,6 +1,9 @@
 package shard
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -77,6 +80,23 @@ func (h *harness) step(d time.Duration) {
 
 func (h *harness) pending() int64 { return h.sh.Live() }
 
+// runOut sleeps as the shard goroutine does while nothing new arrives:
+// to each tick it plans to wake for, with a pass there, until it plans to
+// park untimed.
+func (h *harness) runOut() {
+	h.t.Helper()
+	for {
+		next, _, timed := h.sh.plan()
+		if !timed {
+			return
+		}
+		if d := h.sh.tickTime(next) - h.clock.Now(); d > 0 {
+			h.clock.Advance(d)
+		}
+		h.pass()
+	}
+}
+
 // sched schedules f on sh, delay from now by sh's clock.
 func sched(sh *Shard, key uint64, delay time.Duration, f func()) (Ref, Reject) {
 	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}})
@@ -118,4 +138,71 @@ func passHeld(t testing.TB, sh *Shard) bool {
 // 4096): a test hook, before sh's goroutine starts or between passes.
 func sweepFrom(sh *Shard, n int) {
 	sh.h.sweep.min, sh.h.sweep.at = n, n
+}
+
+// tickExpect schedules timers due at chosen ticks and records the tick each
+// must run at and the tick it ran at; its tasks fail the test on a second
+// run or an early one.
+type tickExpect struct {
+	h    *harness
+	want map[int]uint64 // timer id -> tick it must run at
+	ran  map[int]uint64 // timer id -> tick it ran at
+	refs map[int]Ref
+}
+
+func newTickExpect(h *harness) *tickExpect {
+	return &tickExpect{h: h, want: map[int]uint64{}, ran: map[int]uint64{}, refs: map[int]Ref{}}
+}
+
+func (e *tickExpect) task(id int) func() {
+	return func() {
+		_, dup := e.ran[id]
+		require.False(e.h.t, dup, "timer %d ran twice", id)
+		e.ran[id] = e.h.sh.h.w.elapsed
+		require.GreaterOrEqual(e.h.t, e.h.clock.Now(), e.h.sh.tickTime(e.want[id]), "timer %d ran early", id)
+	}
+}
+
+// scheduleAt schedules timer id due at tick due: a delay from the current
+// clock reading that rounds up to it.
+func (e *tickExpect) scheduleAt(id int, due uint64, r *rand.Rand) {
+	sh := e.h.sh
+	delay := sh.tickTime(due) - e.h.clock.Now() - time.Duration(r.Int64N(int64(testTick)))
+	ref, rej := sched(sh, uint64(id), delay, e.task(id))
+	require.Equal(e.h.t, Accepted, rej)
+	e.want[id], e.refs[id] = dueAt(sh, due), ref
+}
+
+// dueAt is the elapsed tick at which a timer due at tick due runs: its own,
+// or, when the worker has processed that tick already, the current one (it
+// runs at the start of the next pass, before elapsed moves on).
+func dueAt(sh *Shard, due uint64) uint64 { return max(due, sh.h.w.elapsed) }
+
+// resetTo resets timer id to be due at tick due.
+func (e *tickExpect) resetTo(id int, due uint64, r *rand.Rand) {
+	sh := e.h.sh
+	delay := sh.tickTime(due) - e.h.clock.Now() - time.Duration(r.Int64N(int64(testTick)))
+	require.True(e.h.t, sh.Reset(e.refs[id], delay))
+	e.want[id] = dueAt(sh, sh.ceilTick(e.h.clock.Now()+max(delay, 0)))
+}
+
+// farLevelTwoSlot returns the number, first tick and width of the level-2
+// slot three slots after the one elapsed is in: far enough that its window
+// is not open yet.
+func farLevelTwoSlot(w *wheel) (num, first, width uint64) {
+	num = w.num(2, w.elapsed) + 3
+	return num, num << (2 * w.shift), uint64(1) << (2 * w.shift)
+}
+
+// forEachProcs runs f as a subtest ("procs=N") at GOMAXPROCS 1, 2, 4 and 8
+// in turn, restoring GOMAXPROCS after each: one P, where every goroutine
+// takes turns, up to more Ps than most test machines have cores.
+func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
+	t.Helper()
+	for _, procs := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			f(t, procs)
+		})
+	}
 }

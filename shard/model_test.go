@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -129,4 +131,295 @@ func runModel(t *testing.T, ops []byte) {
 	}
 	require.Zero(t, h.pending())
 	require.Zero(t, h.sh.h.w.count)
+}
+
+// wheelModel configures runWheelModel.
+type wheelModel struct {
+	size      int    // WheelSize
+	maxDelay  uint64 // ticks; delays are log-uniform up to this
+	jumpMax   uint64 // ticks; clock jumps are log-uniform up to this
+	ops       int
+	taskOps   bool   // tasks cancel, reset and schedule other timers
+	burst     int    // schedule up to this many timers close together (< passBudget)
+	startTick uint64 // move the clock this far from the origin first
+}
+
+// modelTimer is runWheelModel's view of one timer.
+type modelTimer struct {
+	id      int
+	ref     Ref
+	due     time.Duration // call clock reading + delay: never before
+	eff     uint64        // the tick it must run at when the worker keeps up
+	seq     int           // the pass the call was made after (or during)
+	state   string        // pending, cancelled, ran
+	history []string
+}
+
+// logUniform returns a value in [0, limit] whose bit length is uniform.
+func logUniform(r *rand.Rand, limit uint64) uint64 {
+	if limit == 0 {
+		return 0
+	}
+	b := r.IntN(bits.Len64(limit) + 1)
+	return min(r.Uint64N(uint64(1)<<b+1), limit)
+}
+
+// runWheelModel drives random schedules, cancels and resets (from the test
+// and from tasks), clock jumps and planned sleeps, and checks after every
+// pass: each timer runs at most once, never before call + delay, and in the
+// first pass (after its call) whose target reaches its tick, or the next
+// unprocessed tick; the worker never plans to sleep past a pending timer's
+// tick nor parks untimed with one pending; the wheel verifies; and in the
+// end every timer has ended exactly once.
+func runWheelModel(t *testing.T, c wheelModel, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	// One lane: transfers take timers in the order they were scheduled,
+	// whichever P the test runs on, so that every seed is reproducible.
+	h := newHarness(t, func(cfg *Config) { cfg.WheelSize, cfg.Lanes = c.size, 1 })
+	sh := h.sh
+	if c.startTick > 0 {
+		h.clock.Advance(time.Duration(c.startTick) * testTick)
+		h.pass()
+	}
+	var (
+		timers     []*modelTimer
+		live       []*modelTimer
+		seq        int
+		inPass     bool
+		passTarget uint64
+		fired      = map[int]bool{}
+		err        error
+	)
+	fail := func(format string, a ...any) {
+		if err == nil {
+			err = fmt.Errorf(format, a...)
+		}
+	}
+	arm := func(tm *modelTimer, now, delay time.Duration) {
+		tm.due = now + sh.clampDelay(delay)
+		dtick := sh.ceilTick(tm.due)
+		// A tick already processed cannot be run again: the next one.
+		tm.eff = max(dtick, sh.h.w.elapsed+1)
+		if inPass {
+			tm.eff = max(dtick, passTarget+1)
+		}
+		tm.seq = seq
+	}
+	randDelay := func() time.Duration {
+		d := time.Duration(logUniform(r, c.maxDelay)) * testTick
+		switch r.IntN(4) {
+		case 0:
+			d += time.Duration(r.Int64N(int64(testTick)))
+		case 1:
+			d -= time.Duration(r.Int64N(int64(testTick)))
+		}
+		return d
+	}
+	var task func(id int) func()
+	schedule := func(delay time.Duration) {
+		now := h.clock.Now()
+		tm := &modelTimer{id: len(timers), state: "pending"}
+		tm.history = append(tm.history, fmt.Sprintf("schedule %v at %v (after pass %d)", delay, now-sh.origin, seq))
+		timers = append(timers, tm)
+		live = append(live, tm)
+		arm(tm, now, delay)
+		ref, rej := sched(sh, uint64(tm.id), delay, task(tm.id))
+		if rej != Accepted {
+			fail("timer %d rejected: %v", tm.id, rej)
+		}
+		tm.ref = ref
+	}
+	cancel := func(tm *modelTimer) {
+		got := sh.Cancel(tm.ref)
+		tm.history = append(tm.history, fmt.Sprintf("cancel (after pass %d) -> %v", seq, got))
+		if got != (tm.state == "pending") {
+			fail("timer %d: Cancel returned %v: %v", tm.id, got, tm.history)
+		}
+		if got {
+			tm.state = "cancelled"
+		}
+	}
+	reset := func(tm *modelTimer, delay time.Duration) {
+		now := h.clock.Now()
+		got := sh.Reset(tm.ref, delay)
+		tm.history = append(tm.history, fmt.Sprintf("reset %v at %v (after pass %d) -> %v", delay, now-sh.origin, seq, got))
+		if got != (tm.state == "pending") {
+			fail("timer %d: Reset returned %v: %v", tm.id, got, tm.history)
+		}
+		if got {
+			arm(tm, now, delay)
+		}
+	}
+	task = func(id int) func() {
+		return func() {
+			now, tm := h.clock.Now(), timers[id]
+			tm.history = append(tm.history, fmt.Sprintf("ran at %v in pass %d at tick %d", now-sh.origin, seq, sh.h.w.elapsed))
+			switch {
+			case fired[id]:
+				fail("timer %d ran twice: %v", id, tm.history)
+			case tm.state != "pending":
+				fail("timer %d ran after it ended: %v", id, tm.history)
+			case now < tm.due:
+				fail("timer %d ran early: %v", id, tm.history)
+			}
+			fired[id], tm.state = true, "ran"
+			if c.taskOps && len(live) > 0 {
+				for range r.IntN(3) {
+					switch o := live[r.IntN(len(live))]; r.IntN(3) {
+					case 0:
+						cancel(o)
+					case 1:
+						reset(o, randDelay())
+					default:
+						schedule(randDelay())
+					}
+				}
+			}
+		}
+	}
+	// pass runs a pass, and the passes the worker makes at once after it.
+	pass := func() {
+		seq++
+		inPass, passTarget = true, sh.floorTick(h.clock.Now())
+		require.True(t, passHeld(t, sh))
+		sh.verify()
+		for sh.more {
+			require.True(t, passHeld(t, sh))
+			sh.verify()
+		}
+		inPass = false
+		require.NoError(t, err)
+		j := 0
+		for _, tm := range live {
+			if tm.state != "pending" {
+				continue
+			}
+			if tm.seq < seq && tm.eff <= passTarget {
+				require.Failf(t, "late", "timer %d due at tick %d still pending after the pass to %d: %v", tm.id, tm.eff, passTarget, tm.history)
+			}
+			live[j] = tm
+			j++
+		}
+		live = live[:j]
+	}
+	// sleep moves the clock as the real worker sleeps (to a random point
+	// of the planned tick) and passes; false when it parks untimed.
+	sleep := func() bool {
+		next, park, timed := sh.plan()
+		first, any := uint64(0), false
+		for _, tm := range live {
+			if tm.state == "pending" && (!any || tm.eff < first) {
+				first, any = tm.eff, true
+			}
+		}
+		if !timed {
+			require.False(t, any, "parked untimed with a timer pending at tick %d", first)
+			return false
+		}
+		if any {
+			require.LessOrEqual(t, next, first, "plans to sleep past a pending timer (park %v)", park)
+		}
+		if d := sh.tickTime(next) - h.clock.Now(); d > 0 {
+			h.clock.Advance(d + time.Duration(r.Int64N(int64(testTick))))
+		}
+		pass()
+		return true
+	}
+	for range c.ops {
+		switch op := r.IntN(20); {
+		case op < 6:
+			schedule(randDelay())
+			if r.IntN(2) == 0 {
+				pass()
+			}
+		case op < 8:
+			if len(live) > 0 {
+				cancel(live[r.IntN(len(live))])
+			}
+		case op < 11:
+			if len(live) > 0 {
+				reset(live[r.IntN(len(live))], randDelay())
+				if r.IntN(2) == 0 {
+					pass()
+				}
+			}
+		case op < 14:
+			sleep()
+		case op < 15 && c.burst > 0 && r.IntN(4) == 0:
+			base := randDelay()
+			span := time.Duration(logUniform(r, c.maxDelay/8)+1) * testTick
+			for range 1 + r.IntN(c.burst) {
+				schedule(base + time.Duration(r.Int64N(int64(span))))
+			}
+			pass() // within one pass budget: taken in at once
+		case op < 15:
+			h.clock.Advance(time.Duration(r.Int64N(int64(testTick))))
+		case op < 16:
+			// Land on a cascade deadline, just after it, on the window's
+			// opening, or on the slot's first tick.
+			if cc, ok := sh.h.w.nextCascade(); ok {
+				to := []uint64{
+					cc.deadline, cc.deadline + 1,
+					sh.h.w.windowOpen(cc.level, cc.num), cc.num << (uint(cc.level) * sh.h.w.shift),
+				}[r.IntN(4)]
+				if to > sh.floorTick(h.clock.Now()) {
+					h.clock.Advance(sh.tickTime(to) - h.clock.Now())
+				}
+			}
+			pass()
+		default:
+			h.clock.Advance(time.Duration(logUniform(r, c.jumpMax)) * testTick)
+			pass()
+		}
+		require.NoError(t, err)
+	}
+	for i := 0; sleep(); i++ {
+		require.Less(t, i, 1_000_000, "the wheel does not run out")
+	}
+	for _, tm := range timers {
+		require.NotEqual(t, "pending", tm.state, "timer %d never ended: %v", tm.id, tm.history)
+		require.False(t, sh.Pending(tm.ref))
+	}
+	require.Zero(t, h.pending())
+	require.Zero(t, sh.h.w.count)
+}
+
+// TestModelAcrossWheelSizesClockJumpsAndTickWrap runs runWheelModel on
+// wheels of 2 to 65536 slots, with clock jumps of many ticks and of whole
+// level ranges, tasks that cancel, reset and schedule other timers, bursts
+// that make higher slots cascade in shares, and deadlines across the 38-bit
+// wrap of the state word's tick field.
+func TestModelAcrossWheelSizesClockJumpsAndTickWrap(t *testing.T) {
+	seeds := uint64(6)
+	switch {
+	case raceEnabled: // one goroutine: the race detector only slows it down
+		seeds = 1
+	case testing.Short():
+		seeds = 2
+	}
+	cases := []wheelModel{
+		{size: 2, maxDelay: 1 << 12, jumpMax: 1 << 10, ops: 2000, taskOps: true},
+		{size: 4, maxDelay: maxDelayTicks, jumpMax: 1 << 34, ops: 1000, taskOps: true},
+		{size: 8, maxDelay: 1 << 14, jumpMax: 1 << 12, ops: 2000, taskOps: true},
+		{size: 8, maxDelay: maxDelayTicks, jumpMax: 1 << 30, ops: 1000, taskOps: true},
+		{size: 16, maxDelay: 1 << 16, jumpMax: 1 << 14, ops: 2000, taskOps: true},
+		{size: 512, maxDelay: maxDelayTicks, jumpMax: 1 << 34, ops: 400, taskOps: true},
+		{size: 65536, maxDelay: maxDelayTicks, jumpMax: 1 << 34, ops: 150, taskOps: true},
+		// Many timers in few slots: tasks act on timers of their own tick.
+		{size: 8, maxDelay: 4, jumpMax: 4, ops: 2000, taskOps: true},
+		// Bursts beyond cascadeChunk: higher slots move in shares, with
+		// resets and cancels in between.
+		{size: 8, maxDelay: 1 << 14, jumpMax: 1 << 8, ops: 200, taskOps: true, burst: 3000},
+		{size: 512, maxDelay: 1 << 20, jumpMax: 1 << 10, ops: 150, taskOps: true, burst: 3000},
+		// Across the 38-bit wrap of the state word's tick field.
+		{size: 8, maxDelay: 1 << 14, jumpMax: 1 << 12, ops: 2000, taskOps: true, startTick: 1<<ticksBits - 3000},
+		{size: 4, maxDelay: 1 << 14, jumpMax: 1 << 12, ops: 2000, taskOps: true, startTick: 1<<ticksBits - 3000},
+	}
+	for i, c := range cases {
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("%d/size%d/seed%d", i, c.size, seed), func(t *testing.T) {
+				runWheelModel(t, c, seed)
+			})
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -183,70 +182,66 @@ func TestCancelRacingTheSweepAndExpiry(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		rounds = 3000
 	}
-	for _, procs := range []int{1, 2, 4} {
-		t.Run(fmt.Sprint("procs=", procs), func(t *testing.T) {
-			prev := runtime.GOMAXPROCS(procs)
-			defer runtime.GOMAXPROCS(prev)
-			sh, err := New(Config{Tick: time.Millisecond, WheelSize: 16, TransferCap: 1 << 20,
-				Lanes: procs, OnPanic: func(v any) { t.Error(v) }, Stats: true})
-			require.NoError(t, err)
-			sweepFrom(sh, 8)
-			sh.Start()
-			const producers = 3
-			ran := make([][]atomic.Int32, producers)
-			cancelled := make([][]atomic.Int32, producers)
-			refs := make(chan [2]int, 1024)
-			all := make([][]Ref, producers)
-			var mu sync.Mutex
-			var wg, cancellers sync.WaitGroup
-			for range 2 {
-				cancellers.Go(func() {
-					for pi := range refs {
-						mu.Lock()
-						r := all[pi[0]][pi[1]]
-						mu.Unlock()
-						if sh.Cancel(r) {
-							cancelled[pi[0]][pi[1]].Add(1)
-						}
+	forEachProcs(t, func(t *testing.T, procs int) {
+		sh, err := New(Config{Tick: time.Millisecond, WheelSize: 16, TransferCap: 1 << 20,
+			Lanes: procs, OnPanic: func(v any) { t.Error(v) }, Stats: true})
+		require.NoError(t, err)
+		sweepFrom(sh, 8)
+		sh.Start()
+		const producers = 3
+		ran := make([][]atomic.Int32, producers)
+		cancelled := make([][]atomic.Int32, producers)
+		refs := make(chan [2]int, 1024)
+		all := make([][]Ref, producers)
+		var mu sync.Mutex
+		var wg, cancellers sync.WaitGroup
+		for range 2 {
+			cancellers.Go(func() {
+				for pi := range refs {
+					mu.Lock()
+					r := all[pi[0]][pi[1]]
+					mu.Unlock()
+					if sh.Cancel(r) {
+						cancelled[pi[0]][pi[1]].Add(1)
 					}
-				})
-			}
-			for p := range producers {
-				ran[p] = make([]atomic.Int32, rounds)
-				cancelled[p] = make([]atomic.Int32, rounds)
-				all[p] = make([]Ref, rounds)
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(p), 1))
-					for i := range rounds {
-						r, rej := sched(sh, uint64(i), time.Duration(rng.IntN(4))*time.Millisecond, func() { ran[p][i].Add(1) })
-						if rej != Accepted {
-							t.Errorf("rejected: %v", rej)
-							return
-						}
-						mu.Lock()
-						all[p][i] = r
-						mu.Unlock()
-						if rng.IntN(3) > 0 {
-							refs <- [2]int{p, i}
-						}
-					}
-				})
-			}
-			wg.Wait()
-			close(refs)
-			cancellers.Wait()
-			require.Eventually(t, func() bool { return sh.Live() == 0 }, 20*time.Second, time.Millisecond, "every timer ends")
-			sh.Close()
-			<-sh.Exited()
-			for p := range producers {
-				for i := range rounds {
-					require.Equal(t, int32(1), ran[p][i].Load()+cancelled[p][i].Load(),
-						"producer %d timer %d: ran %d, cancelled %d", p, i, ran[p][i].Load(), cancelled[p][i].Load())
 				}
+			})
+		}
+		for p := range producers {
+			ran[p] = make([]atomic.Int32, rounds)
+			cancelled[p] = make([]atomic.Int32, rounds)
+			all[p] = make([]Ref, rounds)
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(p), 1))
+				for i := range rounds {
+					r, rej := sched(sh, uint64(i), time.Duration(rng.IntN(4))*time.Millisecond, func() { ran[p][i].Add(1) })
+					if rej != Accepted {
+						t.Errorf("rejected: %v", rej)
+						return
+					}
+					mu.Lock()
+					all[p][i] = r
+					mu.Unlock()
+					if rng.IntN(3) > 0 {
+						refs <- [2]int{p, i}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(refs)
+		cancellers.Wait()
+		require.Eventually(t, func() bool { return sh.Live() == 0 }, 20*time.Second, time.Millisecond, "every timer ends")
+		sh.Close()
+		<-sh.Exited()
+		for p := range producers {
+			for i := range rounds {
+				require.Equal(t, int32(1), ran[p][i].Load()+cancelled[p][i].Load(),
+					"producer %d timer %d: ran %d, cancelled %d", p, i, ran[p][i].Load(), cancelled[p][i].Load())
 			}
-			st := sh.Stats()
-			assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
-			t.Logf("cancelled %d, swept %d in %d sweeps, taken back %d", st.Cancelled, st.Swept, st.Sweeps, st.TakenBack)
-		})
-	}
+		}
+		st := sh.Stats()
+		assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
+		t.Logf("cancelled %d, swept %d in %d sweeps, taken back %d", st.Cancelled, st.Swept, st.Sweeps, st.TakenBack)
+	})
 }

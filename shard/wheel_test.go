@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -130,4 +131,95 @@ func TestNextWakeCoversDueSlotsAndCascadeWindows(t *testing.T) {
 	next, ok := w.nextDue()
 	require.True(t, ok)
 	assert.Equal(t, w.elapsed+3, next)
+}
+
+// TestParkedShardWokenAcrossLevels parks a shard holding timers at
+// every level of an 8-slot wheel and wakes it once after a jump of many
+// ticks, including whole level ranges and their edges: the one pass runs
+// exactly the timers due by then, and the rest run at their ticks with the
+// worker sleeping as plan says.
+func TestParkedShardWokenAcrossLevels(t *testing.T) {
+	var jumps []uint64
+	for p := uint64(1); p < 1<<22; p *= 4 {
+		jumps = append(jumps, p-1, p, p+1, 2*p-1, 2*p, 2*p+1, 3*p)
+	}
+	for _, jump := range jumps {
+		t.Run(fmt.Sprint(jump), func(t *testing.T) {
+			h := newHarness(t)
+			sh := h.sh
+			r := rand.New(rand.NewPCG(jump, 7))
+			e := newTickExpect(h)
+			h.clock.Advance(time.Duration(r.Int64N(1 << 40))) // anywhere on the grid
+			h.pass()
+			id := 0
+			for p := uint64(1); p < 1<<24; p *= 2 {
+				for _, d := range []uint64{p - 1, p, p + 1, p + r.Uint64N(p)} {
+					e.scheduleAt(id, sh.h.w.elapsed+max(d, 1), r)
+					id++
+				}
+			}
+			h.pass()
+			_, _, timed := sh.plan()
+			require.True(t, timed)
+			h.clock.Advance(time.Duration(jump) * testTick)
+			h.pass()
+			reached := sh.h.w.elapsed
+			for id, want := range e.want {
+				_, ran := e.ran[id]
+				require.Equal(t, want <= reached, ran, "timer %d due at %d, pass to %d", id, want, reached)
+			}
+			for {
+				next, _, timed := sh.plan()
+				if !timed {
+					break
+				}
+				h.clock.Advance(sh.tickTime(next) - h.clock.Now() + time.Duration(r.Int64N(int64(testTick))))
+				h.pass()
+			}
+			require.Len(t, e.ran, len(e.want))
+			for id, want := range e.want {
+				require.Equal(t, want, e.ran[id], "timer %d ran at the wrong tick", id)
+			}
+			require.Zero(t, h.pending())
+		})
+	}
+}
+
+// TestDeadlinesAcrossTheTickFieldWrap runs timers whose deadlines straddle a multiple
+// of 2^38 ticks, where the state word's tick field wraps, with a reset
+// later and one earlier across the wrap and a timer at MaxDelay.
+func TestDeadlinesAcrossTheTickFieldWrap(t *testing.T) {
+	h := newHarness(t)
+	sh := h.sh
+	r := rand.New(rand.NewPCG(8, 9))
+	e := newTickExpect(h)
+	const wrap = 1 << ticksBits
+	h.clock.Advance(time.Duration(wrap-60) * testTick) // nothing filed: elapsed follows
+	h.pass()
+	require.Equal(t, uint64(wrap-60), sh.h.w.elapsed)
+	for id := range 100 {
+		e.scheduleAt(id, sh.h.w.elapsed+1+uint64(id), r)
+	}
+	e.scheduleAt(100, sh.h.w.elapsed+maxDelayTicks-2, r)
+	h.pass()
+	e.resetTo(10, wrap+500, r) // later, across the wrap
+	e.resetTo(90, wrap-40, r)  // earlier, back before it
+	for sh.h.w.elapsed < wrap+600 {
+		h.clock.Advance(testTick)
+		h.pass()
+	}
+	for id := range 100 {
+		require.Equal(t, e.want[id], e.ran[id], "timer %d", id)
+	}
+	require.NotContains(t, e.ran, 100)
+	for {
+		next, _, timed := sh.plan()
+		if !timed {
+			break
+		}
+		h.clock.Advance(sh.tickTime(next) - h.clock.Now())
+		h.pass()
+	}
+	require.Equal(t, e.want[100], e.ran[100], "the MaxDelay timer, at its tick")
+	require.Zero(t, h.pending())
 }

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"math"
+	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -96,4 +98,106 @@ func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 	require.Eventually(t, func() bool { clock.Advance(testTick); return len(done) == 1 }, waitFor, pollEvery)
 	assert.Equal(t, []Ref{other}, <-done)
 	<-sh.Exited() // the worker exits once the task returns
+}
+
+// TestConcurrentProducersOnSmallWheels runs the real worker on the real
+// clock with small wheels (many levels, so many cascades) while producers
+// schedule, reset and cancel concurrently: every accepted timer ends exactly
+// once, and none runs before its latest deadline.
+func TestConcurrentProducersOnSmallWheels(t *testing.T) {
+	perProducer := 3000
+	if testing.Short() || raceEnabled {
+		perProducer = 1000
+	}
+	for _, size := range []int{4, 8, 64} {
+		clock, _, _ := NewClock()
+		var early, twice atomic.Int64
+		sh, err := New(Config{
+			Tick: time.Millisecond, WheelSize: size, FirstBlock: 64, TransferCap: 1 << 20,
+			Clock: clock, Tokens: 1 << 30, Limited: true, Lanes: 4,
+			OnPanic: func(v any) { t.Errorf("panic: %v", v) },
+		})
+		require.NoError(t, err)
+		sh.Start()
+		type timer struct {
+			mu      sync.Mutex
+			ref     Ref
+			due     time.Duration
+			ran     bool
+			stopped bool
+		}
+		const producers = 4
+		all := make([][]*timer, producers)
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(p), uint64(size)))
+				var mine []*timer
+				for range perProducer {
+					x := &timer{}
+					delay := time.Duration(r.IntN(300)) * time.Millisecond / 4
+					x.mu.Lock()
+					x.due = clock.Now() + delay
+					ref, rej := sched(sh, 0, delay, func() {
+						x.mu.Lock()
+						defer x.mu.Unlock()
+						if x.ran || x.stopped {
+							twice.Add(1)
+						}
+						x.ran = true
+						if clock.Now() < x.due {
+							early.Add(1)
+						}
+					})
+					x.ref = ref
+					x.mu.Unlock()
+					if rej != Accepted {
+						t.Errorf("rejected: %v", rej)
+						return
+					}
+					mine = append(mine, x)
+					for range r.IntN(3) {
+						o := mine[r.IntN(len(mine))]
+						o.mu.Lock()
+						if r.IntN(3) == 0 {
+							if sh.Cancel(o.ref) {
+								if o.ran || o.stopped {
+									twice.Add(1)
+								}
+								o.stopped = true
+							}
+						} else {
+							d := time.Duration(r.IntN(300)) * time.Millisecond / 4
+							now := clock.Now()
+							if sh.Reset(o.ref, d) {
+								o.due = now + d
+							}
+						}
+						o.mu.Unlock()
+					}
+					if r.IntN(50) == 0 {
+						time.Sleep(time.Duration(r.IntN(3000)) * time.Microsecond)
+					}
+				}
+				all[p] = mine
+			}()
+		}
+		wg.Wait()
+		require.Eventually(t, func() bool { return sh.Tokens() == 1<<30 }, 20*time.Second, time.Millisecond,
+			"every timer ends")
+		sh.Close()
+		<-sh.Exited()
+		for _, mine := range all {
+			for _, x := range mine {
+				x.mu.Lock()
+				require.True(t, x.ran != x.stopped, "ended exactly once")
+				require.False(t, sh.Pending(x.ref))
+				x.mu.Unlock()
+			}
+		}
+		require.Zero(t, early.Load(), "size %d: ran early", size)
+		require.Zero(t, twice.Load(), "size %d: ended twice", size)
+	}
 }
