@@ -43,12 +43,33 @@ type Request struct {
 	// holds a lock of the index that others, the shard goroutine among
 	// them, may want.
 	Indexed bool
+	// Series, when not nil, makes the timer periodic (periodic.go): it
+	// runs at the grid points Now + k*Series.Period, k >= 1 (Delay is
+	// ignored), and Missed (SkipMissed, BurstMissed or DelayMissed) says
+	// what it does with the points it misses. Series.Period must be
+	// positive; Schedule sets the grid's anchor to Now, clamps its period
+	// to MaxDelay and its life to the timer's, and publishes it: the
+	// caller must not touch it afterwards. Not with Indexed.
+	Series *pool.Grid
+	Missed uint8
+	// Slack, when positive, lets the timer run up to Slack after its
+	// deadline, at a tick the wheel chooses (slack.go). Not with Series.
+	Slack time.Duration
 }
 
 // Schedule files the timer r describes and returns its Ref. It never
 // blocks. When it rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(r Request) (Ref, Reject) {
-	t := sh.deadlineTick(r.Now, r.Delay)
+	var t uint64
+	switch {
+	case r.Series != nil:
+		r.Series.Anchor, r.Series.Period = int64(r.Now), int64(sh.clampDelay(time.Duration(r.Series.Period)))
+		t = sh.ceilTick(r.Now + time.Duration(r.Series.Period))
+	case r.Slack > 0:
+		t = sh.slackTick(r.Now, r.Delay, r.Slack)
+	default:
+		t = sh.deadlineTick(r.Now, r.Delay)
+	}
 	var flags state
 	if r.Indexed {
 		flags = indexedBit
@@ -111,9 +132,13 @@ func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
+	setExtra(slot, &r)
 	// The state store publishes the fields above to whoever validates the
 	// state first (Drain, the shard goroutine after it meets the node).
 	gen := startLife(n, statusPending, t, flags)
+	if r.Series != nil {
+		startSeries(slot, &r, gen) // before it is filed: the holder reads it
+	}
 	sh.catchUp()
 	sh.file(idx, n, t)
 	sh.h.lastFiled = idx
@@ -151,7 +176,11 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
+	setExtra(slot, &r)
 	gen := startLife(n, statusNew, t, flags)
+	if r.Series != nil {
+		startSeries(slot, &r, gen) // before the push: the holder reads it
+	}
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
 	switch {
@@ -163,6 +192,14 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 		sh.release()
 	}
 	return makeRef(idx, gen), true
+}
+
+// setExtra stores the flags of the timer r describes on its node's slot.
+// The producer, before it publishes the node.
+func setExtra(slot pool.Slot, r *Request) {
+	if r.Slack > 0 && r.Series == nil {
+		slot.SetFlags(pool.FlagSlack)
+	}
 }
 
 // undo cancels a timer whose Schedule raced with Close, if Stop has not
@@ -320,10 +357,18 @@ func (sh *Shard) takeBack(r Ref, n *pool.Node, drop state) (done, ok bool) {
 // it was still pending. A later deadline costs one CAS: the holder finds
 // the node in its old slot and moves it on. An earlier one also pushes the
 // node on the attention stack, for the holder to file again.
+//
+// For a periodic timer it restarts the series' grid from now with period
+// delay (see resetSeries).
 func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
-	_, n, ok := sh.find(r)
+	slot, n, ok := sh.find(r)
 	if !ok {
 		return false
+	}
+	if rec := slot.FindSeries(); rec != nil {
+		if g := rec.Grid.Load(); g != nil && g.Life == r.gen {
+			return sh.resetSeries(r, n, rec, delay)
+		}
 	}
 	t := sh.deadlineTick(sh.clock.Now(), delay)
 	for {
