@@ -286,7 +286,12 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			return false
 		}
 		if _, ok, queue := cancel(n, s, drop); ok {
-			slot.DropFunc()
+			if s.status() != statusRunning {
+				// A running series' task belongs to its run, which the
+				// Cancel does not stop: the holder that frees the node
+				// drops it (freeNode).
+				slot.DropFunc()
+			}
 			endCancel(n)
 			sh.cancelled(li)
 			if queue {

@@ -38,15 +38,21 @@ import (
 // moves to cancelled a few instructions later. Only a periodic timer
 // (periodic.go) is ever running, and it leaves running for pending again
 // when its run has returned (rearm), unless a Cancel or Stop ended it
-// meanwhile: one node serves the whole series. Whoever ended the timer by CAS owns its task
-// from then on (pool.Arena.Task): the shard goroutine that fired it, the
-// Cancel that cancelled it (which drops a closure at once, so that the
-// garbage collector may take it), Stop for a timer it claimed.
+// meanwhile: one node serves the whole series.
+//
+// Whoever ended the timer by CAS owns its task from then on
+// (pool.Arena.Task): the shard goroutine that fired it, the Cancel that
+// cancelled it (which drops a closure at once, so that the garbage
+// collector may take it), Stop for a timer it claimed. A running series'
+// task belongs to its run, and stays the run's when a Cancel ends the
+// series meanwhile: that Cancel drops nothing, and the holder that frees
+// the node drops the task.
 //
 // Where a node is, the goroutine holding the wheel knows from Prev (0: not
 // in the wheel; detached: out of the wheel but still on the attention
 // stack, or a periodic timer whose executor has its task and which comes
-// back by the attention stack; anything else: linked in a slot). Who frees a node, and when:
+// back by the attention stack; anything else: linked in a slot). Who frees
+// a node, and when:
 //
 //	fired          the shard goroutine, after its task (or at once if queued: attention frees it)
 //	cancelled      the holder that meets it: in its slot, in a cascade, in the
