@@ -120,7 +120,7 @@ type block struct {
 	handlers atomic.Pointer[[]uint16]
 	// series (periodic timers' records) and flags are installed the
 	// same way, by the first timer that needs them (see series.go).
-	series atomic.Pointer[[]Series]
+	series atomic.Pointer[[]atomic.Pointer[Series]]
 	flags  atomic.Pointer[[]uint8]
 	// links holds, per node, the index of the next node on whichever
 	// list the node is on outside the wheel: a free list while it is

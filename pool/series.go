@@ -18,12 +18,15 @@ type Grid struct {
 	Period int64
 }
 
-// Series is the record of a periodic timer's node, beside the Node.
+// Series is the record of a periodic timer, made by the producer that
+// starts the timer's life, one per life; the node points to it (see
+// Slot.SetSeries) until it is freed.
 //
 // Field ownership (the meaning of every field belongs to package shard):
 //   - Grid: atomic. Stored by the producer that starts the timer's life,
-//     then CASed by Reset from any goroutine; read by anyone. Cleared by
-//     Clear when the node is freed.
+//     then CASed by Reset from any goroutine; read by anyone.
+//   - First: the grid the producer made, in the same allocation as the
+//     record; immutable once Grid points to it.
 //   - Seen, Base, Served, Counted, Policy: the series' progress, owned by
 //     whoever owns the timer's schedule (package shard: the producer
 //     before it publishes the node, then the goroutine holding the wheel
@@ -31,9 +34,9 @@ type Grid struct {
 //     that runs); the handovers are atomic operations on the node's state
 //     and the shard's lists, which order each owner after the previous.
 type Series struct {
-	Grid atomic.Pointer[Grid]
-	// Seen is the grid the progress below follows; nil in a node whose
-	// life is not periodic.
+	Grid  atomic.Pointer[Grid]
+	First Grid
+	// Seen is the grid the progress below follows.
 	Seen *Grid
 	// Base is the clock reading the grid points are counted from: Seen's
 	// anchor, or where a policy restarted the grid.
@@ -53,21 +56,23 @@ const (
 )
 
 // SeriesBytes is what a node costs in a block that holds periodic timers:
-// its Series record.
-const SeriesBytes = 48
+// a pointer to its Series record. The record itself belongs to the series.
+const SeriesBytes = 8
 
-// Series returns the node's Series record, making the block's array of
-// them if it has none. Only the node's owner may call it (see Series).
-func (s Slot) Series() *Series {
-	return &(*lazyArray(&s.b.series, len(s.b.nodes)))[s.off]
+// SetSeries points the node to r, its periodic timer's record, making the
+// block's array of such pointers if it has none. Only the node's owner may
+// call it: the producer before it publishes the node.
+func (s Slot) SetSeries(r *Series) {
+	(*lazyArray(&s.b.series, len(s.b.nodes)))[s.off].Store(r)
 }
 
-// FindSeries returns the node's Series record, or nil if no periodic timer
-// ever landed in the node's block. Any goroutine; a nil answer costs one
-// atomic load.
+// FindSeries returns the record SetSeries stored for the node's current
+// (or last) life, or nil if its life is not periodic: a nil answer costs
+// one atomic load in a block that never held a periodic timer, two in one
+// that did. Any goroutine.
 func (s Slot) FindSeries() *Series {
 	if p := s.b.series.Load(); p != nil {
-		return &(*p)[s.off]
+		return (*p)[s.off].Load()
 	}
 	return nil
 }
@@ -99,8 +104,6 @@ func (s Slot) clearExtra() {
 		(*p)[s.off] = 0
 	}
 	if p := s.b.series.Load(); p != nil {
-		r := &(*p)[s.off]
-		r.Grid.Store(nil)
-		r.Seen = nil
+		(*p)[s.off].Store(nil)
 	}
 }

@@ -79,11 +79,6 @@ func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 	}
 }
 
-// seriesOf returns the Series record of node idx if its timer is periodic,
-// else nil. Holder only (it reads the progress).
-func (sh *Shard) seriesOf(idx uint32) *pool.Series {
-	if rec := sh.arena.Slot(idx).FindSeries(); rec != nil && rec.Seen != nil {
-		return rec
-	}
-	return nil
-}
+// seriesOf returns the Series record of node idx if its timer is
+// periodic, else nil. Holder only.
+func (sh *Shard) seriesOf(idx uint32) *pool.Series { return sh.arena.Slot(idx).FindSeries() }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardwheel/shardwheel/pool"
 )
 
 // Benchmarks of the cost claims of periodic timers, slack, CancelWait and
@@ -172,7 +170,7 @@ func BenchmarkSeriesRun(b *testing.B) {
 			runs := 0
 			if kind == "every" {
 				_, rej := sh.Schedule(Request{Now: clock.Now(), Task: Task{Func: func() { runs++ }},
-					Series: &pool.Grid{Period: int64(time.Millisecond)}})
+					Period: time.Millisecond})
 				require.Equal(b, Accepted, rej)
 			} else {
 				var beat func()

@@ -200,7 +200,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 		switch s.status() {
 		case statusPending:
 			slot := sh.arena.Slot(idx)
-			if rec := slot.FindSeries(); rec != nil && rec.Seen != nil {
+			if rec := slot.FindSeries(); rec != nil {
 				var again bool
 				if tick, fired, ok, again = sh.expireSeries(idx, n, slot, rec, s); again {
 					continue

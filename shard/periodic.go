@@ -11,14 +11,16 @@ import (
 // A periodic timer runs its task at the grid points Anchor + k*Period of
 // its grid (pool.Grid; k = 1, 2, ...), computed in clock time, so that
 // neither tick rounding nor task time makes it drift: each point is filed
-// at the first tick at or after it, which keeps it never early. Its node's
-// Series record (pool.Series) holds the grid Every or the latest Reset
-// published (Grid), and the series' progress, which belongs to whoever owns
-// the timer's schedule: the holder of the wheel while the node is filed or
-// queued, the run of its task while that runs (see pool.Series). A life is
-// periodic when its record's progress follows a grid (Seen != nil): Every
-// sets it before it publishes the node, and freeing the node clears it, so
-// ordinary timers never see one.
+// at the first tick at or after it, which keeps it never early. Its node
+// points to a Series record (pool.Series, one allocation per Every, with
+// the first grid in it), which holds the grid Every or the latest Reset
+// published (Grid), and the series' progress, which belongs to whoever
+// owns the timer's schedule: the holder of the wheel while the node is
+// filed or queued, the run of its task while that runs (see pool.Series).
+// A life is periodic when its node points to a record: Every sets the
+// pointer before it publishes the node, and freeing the node clears it,
+// so ordinary timers never see one; a block holds the pointers only once
+// a periodic timer landed in it (8 bytes a node).
 //
 // # A run
 //
@@ -69,15 +71,15 @@ const (
 // goes on.
 const burstRuns = 64
 
-// startSeries makes the timer r describes, whose node is idx (slot) and
-// whose generation is gen, periodic: its grid is r.Series, and its
-// progress begins there. The producer, before it publishes the node.
-func startSeries(slot pool.Slot, r *Request, gen uint64) {
-	g := r.Series
-	g.Life = gen
-	rec := slot.Series()
-	rec.Seen, rec.Base, rec.Served, rec.Counted, rec.Policy = g, g.Anchor, 0, 0, r.Missed
-	rec.Grid.Store(g)
+// startSeries makes the timer r describes, whose node is slot's and whose
+// generation is gen, periodic: rec, made for it, gets the grid from r.Now
+// with period r.Period (clamped already), and its progress begins there.
+// The producer, before it publishes the node.
+func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64) {
+	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: int64(r.Period)}
+	rec.Seen, rec.Base, rec.Policy = &rec.First, rec.First.Anchor, r.Missed
+	rec.Grid.Store(&rec.First)
+	slot.SetSeries(rec)
 }
 
 // adopt makes a series' progress follow the grid a Reset published, if
@@ -314,19 +316,4 @@ func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Durat
 	}
 	sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
 	return true
-}
-
-// Periodic reports whether r names a periodic timer (whether or not it
-// has ended), and false for the zero Ref.
-func (sh *Shard) Periodic(r Ref) bool {
-	slot, ok := sh.arena.FindSlot(r.idx)
-	if !ok {
-		return false
-	}
-	rec := slot.FindSeries()
-	if rec == nil {
-		return false
-	}
-	g := rec.Grid.Load()
-	return g != nil && g.Life == r.gen
 }

@@ -7,14 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardwheel/shardwheel/pool"
 )
 
 // schedSeries schedules f every period on sh from now, by sh's clock.
 func schedSeries(sh *Shard, key uint64, period time.Duration, missed uint8, f func()) (Ref, Reject) {
 	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Task: Task{Func: f},
-		Series: &pool.Grid{Period: int64(period)}, Missed: missed})
+		Period: period, Missed: missed})
 }
 
 // stepBy advances the clock by d in moves of at most step, with a pass

@@ -43,17 +43,16 @@ type Request struct {
 	// holds a lock of the index that others, the shard goroutine among
 	// them, may want.
 	Indexed bool
-	// Series, when not nil, makes the timer periodic (periodic.go): it
-	// runs at the grid points Now + k*Series.Period, k >= 1 (Delay is
-	// ignored), and Missed (SkipMissed, BurstMissed or DelayMissed) says
-	// what it does with the points it misses. Series.Period must be
-	// positive; Schedule sets the grid's anchor to Now, clamps its period
-	// to MaxDelay and its life to the timer's, and publishes it: the
-	// caller must not touch it afterwards. Not with Indexed.
-	Series *pool.Grid
+	// Period, when positive, makes the timer periodic (periodic.go): it
+	// runs at the grid points Now + k*Period, k >= 1 (Delay is ignored;
+	// a Period beyond MaxDelay is clamped), and Missed (SkipMissed,
+	// BurstMissed or DelayMissed) says what it does with the points it
+	// misses. Schedule then allocates the series' record. Not with
+	// Indexed.
+	Period time.Duration
 	Missed uint8
 	// Slack, when positive, lets the timer run up to Slack after its
-	// deadline, at a tick the wheel chooses (slack.go). Not with Series.
+	// deadline, at a tick the wheel chooses (slack.go). Not with Period.
 	Slack time.Duration
 }
 
@@ -61,10 +60,12 @@ type Request struct {
 // blocks. When it rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(r Request) (Ref, Reject) {
 	var t uint64
+	var rec *pool.Series
 	switch {
-	case r.Series != nil:
-		r.Series.Anchor, r.Series.Period = int64(r.Now), int64(sh.clampDelay(time.Duration(r.Series.Period)))
-		t = sh.ceilTick(r.Now + time.Duration(r.Series.Period))
+	case r.Period > 0:
+		r.Period = sh.clampDelay(r.Period)
+		t = sh.ceilTick(r.Now + r.Period)
+		rec = new(pool.Series) // before the pin: pinned goroutines should not allocate
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
 	default:
@@ -85,10 +86,10 @@ func (sh *Shard) Schedule(r Request) (Ref, Reject) {
 	local := sh.isLocal(p)
 	if local && sh.tryHold() {
 		sh.h.tick = sh.floorTick(r.Now)
-		ref, ok = sh.scheduleHeld(r, t, flags)
+		ref, ok = sh.scheduleHeld(r, rec, t, flags)
 		sh.release()
 	} else {
-		ref, ok = sh.scheduleQueued(p, l, r, t, flags, local)
+		ref, ok = sh.scheduleQueued(p, l, r, rec, t, flags, local)
 	}
 	procUnpin()
 	if !ok {
@@ -120,8 +121,8 @@ func (sh *Shard) isLocal(p int) bool {
 }
 
 // scheduleHeld starts the timer's life on a node of the holder's and files
-// it. Holder, pinned.
-func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
+// it; rec is a periodic timer's record, else nil. Holder, pinned.
+func (sh *Shard) scheduleHeld(r Request, rec *pool.Series, t uint64, flags state) (Ref, bool) {
 	var slot pool.Slot
 	idx, ok := sh.takeFree()
 	if ok {
@@ -136,8 +137,8 @@ func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
 	// The state store publishes the fields above to whoever validates the
 	// state first (Drain, the shard goroutine after it meets the node).
 	gen := startLife(n, statusPending, t, flags)
-	if r.Series != nil {
-		startSeries(slot, &r, gen) // before it is filed: the holder reads it
+	if rec != nil {
+		startSeries(slot, rec, &r, gen) // before it is filed: the holder reads it
 	}
 	sh.catchUp()
 	sh.file(idx, n, t)
@@ -160,7 +161,7 @@ func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
 // queue in when its next Schedule lets go of the wheel, and its goroutine
 // at its next pass, which wakeFor makes come no later than the timer's
 // tick. Pinned.
-func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state, local bool) (Ref, bool) {
+func (sh *Shard) scheduleQueued(p int, l *lane, r Request, rec *pool.Series, t uint64, flags state, local bool) (Ref, bool) {
 	hw := sh.arena.HighWater()
 	idx, slot, ok := sh.arena.Get(p)
 	if !ok {
@@ -178,8 +179,8 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 	slot.SetTask(r.Task)
 	setExtra(slot, &r)
 	gen := startLife(n, statusNew, t, flags)
-	if r.Series != nil {
-		startSeries(slot, &r, gen) // before the push: the holder reads it
+	if rec != nil {
+		startSeries(slot, rec, &r, gen) // before the push: the holder reads it
 	}
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
@@ -197,7 +198,7 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 // setExtra stores the flags of the timer r describes on its node's slot.
 // The producer, before it publishes the node.
 func setExtra(slot pool.Slot, r *Request) {
-	if r.Slack > 0 && r.Series == nil {
+	if r.Slack > 0 && r.Period <= 0 {
 		slot.SetFlags(pool.FlagSlack)
 	}
 }
