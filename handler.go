@@ -26,8 +26,9 @@ const MaxHandlers = 1<<16 - 1
 // and Deadline work on their handles, CancelKey, ResetKey and Lookup on
 // those from Handler.ScheduleKey, and Stop returns them, with Task giving
 // back a function that calls the handler with the key. With WithExecutor,
-// the shard makes that function when the timer expires, one allocation,
-// because an executor runs a func().
+// the executor gets the method value of a record of the run that the shard
+// pools (it tells the shard when the task has returned, for CancelWait),
+// so an expiry allocates nothing there either.
 //
 // A Handler is a small value, safe to copy and to use from any goroutine.
 // Handlers are never unregistered. The zero Handler is inert: its methods

@@ -380,9 +380,10 @@ func TestHandlerTaskIsNilUnlessStopReturnedIt(t *testing.T) {
 	assert.Nil(t, fired.Task())
 }
 
-// TestHandlerExpiryAllocatesOnlyForAnExecutor: a Handler timer's expiry
-// allocates nothing inline, and one closure when WithExecutor needs one.
-func TestHandlerExpiryAllocatesOnlyForAnExecutor(t *testing.T) {
+// TestHandlerExpiryAllocatesNothing: a Handler timer's expiry allocates
+// nothing, inline or with WithExecutor (the executor gets a pooled run
+// record's method value, not a new closure).
+func TestHandlerExpiryAllocatesNothing(t *testing.T) {
 	const n = 20000
 	perTimer := func(executor bool) float64 {
 		opts := []shardwheel.Option{shardwheel.WithShards(1), shardwheel.WithStats(false)}
@@ -422,7 +423,7 @@ func TestHandlerExpiryAllocatesOnlyForAnExecutor(t *testing.T) {
 	withExecutor := perTimer(true)
 	t.Logf("mallocs per expired Handler timer: inline %.3f, with executor %.3f", inline, withExecutor)
 	assert.Less(t, inline, 0.1)
-	assert.InDelta(t, 1.0, withExecutor-inline, 0.15)
+	assert.Less(t, withExecutor, 0.1)
 }
 
 // TestHandlerTimersNeverRunEarly: Handler timers, plain and keyed, run no

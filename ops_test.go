@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -12,16 +13,19 @@ import (
 
 // FuzzSchedulerOps runs fuzzer-chosen sequences of every public entry point
 // (Schedule with any delay, nil tasks, Cancel, Reset, zero and foreign
-// handles, Stop and use after Stop, and the keyed calls ScheduleKey,
-// CancelKey, ResetKey and Lookup on four keys that plain timers use too)
-// and checks each result against a model.
+// handles, Stop and use after Stop, the keyed calls ScheduleKey,
+// CancelKey, ResetKey and Lookup on four keys that plain timers use too,
+// Every with long and short periods under each policy, ScheduleWithin,
+// and CancelWait) and checks each result against a model.
 // Timers either never fire during the run (delays of at least an hour) or
-// fire at once, so the model knows which are pending.
+// fire at once, so the model knows which are pending; a periodic timer
+// lives until it is cancelled or stopped, whatever its period.
 func FuzzSchedulerOps(f *testing.F) {
 	f.Add([]byte{0, 1, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0})
 	f.Add([]byte{0, 200, 0, 201, 0, 255, 6, 0, 1, 1, 2, 1})
 	f.Add([]byte{0, 5, 0, 6, 4, 1, 7, 1, 3, 0, 6, 0, 0, 1, 3, 1, 4, 1})
 	f.Add([]byte{8, 0, 8, 4, 11, 0, 9, 0, 9, 4, 8, 1, 10, 1, 0, 1, 9, 1, 8, 5, 11, 5, 6, 0, 9, 1, 8, 2})
+	f.Add([]byte{12, 0, 12, 9, 13, 3, 13, 6, 14, 0, 4, 1, 14, 1, 14, 2, 7, 3, 3, 4, 6, 0, 12, 1, 13, 1})
 	s2, err := shardwheel.New(shardwheel.WithShards(1))
 	require.NoError(f, err)
 	foreign, err := s2.Schedule(1, time.Hour, func() {})
@@ -82,7 +86,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				}
 				return timers[arg%len(timers)]
 			}
-			switch ops[i] % 12 {
+			switch ops[i] % 15 {
 			case 0, 1: // schedule: a closure (0) or the Handler (1)
 				d := delays[arg%len(delays)]
 				var tm shardwheel.Timeout
@@ -186,6 +190,42 @@ func FuzzSchedulerOps(f *testing.F) {
 				if got && !cur.long {
 					cur.long, cur.live, cur.open = true, true, false
 				}
+			case 12: // Every: a long or a short period, each policy, a closure or the Handler
+				period := []time.Duration{time.Hour, time.Millisecond, math.MaxInt64, time.Microsecond}[arg%4]
+				missed := shardwheel.Missed(arg / 4 % 3)
+				var tm shardwheel.Timeout
+				var err error
+				if arg/12%2 == 0 {
+					tm, err = s.Every(uint64(arg), period, missed, func() {})
+				} else {
+					tm, err = h.Every(uint64(arg), period, missed)
+				}
+				if stopped {
+					require.ErrorIs(t, err, shardwheel.ErrStopped)
+					continue
+				}
+				require.NoError(t, err)
+				add(tm, uint64(arg), time.Hour) // live until cancelled or stopped
+			case 13: // ScheduleWithin: any delay, slack up to an hour
+				d := delays[arg%len(delays)]
+				slack := time.Duration(arg/len(delays)) * time.Hour / 25
+				tm, err := s.ScheduleWithin(uint64(arg), d, slack, func() {})
+				if stopped {
+					require.ErrorIs(t, err, shardwheel.ErrStopped)
+					continue
+				}
+				require.NoError(t, err)
+				add(tm, uint64(arg), d)
+			case 14: // CancelWait: Cancel's answer, and no error
+				tm := pick()
+				got, err := tm.tm.CancelWait(context.Background())
+				require.NoError(t, err)
+				if tm.long {
+					require.Equal(t, tm.live, got)
+				} else if got {
+					require.True(t, tm.open, "CancelWait won for a short timer known to have ended")
+				}
+				tm.live, tm.open = false, false
 			case 11: // Lookup
 				key := uint64(arg % 4)
 				cur := indexed[key]

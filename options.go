@@ -192,7 +192,11 @@ func WithMaxPending(n int) Option {
 // WithExecutor sets where expired tasks run: the shard calls run(task) for
 // each one. The default runs tasks inline on the shard goroutine, which is
 // fastest for short tasks; a long task then delays every timer of its shard.
-// run must not be nil.
+// run must not be nil, and must call each task it is given exactly once:
+// the task it gets tells the shard when the timer's own task has returned
+// (for CancelWait, and to run a periodic timer again), so a task that is
+// dropped leaves CancelWait waiting (until its context ends) and a
+// periodic timer stalled (its Cancel still ends it).
 func WithExecutor(run func(task func())) Option {
 	return func(c *config) error {
 		if run == nil {

@@ -287,6 +287,19 @@ func (s *Scheduler) ShardOf(key uint64) int {
 // Stats too. Schedule never blocks: it does not wait for any shard, so it
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
+//
+// Three relatives cover what Schedule does not:
+//
+//   - Every runs a task periodically on a drift-free grid, with one node
+//     for the whole series and a policy (SkipMissed, BurstMissed,
+//     DelayMissed) for grid points missed while the shard was behind; a
+//     heartbeat no longer re-arms itself in its task.
+//   - ScheduleWithin lets a timer run up to slack late, and files it
+//     where it costs the wheel least: no cascade, wake-ups shared with
+//     other timers with slack; timers without slack keep their precision.
+//   - Timeout.CancelWait is Cancel that, when the task has started,
+//     waits until it has returned (with WithExecutor too), unless it is
+//     called from inside that task.
 func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask
@@ -534,9 +547,11 @@ type Timeout struct {
 
 // Cancel stops the timer from running and reports whether this call did so:
 // true at most once per timer, and never after its task started, it was
-// cancelled, or Stop returned it. Cancel is lock-free and O(1): it marks
-// the timer cancelled and drops its task, so that the closure can be
-// collected at once. The timer's node (its 32 bytes) stays in the wheel
+// cancelled, or Stop returned it. On a periodic timer (Every) it ends the
+// series: true iff the series was still live; a run in progress finishes,
+// and none starts after it (CancelWait also waits for that run). Cancel is
+// lock-free and O(1): it marks the timer cancelled and drops its task, so
+// that the closure can be collected at once. The timer's node (its 32 bytes) stays in the wheel
 // until the wheel meets it or a sweep frees it (Stats.HeldCancelled); a
 // Cancel on the wheel's own P of the timer filed last there, not from
 // ScheduleKey, frees it at once (Stats.TakenBack). An indexed timer (from
@@ -553,11 +568,19 @@ func (t Timeout) Cancel() bool {
 // false the timer has ended (possibly by running at its old deadline, with
 // which Reset raced) and nothing changes. Moving a deadline later costs one
 // atomic compare-and-swap and allocates nothing.
+//
+// On a periodic timer (Every) Reset restarts the series' grid from the
+// call with period delay: its next run is delay from now, then every
+// delay (it allocates the new grid, 24 bytes). A delay <= 0 is refused,
+// as Every refuses it: Reset returns false and the series goes on
+// unchanged. A timer from ScheduleWithin becomes exact: it runs at the new
+// deadline.
 func (t Timeout) Reset(delay time.Duration) bool {
 	return t.sh != nil && t.sh.Reset(t.ref, delay)
 }
 
-// Pending reports whether the timer has not yet ended.
+// Pending reports whether the timer has not yet ended: for a periodic
+// timer, whether the series lives (during its runs too).
 func (t Timeout) Pending() bool {
 	return t.sh != nil && t.sh.Pending(t.ref)
 }

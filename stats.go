@@ -81,6 +81,15 @@ type ShardStats struct {
 	SlowestPass PassWork `json:"slowest_pass"`
 	// Panics counts tasks that panicked.
 	Panics uint64 `json:"panics"`
+	// PeriodicRuns counts the runs of periodic timers' tasks (Every):
+	// Fired does not count them, since a series is one timer however
+	// often it runs.
+	PeriodicRuns uint64 `json:"periodic_runs"`
+	// PeriodicMissed counts the grid points periodic timers missed:
+	// points that came while their series was behind (its previous run
+	// not started or not returned), which SkipMissed and DelayMissed
+	// drop and BurstMissed runs late.
+	PeriodicMissed uint64 `json:"periodic_missed"`
 	// TickLag is how late the shard started processing a tick it had
 	// planned to wake for, versus the tick's start. A shard parked with
 	// nothing due plans no tick: the pass a new timer wakes it for
@@ -144,6 +153,8 @@ func (s *ShardStats) Add(o ShardStats) {
 		s.SlowestPass = o.SlowestPass
 	}
 	s.Panics += o.Panics
+	s.PeriodicRuns += o.PeriodicRuns
+	s.PeriodicMissed += o.PeriodicMissed
 	s.TickLag.Merge(o.TickLag)
 	s.Lateness.Merge(o.Lateness)
 	s.PassTime.Merge(o.PassTime)
@@ -171,6 +182,8 @@ func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d.Sweeps = sub(s.Sweeps, prev.Sweeps)
 	d.Swept = sub(s.Swept, prev.Swept)
 	d.Panics = sub(s.Panics, prev.Panics)
+	d.PeriodicRuns = sub(s.PeriodicRuns, prev.PeriodicRuns)
+	d.PeriodicMissed = sub(s.PeriodicMissed, prev.PeriodicMissed)
 	d.TickLag = s.TickLag.Sub(prev.TickLag)
 	d.Lateness = s.Lateness.Sub(prev.Lateness)
 	d.PassTime = s.PassTime.Sub(prev.PassTime)
@@ -233,10 +246,12 @@ func shardStats(e shard.Stats) ShardStats {
 			Refiled:     e.SlowestPass.Refiled,
 			Fired:       e.SlowestPass.Fired,
 		},
-		Panics:   e.Panics,
-		TickLag:  Histogram{e.TickLag},
-		Lateness: Histogram{e.Lateness},
-		PassTime: Histogram{e.PassTime},
-		TaskTime: Histogram{e.TaskTime},
+		Panics:         e.Panics,
+		PeriodicRuns:   e.PeriodicRuns,
+		PeriodicMissed: e.PeriodicMissed,
+		TickLag:        Histogram{e.TickLag},
+		Lateness:       Histogram{e.Lateness},
+		PassTime:       Histogram{e.PassTime},
+		TaskTime:       Histogram{e.TaskTime},
 	}
 }

@@ -46,6 +46,8 @@
 //	SlowestPass.Refiled      shardwheel.pass.slowest.refiled      Int64ObservableGauge          {timer}
 //	SlowestPass.Fired        shardwheel.pass.slowest.fired        Int64ObservableGauge          {timer}
 //	Panics                   shardwheel.task.panics               Int64ObservableCounter        {panic}
+//	PeriodicRuns             shardwheel.periodic.runs             Int64ObservableCounter        {run}
+//	PeriodicMissed           shardwheel.periodic.missed           Int64ObservableCounter        {point}
 //	TickLag                  shardwheel.tick.lag                  distribution, see below       s
 //	Lateness                 shardwheel.task.lateness             distribution, see below       s
 //	PassTime                 shardwheel.pass.duration             distribution, see below       s

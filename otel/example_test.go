@@ -54,6 +54,8 @@ func ExampleRegister() {
 	// shardwheel.pass.slowest.fired gauge {timer}
 	// shardwheel.pass.slowest.refiled gauge {timer}
 	// shardwheel.pass.slowest.transferred gauge {timer}
+	// shardwheel.periodic.missed counter {point}
+	// shardwheel.periodic.runs counter {run}
 	// shardwheel.queue.depth updowncounter {timer}
 	// shardwheel.queue.peak_depth gauge {timer}
 	// shardwheel.sweep.completed counter {sweep}

@@ -118,6 +118,10 @@ type block struct {
 	// afterwards. Element i belongs to node i's owner (see Arena.Task).
 	tasks    atomic.Pointer[[]func()]
 	handlers atomic.Pointer[[]uint16]
+	// series (periodic timers' records) and flags are installed the
+	// same way, by the first timer that needs them (see series.go).
+	series atomic.Pointer[[]atomic.Pointer[Series]]
+	flags  atomic.Pointer[[]uint8]
 	// links holds, per node, the index of the next node on whichever
 	// list the node is on outside the wheel: a free list while it is
 	// free, the shard's queue while it waits there new, or the shard's
@@ -392,14 +396,16 @@ func (a *Arena) Add(c *Chain, idx uint32) {
 }
 
 // Clear clears the slot's task, to let the GC take the closure now, not at
-// reuse, and its handler: SetTask relies on both being clear. Add does it;
-// a caller that keeps freed nodes on a list of its own calls it. Only the
+// reuse, and its handler: SetTask relies on both being clear. It resets the
+// node's flags and Series record too (see series.go). Add does it; a
+// caller that keeps freed nodes on a list of its own calls it. Only the
 // node's owner may call it.
 func (s Slot) Clear() {
 	s.DropFunc()
 	if p := s.b.handlers.Load(); p != nil {
 		(*p)[s.off] = 0
 	}
+	s.clearExtra()
 }
 
 // DropFunc clears the slot's closure, if it has one, so that the garbage

@@ -43,6 +43,8 @@
 //	SlowestPass.Refiled      shardwheel_slowest_pass_refiled_timers      gauge
 //	SlowestPass.Fired        shardwheel_slowest_pass_fired_timers        gauge
 //	Panics                   shardwheel_task_panics_total                counter
+//	PeriodicRuns             shardwheel_periodic_runs_total              counter
+//	PeriodicMissed           shardwheel_periodic_missed_total            counter
 //	TickLag                  shardwheel_tick_lag_seconds                 histogram  seconds
 //	Lateness                 shardwheel_task_lateness_seconds            histogram  seconds
 //	PassTime                 shardwheel_pass_duration_seconds            histogram  seconds

@@ -33,6 +33,8 @@ func ExampleNewCollector() {
 	// shardwheel_held_cancelled_timers GAUGE series=2
 	// shardwheel_pass_duration_seconds HISTOGRAM series=2
 	// shardwheel_pending_timers GAUGE series=1
+	// shardwheel_periodic_missed_total COUNTER series=2
+	// shardwheel_periodic_runs_total COUNTER series=2
 	// shardwheel_queued_peak_timers GAUGE series=2
 	// shardwheel_queued_timers GAUGE series=2
 	// shardwheel_refiled_peak_timers GAUGE series=2

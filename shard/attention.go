@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/shardwheel/shardwheel/pool"
+
 // The attention stack: a Reset that moves a filed timer's deadline earlier
 // pushes the node there (from any goroutine), and the holder takes the
 // whole stack with one Swap and files each node again. The stack is
@@ -12,24 +14,49 @@ package shard
 // earlier are filed again, and nodes whose timer ended meanwhile are
 // unlinked and freed. Holder only.
 func (sh *Shard) processAttention() {
-	w := sh.h.w
 	for idx := sh.attention.TakeAll(); idx != 0; {
 		n := sh.arena.Node(idx)
 		// Read the link before clearing queued: once the bit is clear a
 		// Reset may push the node again and overwrite it.
 		next := sh.arena.Link(idx).Load()
-		s := dequeue(n)
+		sh.attend(idx, n, dequeue(n))
+		idx = next
+	}
+}
+
+// attend handles node idx (n), just taken off the attention stack in state
+// s. A node there is in the wheel, or detached: ended (releaseNode), or a
+// periodic timer its executor's run pushed (periodic.go's rearmAsync),
+// pending at its next grid point, or ended while it ran. Holder only.
+func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
+	w := sh.h.w
+	for {
 		switch st := s.status(); {
 		case st == statusPending:
 			if n.Prev == 0 {
 				badNode(idx, s, "queued for attention while not in the wheel")
 			}
-			w.unlink(idx)
-			sh.h.counts[cRefiled]++
-			t := sh.tickOf(s)
+			var t uint64
+			if rec := sh.seriesOf(idx); rec != nil {
+				sh.catchUp()
+				var ns state
+				if ns, t = sh.seriesFileTick(rec, n, s); ns != s && !n.State.CompareAndSwap(uint64(s), uint64(ns)) {
+					s = state(n.State.Load())
+					continue
+				}
+			} else {
+				t = sh.tickOf(s)
+			}
+			if n.Prev != detached {
+				w.unlink(idx)
+				sh.h.counts[cRefiled]++
+				if sh.h.worker {
+					sh.work.refiled++
+				}
+			}
 			sh.file(idx, n, t)
 			if sh.h.worker {
-				sh.work.refiled++
+				sh.work.filed++
 			}
 			sh.wakeFor(t)
 		case st == statusCancelled || st == statusFired:
@@ -37,10 +64,21 @@ func (sh *Shard) processAttention() {
 				w.unlink(idx)
 			}
 			sh.freeNode(idx, n, s)
+		case st == statusCancelling && n.Prev == detached:
+			// A periodic timer cancelled while its executor ran it,
+			// whose Cancel has not finished: filed where the wheel
+			// meets it cancelled.
+			w.insert(idx, w.elapsed+1)
+			sh.wakeFor(w.elapsed + 1)
 		default:
-			// cancelling or stopped: left where it is, for a later
-			// holder to meet (a stopped node is never freed).
+			// cancelling in the wheel, or stopped: left where it is,
+			// for a later holder to meet (a stopped node is never
+			// freed). running: its executor's run pushes it again.
 		}
-		idx = next
+		return
 	}
 }
+
+// seriesOf returns the Series record of node idx if its timer is
+// periodic, else nil. Holder only.
+func (sh *Shard) seriesOf(idx uint32) *pool.Series { return sh.arena.Slot(idx).FindSeries() }

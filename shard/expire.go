@@ -16,6 +16,10 @@ import (
 // deadline, moves what is left of that slot down (normally nothing:
 // cascadeAhead has moved it in shares). now is the clock reading the pass
 // started with. It returns false if a task closed the shard.
+//
+// Coarse slots (slack.go) come due at their first tick, where they run
+// like a level-0 slot: after that tick's level-0 slot, before a cascade
+// whose deadline is that tick.
 func (sh *Shard) advance(target uint64, now time.Duration) bool {
 	w := sh.h.w
 	now, ok := sh.runDue(now)
@@ -25,18 +29,30 @@ func (sh *Shard) advance(target uint64, now time.Duration) bool {
 	for {
 		due, okDue := w.nextDue()
 		c, okC := w.nextCascade()
-		if okC && c.deadline <= target && (!okDue || c.deadline < due) {
+		cs, okCs := w.nextCoarse()
+		if okC && c.deadline <= target && (!okDue || c.deadline < due) && (!okCs || c.deadline < cs) {
 			w.setElapsed(c.deadline)
 			sh.cascade(c.level, c.num, math.MaxInt) // all of it: filed may be short after a wrap
 			continue
 		}
-		if !okDue || due > target {
+		next, okNext := due, okDue
+		if okCs && (!okDue || cs < due) {
+			next, okNext = cs, true
+		}
+		if !okNext || next > target {
 			break
 		}
-		w.setElapsed(due)
+		w.setElapsed(next)
 		var ok bool
-		if now, ok = sh.runSlot(due, now); !ok {
-			return false
+		if okDue && due == next {
+			if now, ok = sh.runSlot(due, now); !ok {
+				return false
+			}
+		}
+		if okCs && cs == next {
+			if now, ok = sh.runCoarse(next, now); !ok {
+				return false
+			}
 		}
 	}
 	w.setElapsed(target)
@@ -62,6 +78,12 @@ const lateSample = 64
 // started. Lateness is measured from each task's own deadline tick, one
 // sample for a run of up to lateSample tasks of the same tick.
 func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
+	return sh.runList(sh.h.w.take(due), now)
+}
+
+// runList expires the nodes of a list that take (or takeCoarse) removed
+// from its slot, first being its first node, as runSlot describes.
+func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) {
 	var tick, ran uint64
 	record := func() {
 		if ran > 0 && sh.cfg.Stats {
@@ -71,7 +93,7 @@ func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
 		ran = 0
 	}
 	w := sh.h.w
-	for idx := w.take(due); idx != 0; {
+	for idx := first; idx != 0; {
 		n := sh.arena.Node(idx)
 		next := w.detach(n)
 		t, fired, ok := sh.expire(idx, n)
@@ -160,18 +182,31 @@ func (sh *Shard) cascade(l int, num uint64, limit int) {
 	}
 	sh.h.counts[cRefiled] += uint64(moved)
 	sh.work.refiled += moved
+	sh.work.cascaded += moved
 }
 
 // expire handles a node whose level-0 slot came due: file it again if a
 // Reset moved its deadline later, else fire it. It reports whether it ran
 // the task and its deadline tick, and false for ok if a task closed the
 // shard.
+//
+// The run word (cancelwait.go) is published before the CAS that fires the
+// timer and withdrawn after its task (endRun), which also reports whether
+// the shard is still open.
 func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) {
 	w := sh.h.w
 	for {
 		s := state(n.State.Load())
 		switch s.status() {
 		case statusPending:
+			slot := sh.arena.Slot(idx)
+			if rec := slot.FindSeries(); rec != nil {
+				var again bool
+				if tick, fired, ok, again = sh.expireSeries(idx, n, slot, rec, s); again {
+					continue
+				}
+				return tick, fired, ok
+			}
 			tick = unwrapTicks(s.ticks38(), w.elapsed)
 			if tick > w.elapsed {
 				sh.h.counts[cRefiled]++
@@ -179,11 +214,16 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 				w.insert(idx, tick)
 				return 0, false, true
 			}
+			gen := genOf(n, s)
+			sh.beginRun(runWordOf(idx, gen))
 			fs, ok := fire(n, s)
 			if !ok {
+				if !sh.endRun() {
+					return 0, false, false
+				}
 				continue // Cancel or Reset won the race
 			}
-			task, key := sh.arena.Task(idx), n.Key
+			task, key := slot.Task(), n.Key
 			sh.releaseToken()
 			sh.h.counts[cFired]++
 			// Published at once: a task may run long, holding the
@@ -191,8 +231,8 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 			sh.stats.published[cFired].Store(sh.h.counts[cFired])
 			sh.work.fired++
 			sh.releaseNode(idx, n, fs)
-			sh.runTask(task, key)
-			return tick, true, !sh.closed.Load()
+			sh.runTask(task, key, idx, gen, false)
+			return tick, true, sh.endRun()
 		case statusCancelled:
 			sh.releaseNode(idx, n, s)
 		case statusCancelling:
@@ -206,12 +246,13 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 	}
 }
 
-// runTask runs a timer's task: its closure, or its handler with key.
-func (sh *Shard) runTask(task Task, key uint64) {
-	// Registered first, so it runs last: the panic handler below still
-	// counts as part of the task. See Quiet for the handshake with closed.
-	sh.inTask.Store(true)
-	defer sh.inTask.Store(false)
+// runTask runs a timer's task, the timer of generation gen on node idx:
+// its closure, or its handler with key; with an executor, it hands the
+// task over (handOver), a series' to be filed again when it returns. The
+// caller has published the timer's run word (beginRun), and withdraws it
+// after: the panic handler below still counts as part of the task. See
+// Quiet for the handshake with closed.
+func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series bool) {
 	if sh.closed.Load() && !sh.quieted {
 		sh.quieted = true
 		close(sh.quiet)
@@ -227,20 +268,15 @@ func (sh *Shard) runTask(task Task, key uint64) {
 			reportPanic(sh.cfg.OnPanic, v)
 		}
 	}()
-	f := task.Func
-	if f == nil {
-		fn := sh.cfg.Handlers.Func(task.Handler)
-		if sh.cfg.Run == nil {
-			fn(key)
-			return
-		}
-		f = func() { fn(key) } // an executor takes a func(): one allocation
-	}
 	if sh.cfg.Run != nil {
-		sh.cfg.Run(f)
+		sh.handOver(task, key, idx, gen, series)
 		return
 	}
-	f()
+	if f := task.Func; f != nil {
+		f()
+		return
+	}
+	sh.cfg.Handlers.Func(task.Handler)(key)
 }
 
 // reportPanic hands v to the panic handler. A handler that panics itself

@@ -3,6 +3,7 @@ package shard
 import (
 	"math"
 	"runtime"
+	"runtime/trace"
 	"time"
 )
 
@@ -12,6 +13,7 @@ import (
 func (sh *Shard) run() {
 	defer close(sh.exited)
 	sh.gid.Store(GoroutineID())
+	sh.g.Store(goroutineToken())
 	if sh.cfg.Pin != nil {
 		// Never unlocked: the thread's CPU mask was changed, and an
 		// unlocked thread would go back to the scheduler's pool with it.
@@ -62,8 +64,18 @@ const passBudget = 8192
 // pass does one round of work, holding the wheel: attention, transfer,
 // expiry, cascades, a share of the sweep. It returns false if a task
 // closed the shard, in which case it abandons the round: Stop claims every
-// live node, and the wheel is never used again.
+// live node, and the wheel is never used again. While the execution
+// tracer runs, the pass is a region of the trace (trace.go); otherwise
+// that costs one atomic load.
 func (sh *Shard) pass() bool {
+	if trace.IsEnabled() {
+		return sh.tracedPass()
+	}
+	return sh.passBody()
+}
+
+// passBody is pass's work.
+func (sh *Shard) passBody() bool {
 	w := sh.h.w
 	now := sh.clock.Now()
 	target := sh.floorTick(now)

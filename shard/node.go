@@ -60,12 +60,15 @@ func genOf(n *pool.Node, s state) uint64 {
 	return n.Epoch.Load()<<tagBits | uint64(s)>>tagShift
 }
 
-// file links node idx (n), due at tick t, into the wheel: at t, or in the
-// due-now slot if t has passed. Holder only.
+// file links node idx (n), due at tick t, into the wheel: at t (in a
+// coarse slot for a timer with slack that may go there: slack.go), or in
+// the due-now slot if t has passed. Holder only.
 func (sh *Shard) file(idx uint32, n *pool.Node, t uint64) {
 	w := sh.h.w
 	if t > w.elapsed {
-		w.insertNode(idx, n, t)
+		if !sh.fileSlack(idx, n, t) {
+			w.insertNode(idx, n, t)
+		}
 	} else {
 		w.insertDue(idx)
 	}

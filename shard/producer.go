@@ -43,12 +43,34 @@ type Request struct {
 	// holds a lock of the index that others, the shard goroutine among
 	// them, may want.
 	Indexed bool
+	// Period, when positive, makes the timer periodic (periodic.go): it
+	// runs at the grid points Now + k*Period, k >= 1 (Delay is ignored;
+	// a Period beyond MaxDelay is clamped), and Missed (SkipMissed,
+	// BurstMissed or DelayMissed) says what it does with the points it
+	// misses. Schedule then allocates the series' record. Not with
+	// Indexed.
+	Period time.Duration
+	Missed uint8
+	// Slack, when positive, lets the timer run up to Slack after its
+	// deadline, at a tick the wheel chooses (slack.go). Not with Period.
+	Slack time.Duration
 }
 
 // Schedule files the timer r describes and returns its Ref. It never
 // blocks. When it rejects the timer (see Reject), it leaves no trace.
 func (sh *Shard) Schedule(r Request) (Ref, Reject) {
-	t := sh.deadlineTick(r.Now, r.Delay)
+	var t uint64
+	var rec *pool.Series
+	switch {
+	case r.Period > 0:
+		r.Period = sh.clampDelay(r.Period)
+		t = sh.ceilTick(r.Now + r.Period)
+		rec = new(pool.Series) // before the pin: pinned goroutines should not allocate
+	case r.Slack > 0:
+		t = sh.slackTick(r.Now, r.Delay, r.Slack)
+	default:
+		t = sh.deadlineTick(r.Now, r.Delay)
+	}
 	var flags state
 	if r.Indexed {
 		flags = indexedBit
@@ -64,10 +86,10 @@ func (sh *Shard) Schedule(r Request) (Ref, Reject) {
 	local := sh.isLocal(p)
 	if local && sh.tryHold() {
 		sh.h.tick = sh.floorTick(r.Now)
-		ref, ok = sh.scheduleHeld(r, t, flags)
+		ref, ok = sh.scheduleHeld(r, rec, t, flags)
 		sh.release()
 	} else {
-		ref, ok = sh.scheduleQueued(p, l, r, t, flags, local)
+		ref, ok = sh.scheduleQueued(p, l, r, rec, t, flags, local)
 	}
 	procUnpin()
 	if !ok {
@@ -99,8 +121,8 @@ func (sh *Shard) isLocal(p int) bool {
 }
 
 // scheduleHeld starts the timer's life on a node of the holder's and files
-// it. Holder, pinned.
-func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
+// it; rec is a periodic timer's record, else nil. Holder, pinned.
+func (sh *Shard) scheduleHeld(r Request, rec *pool.Series, t uint64, flags state) (Ref, bool) {
 	var slot pool.Slot
 	idx, ok := sh.takeFree()
 	if ok {
@@ -111,9 +133,13 @@ func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
+	setExtra(slot, &r)
 	// The state store publishes the fields above to whoever validates the
 	// state first (Drain, the shard goroutine after it meets the node).
 	gen := startLife(n, statusPending, t, flags)
+	if rec != nil {
+		startSeries(slot, rec, &r, gen) // before it is filed: the holder reads it
+	}
 	sh.catchUp()
 	sh.file(idx, n, t)
 	sh.h.lastFiled = idx
@@ -135,7 +161,7 @@ func (sh *Shard) scheduleHeld(r Request, t uint64, flags state) (Ref, bool) {
 // queue in when its next Schedule lets go of the wheel, and its goroutine
 // at its next pass, which wakeFor makes come no later than the timer's
 // tick. Pinned.
-func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state, local bool) (Ref, bool) {
+func (sh *Shard) scheduleQueued(p int, l *lane, r Request, rec *pool.Series, t uint64, flags state, local bool) (Ref, bool) {
 	hw := sh.arena.HighWater()
 	idx, slot, ok := sh.arena.Get(p)
 	if !ok {
@@ -151,7 +177,11 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
+	setExtra(slot, &r)
 	gen := startLife(n, statusNew, t, flags)
+	if rec != nil {
+		startSeries(slot, rec, &r, gen) // before the push: the holder reads it
+	}
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
 	switch {
@@ -163,6 +193,14 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r Request, t uint64, flags state
 		sh.release()
 	}
 	return makeRef(idx, gen), true
+}
+
+// setExtra stores the flags of the timer r describes on its node's slot.
+// The producer, before it publishes the node.
+func setExtra(slot pool.Slot, r *Request) {
+	if r.Slack > 0 && r.Period <= 0 {
+		slot.SetFlags(pool.FlagSlack)
+	}
 }
 
 // undo cancels a timer whose Schedule raced with Close, if Stop has not
@@ -249,7 +287,12 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			return false
 		}
 		if _, ok, queue := cancel(n, s, drop); ok {
-			slot.DropFunc()
+			if s.status() != statusRunning {
+				// A running series' task belongs to its run, which the
+				// Cancel does not stop: the holder that frees the node
+				// drops it (freeNode).
+				slot.DropFunc()
+			}
 			endCancel(n)
 			sh.cancelled(li)
 			if queue {
@@ -320,10 +363,18 @@ func (sh *Shard) takeBack(r Ref, n *pool.Node, drop state) (done, ok bool) {
 // it was still pending. A later deadline costs one CAS: the holder finds
 // the node in its old slot and moves it on. An earlier one also pushes the
 // node on the attention stack, for the holder to file again.
+//
+// For a periodic timer it restarts the series' grid from now with period
+// delay (see resetSeries).
 func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
-	_, n, ok := sh.find(r)
+	slot, n, ok := sh.find(r)
 	if !ok {
 		return false
+	}
+	if rec := slot.FindSeries(); rec != nil {
+		if g := rec.Grid.Load(); g != nil && g.Life == r.gen {
+			return sh.resetSeries(r, n, rec, delay)
+		}
 	}
 	t := sh.deadlineTick(sh.clock.Now(), delay)
 	for {

@@ -54,8 +54,10 @@ type Config struct {
 	// nodes there, so that the P's next Schedules find them.
 	Home int
 	// Run executes an expired task; nil runs it inline on the shard
-	// goroutine. A handler timer's task reaches it as a closure made at
-	// expiry.
+	// goroutine. Every task reaches it as the method value of a pooled
+	// record of the run (cancelwait.go's execRun), which runs the task
+	// and tells the shard it has returned; Run must call each func it is
+	// given exactly once.
 	Run func(task func())
 	// Handlers, required for handler timers, is the table of handlers
 	// their tasks name; shards of one scheduler share it.
@@ -139,7 +141,8 @@ type Shard struct {
 	sleepUntil atomic.Uint64
 	plannedAt  atomic.Uint64 // the elapsed tick when the goroutine planned it
 	closed     atomic.Bool
-	gid        atomic.Uint64 // shard goroutine id, for Stop from a task
+	gid        atomic.Uint64  // shard goroutine id, for Stop from a task
+	g          atomic.Uintptr // its goroutine token, for CancelWait (gtoken.go)
 	_          [pad.CacheLineSize]byte
 
 	stopped atomic.Uint64 // timers claimed by Stop; Stop's goroutine
@@ -147,16 +150,34 @@ type Shard struct {
 	// arena's shared lists empty, so that it grew the arena; the next
 	// holder feeds the shared lists (share) and clears it.
 	starved atomic.Bool
-	// inTask is true while the shard goroutine runs a task (or the
-	// executor or panic handler for one). Written by that goroutine only,
-	// read by Quiet's callers; it and closed are sequentially consistent
-	// atomics, which the handshake in Quiet relies on.
-	inTask atomic.Bool
+	// runWord is the run word (cancelwait.go) of the timer the shard
+	// goroutine is firing or running (or handing to the executor, or
+	// whose panic it reports), 0 otherwise. Written by that goroutine
+	// only, before the CAS that fires the timer and after the task; read
+	// by Quiet's callers and by CancelWait. It and closed are
+	// sequentially consistent atomics, which the handshake in Quiet
+	// relies on.
+	runWord atomic.Uint64
+	// waiters counts the goroutines in WaitRun, and notify is the channel
+	// the next run that ends closes while there are any (made by the
+	// first waiter, by CAS; swapped out and closed by the run's end).
+	waiters atomic.Int32
+	notify  atomic.Pointer[chan struct{}]
 	// claimed has one bit per node index, set for each timer Stop claimed
 	// and kept (atomic Or, after its CAS on the node); stored once by
 	// Drain before its scan, nil before. Read by Claimed from any
 	// goroutine.
 	claimed atomic.Pointer[[]atomic.Uint64]
+
+	_ [pad.CacheLineSize]byte
+
+	// The executor's runs (cancelwait.go): runs lists every execRun
+	// ever made (copy on write by the shard goroutine, read by
+	// waiters); runFree is the stack on which runs give their execRun
+	// back, pushed (CAS) by whatever goroutine ran the task and taken
+	// whole (Swap) by the shard goroutine. Used only with Config.Run.
+	runs    atomic.Pointer[[]*execRun]
+	runFree atomic.Pointer[execRun]
 
 	_ [pad.CacheLineSize]byte
 
@@ -175,6 +196,8 @@ type Shard struct {
 	wakeTick  uint64   // the tick the goroutine last planned to process next
 	lastTick  uint64   // the last tick a pass reached; written holding the wheel
 	quieted   bool     // quiet is closed
+	runSpare  *execRun // idle execRuns the shard goroutine holds (takeRun)
+	trace     tracer   // the execution tracer's view of passes (trace.go)
 }
 
 // holder is the state the goroutine holding the wheel works with.
@@ -228,7 +251,10 @@ type lane struct {
 	// yielded is the last tick in which a producer on this lane yielded
 	// its processor to a late shard goroutine (see yieldIfBehind).
 	yielded atomic.Uint64
-	_       [pad.CacheLineSize - 48]byte
+	// missed counts the grid points periodic timers missed, counted by
+	// their runs (periodic.go's step), on whatever goroutine ran them.
+	missed atomic.Uint64
+	_      [pad.CacheLineSize - 56]byte
 }
 
 // New returns a shard; its goroutine starts with Start. It allocates no

@@ -14,7 +14,7 @@ import (
 //	bits 63..43  tag      low 21 bits of the node's generation
 //	bit  42      indexed  a ScheduleKey timer: its key index must hear of its end
 //	bit  41      queued   the node is on the attention stack
-//	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped
+//	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped, running
 //	bits 37..0   ticks    deadline tick modulo 2^38
 //
 // The producer computes the deadline tick from its own clock reading when
@@ -29,24 +29,37 @@ import (
 //	cancelling  a Cancel won and is dropping the task        cancel, any goroutine
 //	cancelled   ended by Cancel, or a Schedule undone by Stop  the same Cancel
 //	stopped     claimed by Stop                              claim, Stop's goroutine
+//	running     a periodic timer's task is running, or its   begin, shard goroutine
+//	            executor has it: the series lives on
 //
-// new and pending are live: Pending reports them, Cancel, Reset and Stop
-// act on them. The others are terminal for a generation: the status never
-// changes again, except cancelling, which its own Cancel moves to cancelled
-// a few instructions later. Whoever ended the timer by CAS owns its task
-// from then on (pool.Arena.Task): the shard goroutine that fired it, the
-// Cancel that cancelled it (which drops a closure at once, so that the
-// garbage collector may take it), Stop for a timer it claimed.
+// new, pending and running are live: Pending reports them, Cancel, Reset
+// and Stop act on them. The others are terminal for a generation: the
+// status never changes again, except cancelling, which its own Cancel
+// moves to cancelled a few instructions later. Only a periodic timer
+// (periodic.go) is ever running, and it leaves running for pending again
+// when its run has returned (rearm), unless a Cancel or Stop ended it
+// meanwhile: one node serves the whole series.
+//
+// Whoever ended the timer by CAS owns its task from then on
+// (pool.Arena.Task): the shard goroutine that fired it, the Cancel that
+// cancelled it (which drops a closure at once, so that the garbage
+// collector may take it), Stop for a timer it claimed. A running series'
+// task belongs to its run, and stays the run's when a Cancel ends the
+// series meanwhile: that Cancel drops nothing, and the holder that frees
+// the node drops the task.
 //
 // Where a node is, the goroutine holding the wheel knows from Prev (0: not
 // in the wheel; detached: out of the wheel but still on the attention
-// stack; anything else: linked in a slot). Who frees a node, and when:
+// stack, or a periodic timer whose executor has its task and which comes
+// back by the attention stack; anything else: linked in a slot). Who frees
+// a node, and when:
 //
 //	fired          the shard goroutine, after its task (or at once if queued: attention frees it)
 //	cancelled      the holder that meets it: in its slot, in a cascade, in the
 //	               sweep, in the queue, or the Cancel that takes it straight back
 //	cancelling     nobody, until it is cancelled: a holder that meets one leaves it
 //	stopped        nobody: Stop keeps its task for Timeout.Task
+//	running        nobody: its run re-files it, or frees it if it ended meanwhile
 //
 // always only when it is in no list: not queued, not in the queue. A node
 // is on at most one of the queue (new), the attention stack (queued) and a
@@ -87,6 +100,7 @@ const (
 	statusCancelling
 	statusCancelled
 	statusStopped
+	statusRunning
 )
 
 // maxDelayTicks bounds every deadline's distance from the wheel's elapsed
@@ -102,7 +116,10 @@ func makeState(gen uint64, status uint64, ticks uint64) state {
 
 func (s state) status() uint64  { return uint64(s) >> statusShft & statusMask }
 func (s state) ticks38() uint64 { return uint64(s) & ticksMask }
-func (s state) live() bool      { return s.status() <= statusPending }
+func (s state) live() bool {
+	st := s.status()
+	return st <= statusPending || st == statusRunning
+}
 func (s state) tagOK(g uint64) bool {
 	return uint64(s)>>tagShift == g&tagMask
 }
@@ -186,6 +203,13 @@ func settle(n *pool.Node, s state) (state, bool) {
 // only.
 func fire(n *pool.Node, s state) (state, bool) {
 	ns := s.to(statusFired)
+	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
+}
+
+// begin moves a pending periodic timer whose tick has come to running.
+// Shard goroutine only.
+func begin(n *pool.Node, s state) (state, bool) {
+	ns := s.to(statusRunning)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
 

@@ -32,10 +32,15 @@ type Stats struct {
 	Swept         uint64
 	SlowestPass   PassWork
 	Panics        uint64
-	TickLag       hist.Snapshot
-	Lateness      hist.Snapshot
-	PassTime      hist.Snapshot
-	TaskTime      hist.Snapshot
+	// PeriodicRuns counts the runs of periodic timers' tasks, which
+	// Fired does not (a series is one timer, however often it runs), and
+	// PeriodicMissed the grid points they missed (periodic.go).
+	PeriodicRuns   uint64
+	PeriodicMissed uint64
+	TickLag        hist.Snapshot
+	Lateness       hist.Snapshot
+	PassTime       hist.Snapshot
+	TaskTime       hist.Snapshot
 }
 
 // publishEvery: a holder publishes its count of timers filed at once every
@@ -73,6 +78,7 @@ const (
 	cSlowTransferred
 	cSlowRefiled
 	cSlowFired
+	cPeriodicRuns // runs of periodic timers' tasks (not in cFired)
 	numCounters
 )
 
@@ -88,8 +94,12 @@ type PassWork struct {
 	Fired       int
 }
 
-// passWork is the shard goroutine's tally of the current pass.
-type passWork struct{ transferred, refiled, fired int }
+// passWork is the shard goroutine's tally of the current pass: besides
+// PassWork's counts, cascaded is the part of refiled that cascades moved,
+// and filed the timers it filed again that were not new (Resets found on
+// the attention stack, periodic timers after a run), which the execution
+// tracer shows (trace.go).
+type passWork struct{ transferred, refiled, fired, cascaded, filed int }
 
 // workerStats is the shard goroutine's side of Stats: it records the
 // histograms, which anyone may snapshot, and counts tasks for sampling;
@@ -130,7 +140,7 @@ func (sh *Shard) refresh() {
 }
 
 // laneSums adds up the lanes' counters.
-type laneSums struct{ queued, undone, resets, cancels uint64 }
+type laneSums struct{ queued, undone, resets, cancels, missed uint64 }
 
 func (sh *Shard) sumLanes() laneSums {
 	var s laneSums
@@ -140,6 +150,7 @@ func (sh *Shard) sumLanes() laneSums {
 		s.undone += l.undone.Load()
 		s.resets += l.resets.Load()
 		s.cancels += l.cancels.Load()
+		s.missed += l.missed.Load()
 	}
 	return s
 }
@@ -205,6 +216,8 @@ func (sh *Shard) Stats() Stats {
 		Fired:       int(p[cSlowFired].Load()),
 	}
 	st.Panics = p[cPanics].Load()
+	st.PeriodicRuns = p[cPeriodicRuns].Load()
+	st.PeriodicMissed = l.missed
 	st.TickLag = sh.stats.tickLag.Snapshot()
 	st.Lateness = sh.stats.lateness.Snapshot()
 	st.PassTime = sh.stats.passTime.Snapshot()

@@ -27,12 +27,14 @@ func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 // shard: the goroutine checks closed after every task and abandons its
 // pass) or has exited. When it returns false, the channel it returns is
 // closed as soon as the goroutine starts a task (see runTask); its exit
-// closes Exited. The handshake: the goroutine stores inTask before it
-// loads closed, and Close stored closed before Quiet loads inTask, so
+// closes Exited. The handshake: the goroutine stores runWord before it
+// loads closed, and Close stored closed before Quiet loads runWord, so
 // either Quiet sees the task or the goroutine sees closed and closes the
-// channel.
+// channel. (runWord is stored just before the CAS that fires a timer: if
+// that CAS then fails, the goroutine sees closed in endRun and abandons
+// its pass, touching no node again.)
 func (sh *Shard) Quiet() (bool, <-chan struct{}) {
-	if sh.inTask.Load() {
+	if sh.runWord.Load() != 0 {
 		return true, nil
 	}
 	select {

@@ -75,6 +75,17 @@ func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
 		s := state(n.State.Load())
 		switch s.status() {
 		case statusNew:
+			if rec := sh.seriesOf(idx); rec != nil {
+				// A periodic timer: filed at its grid's next point,
+				// which a Reset may have moved.
+				sh.catchUp()
+				ns, t := sh.seriesFileTick(rec, n, s)
+				if !n.State.CompareAndSwap(uint64(s), uint64(ns.to(statusPending))) {
+					continue
+				}
+				sh.file(idx, n, t)
+				return t, true
+			}
 			ns, ok := settle(n, s)
 			if !ok {
 				continue // cancelled or reset meanwhile

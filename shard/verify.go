@@ -10,7 +10,7 @@ import "fmt"
 //
 //   - each slot's list is well formed: its ends name the slot, every inner
 //     link is mirrored, and it holds only pending, cancelling, cancelled
-//     or stopped nodes;
+//     or stopped nodes (never a running one);
 //   - a level's occupancy bit is set exactly for its non-empty slots;
 //   - count is the number of nodes linked, and each slot's filed at least
 //     its length;
@@ -21,66 +21,89 @@ import "fmt"
 //   - placement: a pending node that is not queued for re-filing is due no
 //     earlier than its slot's start, or is overdue and in the next tick's
 //     slot (producers may move deadlines later, or earlier with the node
-//     queued, at any time).
+//     queued, at any time);
+//   - coarse slots (slack.go) follow the same rules, but for cascade
+//     deadlines: they have none, and none is due now.
 func (sh *Shard) verify() {
 	w := sh.h.w
 	linked := 0
 	for l := 0; l < w.levels; l++ {
 		for slot := range w.size {
-			si := uint32(uint64(l)*w.size + slot)
-			sl := w.slots[si]
-			occupied := w.occupied[l][slot/64]&(1<<(slot%64)) != 0
-			if occupied != (sl.head != 0) || (sl.head == 0) != (sl.tail == 0) {
-				w.fail("level %d slot %d: occupied %v, head %d, tail %d", l, slot, occupied, sl.head, sl.tail)
-			}
-			if sl.head == 0 {
-				continue
-			}
-			cur := w.num(l, w.elapsed)
-			dueNow := l == 0 && slot == cur&(w.size-1)
-			if slot == cur&(w.size-1) && !dueNow {
-				w.fail("level %d slot %d holds elapsed %d", l, slot, w.elapsed)
-			}
-			num := cur + 1 + (slot-cur-1)&(w.size-1)
-			start := num << (uint(l) * w.shift)
-			if l > 0 && num == cur+1 && w.elapsed > w.cascadeDeadline(l, num) {
-				w.fail("level %d slot %d is past its cascade deadline %d at elapsed %d", l, slot, w.cascadeDeadline(l, num), w.elapsed)
-			}
-			length := 0
-			prev := slotEnd | si
-			for idx := sl.head; idx&slotEnd == 0; {
-				n := w.arena.Node(idx)
-				if n.Prev != prev {
-					w.fail("node %d: Prev %#x, want %#x", idx, n.Prev, prev)
-				}
-				s := state(n.State.Load())
-				switch {
-				case s.status() == statusNew || s.status() == statusFired:
-					badNode(idx, s, "new or fired node in the wheel")
-				case dueNow:
-					// Filed due, or reset later since: both run or move
-					// at the next pass.
-				case s.status() == statusPending && !s.queued() && max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1) < start:
-					w.fail("node %d due at tick %d sits in a slot starting at %d", idx, unwrapTicks(s.ticks38(), w.elapsed), start)
-				}
-				linked++
-				length++
-				if linked > w.count {
-					w.fail("more nodes linked than count %d (a cycle?)", w.count)
-				}
-				prev, idx = idx, n.Next
-				if idx == slotEnd|si && sl.tail != prev {
-					w.fail("level %d slot %d: tail %d, list ends at %d", l, slot, sl.tail, prev)
-				}
-			}
-			if uint32(length) > sl.filed {
-				w.fail("level %d slot %d: %d nodes, filed %d", l, slot, length, sl.filed)
+			linked += w.verifySlot(l, slot, false, linked)
+		}
+	}
+	if w.coarseBase != 0 {
+		for l := 0; l < w.levels; l++ {
+			for slot := range w.size {
+				linked += w.verifySlot(l, slot, true, linked)
 			}
 		}
 	}
 	if linked != w.count {
 		w.fail("count %d, nodes linked %d", w.count, linked)
 	}
+}
+
+// verifySlot checks level l's slot (a coarse slot if coarse) for verify
+// and returns its length; linked is the nodes verify counted before it.
+func (w *wheel) verifySlot(l int, slot uint64, coarse bool, linked int) int {
+	si, occ, what := uint32(uint64(l)*w.size+slot), w.occupied[l], "level"
+	if coarse {
+		si, occ, what = w.coarseBase+si, w.occupied[w.levels+l], "coarse level"
+	}
+	sl := w.slots[si]
+	occupied := occ[slot/64]&(1<<(slot%64)) != 0
+	if occupied != (sl.head != 0) || (sl.head == 0) != (sl.tail == 0) {
+		w.fail("%s %d slot %d: occupied %v, head %d, tail %d", what, l, slot, occupied, sl.head, sl.tail)
+	}
+	if sl.head == 0 {
+		return 0
+	}
+	if coarse && l == 0 {
+		w.fail("coarse level 0 slot %d holds nodes", slot)
+	}
+	cur := w.num(l, w.elapsed)
+	// Coarse slots run when elapsed reaches their first tick: none is
+	// due now.
+	dueNow := l == 0 && slot == cur&(w.size-1) && !coarse
+	if slot == cur&(w.size-1) && !dueNow {
+		w.fail("%s %d slot %d holds elapsed %d", what, l, slot, w.elapsed)
+	}
+	num := cur + 1 + (slot-cur-1)&(w.size-1)
+	start := num << (uint(l) * w.shift)
+	if l > 0 && !coarse && num == cur+1 && w.elapsed > w.cascadeDeadline(l, num) {
+		w.fail("level %d slot %d is past its cascade deadline %d at elapsed %d", l, slot, w.cascadeDeadline(l, num), w.elapsed)
+	}
+	length := 0
+	prev := slotEnd | si
+	for idx := sl.head; idx&slotEnd == 0; {
+		n := w.arena.Node(idx)
+		if n.Prev != prev {
+			w.fail("node %d: Prev %#x, want %#x", idx, n.Prev, prev)
+		}
+		s := state(n.State.Load())
+		switch {
+		case s.status() == statusNew || s.status() == statusFired || s.status() == statusRunning:
+			badNode(idx, s, "new, fired or running node in the wheel")
+		case dueNow:
+			// Filed due, or reset later since: both run or move
+			// at the next pass.
+		case s.status() == statusPending && !s.queued() && max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1) < start:
+			w.fail("node %d due at tick %d sits in a slot starting at %d", idx, unwrapTicks(s.ticks38(), w.elapsed), start)
+		}
+		length++
+		if linked+length > w.count {
+			w.fail("more nodes linked than count %d (a cycle?)", w.count)
+		}
+		prev, idx = idx, n.Next
+		if idx == slotEnd|si && sl.tail != prev {
+			w.fail("%s %d slot %d: tail %d, list ends at %d", what, l, slot, sl.tail, prev)
+		}
+	}
+	if uint32(length) > sl.filed {
+		w.fail("%s %d slot %d: %d nodes, filed %d", what, l, slot, length, sl.filed)
+	}
+	return length
 }
 
 func (w *wheel) fail(format string, args ...any) {

@@ -51,6 +51,11 @@ type wheel struct {
 	occupied [][]uint64 // occupied[l] has one bit per slot of level l
 	slots    []slotList // level*size + slot
 	count    int        // nodes linked in the wheel
+	// coarseBase is the index in slots of the coarse slots (slack.go),
+	// levels*size, or 0 until the first timer with slack lands in one:
+	// coarse slot (l, slot) is slots[coarseBase + l*size + slot], its
+	// occupancy bit in occupied[levels+l].
+	coarseBase uint32
 }
 
 // slotList holds the ends of one slot's list (node indices, 0 when empty)
@@ -217,10 +222,13 @@ func (w *wheel) popHead(si uint32) uint32 {
 // the one holding elapsed, or false if the level is empty. No occupied slot
 // lies at or behind elapsed's (verify checks it), so the ring scan from the
 // next slot finds the earliest.
-func (w *wheel) nextOccupied(l int) (uint64, bool) {
+func (w *wheel) nextOccupied(l int) (uint64, bool) { return w.nextOccupiedIn(w.occupied[l], l) }
+
+// nextOccupiedIn is nextOccupied for a ring of level l whose occupancy
+// bits are occ: the level's slots, or its coarse slots.
+func (w *wheel) nextOccupiedIn(occ []uint64, l int) (uint64, bool) {
 	base := w.num(l, w.elapsed) + 1
 	from := base & (w.size - 1)
-	occ := w.occupied[l]
 	nw := uint64(len(occ))
 	wi := from / 64
 	var slot uint64
@@ -289,12 +297,16 @@ func (w *wheel) nextCascade() (cascade, bool) {
 
 // nextWake returns the tick the shard goroutine must process next for the
 // wheel's
-// sake: the earliest due level-0 slot, or the opening of a higher slot's
-// cascade window, or the next tick while an open window still holds nodes.
+// sake: the earliest due level-0 slot or coarse slot, or the opening of a
+// higher slot's cascade window, or the next tick while an open window
+// still holds nodes.
 func (w *wheel) nextWake() (uint64, bool) {
 	next, found := w.nextDue()
 	if w.count == 0 {
 		return 0, false
+	}
+	if t, ok := w.nextCoarse(); ok && (!found || t < next) {
+		next, found = t, true
 	}
 	for l := 1; l < w.levels; l++ {
 		if num, ok := w.nextOccupied(l); ok {
@@ -312,8 +324,11 @@ func (w *wheel) nextWake() (uint64, bool) {
 // successor (0 at the end), before it re-files or frees the node. Nodes
 // re-filed meanwhile never land in this slot, which holds one tick, now
 // processed.
-func (w *wheel) take(num uint64) uint32 {
-	si := w.slotIndex(0, num)
+func (w *wheel) take(num uint64) uint32 { return w.takeSlot(w.slotIndex(0, num)) }
+
+// takeSlot is take for slot si of slots: a level-0 slot, or a coarse slot
+// whose first tick elapsed has reached.
+func (w *wheel) takeSlot(si uint32) uint32 {
 	first := w.slots[si].head
 	w.slots[si] = slotList{}
 	w.mark(si, false)

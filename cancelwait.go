@@ -1,0 +1,34 @@
+package shardwheel
+
+import "context"
+
+// CancelWait is Cancel that also waits for the task if it is running.
+// It returns true when it cancelled the timer before its task started;
+// otherwise it returns false once the task has returned, waiting for it
+// if it is running: inline on its shard's goroutine, or, with
+// WithExecutor, on whatever goroutine the executor runs it (it waits for
+// the task itself, not for the executor's run call). It returns ctx.Err()
+// if ctx is done before the task has returned; a task that was not
+// running needs no wait, and then ctx is not looked at.
+//
+// Called from inside the timer's own task it returns false at once, with
+// a nil error: the task cannot wait for itself.
+//
+// On a periodic timer (Every) it ends the series and waits for a run in
+// progress, returning true iff the series was still live; with ctx done
+// first, true (the series has ended) and ctx.Err() (its last run may
+// still be running).
+//
+// A timer that Stop returned, or that another call cancelled, has no task
+// running: CancelWait returns false at once. On the zero Timeout it
+// returns false, nil.
+//
+// The wait never blocks a shard: the shard publishes each run while it is
+// in flight, and wakes waiters, if there are any, when one ends. A timer
+// nobody waits for pays nothing for it.
+func (t Timeout) CancelWait(ctx context.Context) (bool, error) {
+	if t.sh == nil {
+		return false, nil
+	}
+	return t.sh.CancelWait(ctx, t.ref)
+}

@@ -1,0 +1,102 @@
+package shardwheel
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+// Missed says what a periodic timer does with the grid points it missed while its shard was behind.
+type Missed uint8
+
+const (
+	SkipMissed  Missed = iota // run once for all of them, then go on at the next future grid point
+	BurstMissed               // run once for each of them, back to back, then go on on the grid
+	DelayMissed               // run once, and the grid restarts one period after this run returns
+)
+
+// String returns the constant's name.
+func (m Missed) String() string {
+	switch m {
+	case SkipMissed:
+		return "SkipMissed"
+	case BurstMissed:
+		return "BurstMissed"
+	case DelayMissed:
+		return "DelayMissed"
+	}
+	return fmt.Sprintf("Missed(%d)", uint8(m))
+}
+
+var (
+	// ErrBadPeriod is returned by Every for a period that is not
+	// positive.
+	ErrBadPeriod = errors.New("shardwheel: Every: period must be positive")
+	// ErrBadMissed is returned by Every for a Missed value that is none
+	// of SkipMissed, BurstMissed and DelayMissed.
+	ErrBadMissed = errors.New("shardwheel: Every: unknown Missed policy")
+)
+
+// Every runs task periodically, on the shard that key routes to, at the
+// grid points start + k·period (k = 1, 2, ...; start is the call), and
+// returns a handle to the series. Each run starts no earlier than its grid
+// point, and the grid does not drift: neither the task's run time nor the
+// tick grid moves it. A period beyond MaxDelay is clamped to MaxDelay.
+//
+// Runs never overlap: the next run begins only once the previous one has
+// returned, with WithExecutor too (the executor's goroutine then hands
+// the series back). A grid point that comes while the series is behind
+// (its previous run not started or not returned: a stalled shard, a slow
+// task, a slow executor) is missed, and missed says what to do: SkipMissed
+// (recommended: after a stall the series runs once and goes on on the
+// grid), BurstMissed (one run per missed point, back to back, then on the
+// grid) or DelayMissed (one run, then the grid restarts one period after
+// it returns). Stats counts runs (PeriodicRuns) and missed points
+// (PeriodicMissed).
+//
+// The handle acts on the whole series: Cancel ends it and reports whether
+// it was still live (a run in progress finishes, none starts after it);
+// CancelWait also waits for a run in progress; Reset(d) restarts the grid
+// from the call with period d (and returns false, changing nothing, for
+// d <= 0); Pending is true while the series lives; Deadline is its next
+// run's tick (a run's own while it runs); Stop returns a live series
+// once, and its Task is task. The series is one timer in Pending and in
+// Stats (Scheduled, then Cancelled or Stopped); its runs are not Fired.
+//
+// It returns ErrNilTask for a nil task, ErrBadPeriod for a period <= 0,
+// ErrBadMissed for an unknown policy, and Schedule's errors otherwise. It
+// allocates the series' record (80 bytes), and each Reset a new grid (24
+// bytes); nothing per run: one node serves the whole series.
+func (s *Scheduler) Every(key uint64, period time.Duration, missed Missed, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return s.every(s.shards[s.ShardOf(key)], key, period, missed, shard.Task{Func: task})
+}
+
+// Every is Scheduler.Every for a series whose task is the handler's
+// function called with key: it runs fn(key) at the grid points start +
+// k·period, on the shard that key routes to. Periods, policies, errors
+// and guarantees are Scheduler.Every's; with no closure it allocates only
+// the series' grid.
+func (h Handler) Every(key uint64, period time.Duration, missed Missed) (Timeout, error) {
+	if h.s == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return h.s.every(h.s.shards[h.s.ShardOf(key)], key, period, missed, h.task())
+}
+
+// every schedules a periodic timer on sh.
+func (s *Scheduler) every(sh *shard.Shard, key uint64, period time.Duration, missed Missed, task shard.Task) (Timeout, error) {
+	if period <= 0 {
+		return Timeout{}, ErrBadPeriod
+	}
+	if missed > DelayMissed {
+		return Timeout{}, ErrBadMissed
+	}
+	r := s.request(key, period, task)
+	r.Period, r.Missed = period, uint8(missed)
+	return s.scheduleOn(sh, r)
+}

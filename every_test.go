@@ -1,0 +1,182 @@
+package shardwheel_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+var missedPolicies = []shardwheel.Missed{shardwheel.SkipMissed, shardwheel.BurstMissed, shardwheel.DelayMissed}
+
+// TestEveryAcrossAStalledShard runs a series on the bubble's fake clock
+// while its shard stalls (another timer's task, or the executor's run call,
+// sleeps 5.5 periods on the shard goroutine) and its own task sometimes
+// runs 2.5 periods, for each policy, inline and with an executor that runs
+// tasks on goroutines of their own: the i-th run never starts before
+// start + i·period, and runs never overlap.
+func TestEveryAcrossAStalledShard(t *testing.T) {
+	const period = 10 * time.Millisecond
+	for _, policy := range missedPolicies {
+		for _, exec := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/executor=%v", policy, exec), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var stall atomic.Bool
+					opts := []shardwheel.Option{shardwheel.WithShards(1)}
+					if exec {
+						opts = append(opts, shardwheel.WithExecutor(func(f func()) {
+							if stall.Swap(false) {
+								time.Sleep(55 * time.Millisecond) // the shard goroutine stalls
+							}
+							go f()
+						}))
+					}
+					s, err := shardwheel.New(opts...)
+					require.NoError(t, err)
+					defer s.Stop()
+					var mu sync.Mutex
+					var starts []time.Duration
+					var active, overlaps atomic.Int32
+					start := time.Now()
+					hb, err := s.Every(1, period, policy, func() {
+						if active.Add(1) > 1 {
+							overlaps.Add(1)
+						}
+						defer active.Add(-1)
+						mu.Lock()
+						starts = append(starts, time.Since(start))
+						n := len(starts)
+						mu.Unlock()
+						if n%7 == 3 {
+							time.Sleep(25 * time.Millisecond) // a slow run
+						}
+					})
+					require.NoError(t, err)
+					for round := range 3 {
+						time.Sleep(150 * time.Millisecond)
+						if exec {
+							stall.Store(true)
+							_, err = s.AfterFunc(0, func() {})
+						} else {
+							_, err = s.AfterFunc(0, func() { time.Sleep(55 * time.Millisecond) })
+						}
+						require.NoError(t, err, "round %d", round)
+					}
+					time.Sleep(100 * time.Millisecond)
+					live, err := hb.CancelWait(context.Background())
+					require.NoError(t, err)
+					require.True(t, live)
+					mu.Lock()
+					defer mu.Unlock()
+					require.Greater(t, len(starts), 20)
+					for i, at := range starts {
+						require.GreaterOrEqual(t, at, time.Duration(i+1)*period, "run %d early: %v", i+1, starts)
+					}
+					assert.Zero(t, overlaps.Load(), "runs overlapped")
+					st := s.Stats().Total
+					assert.EqualValues(t, len(starts), st.PeriodicRuns)
+					assert.NotZero(t, st.PeriodicMissed)
+					assert.EqualValues(t, 3, st.Fired, "only the stalling timers fired")
+				})
+			})
+		}
+	}
+}
+
+// TestEveryDoesNotDrift: a series whose period is not a multiple of the
+// tick runs, after many periods, still within a tick of its grid point.
+func TestEveryDoesNotDrift(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := shardwheel.New(shardwheel.WithShards(1))
+		require.NoError(t, err)
+		defer s.Stop()
+		const period = 2300 * time.Microsecond
+		start := time.Now()
+		runs := make(chan time.Duration, 2000)
+		hb, err := s.Every(1, period, shardwheel.SkipMissed, func() { runs <- time.Since(start) })
+		require.NoError(t, err)
+		for k := 1; k <= 1000; k++ {
+			at := <-runs
+			point := time.Duration(k) * period
+			require.GreaterOrEqual(t, at, point)
+			require.Less(t, at, point+s.Tick(), "run %d drifted", k)
+		}
+		require.True(t, hb.Cancel())
+	})
+}
+
+// TestEveryAPI: the errors, the handle's methods on a series, the Handler
+// form, and Stop returning a live series once.
+func TestEveryAPI(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	_, err := s.Every(1, time.Second, shardwheel.SkipMissed, nil)
+	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+	for _, p := range []time.Duration{0, -time.Second} {
+		_, err = s.Every(1, p, shardwheel.SkipMissed, noop)
+		assert.ErrorIs(t, err, shardwheel.ErrBadPeriod)
+	}
+	_, err = s.Every(1, time.Second, shardwheel.Missed(3), noop)
+	assert.ErrorIs(t, err, shardwheel.ErrBadMissed)
+	_, err = (shardwheel.Handler{}).Every(1, time.Second, shardwheel.SkipMissed)
+	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+	assert.Equal(t, "BurstMissed", shardwheel.BurstMissed.String())
+	assert.Equal(t, "Missed(9)", shardwheel.Missed(9).String())
+
+	var keys sync.Map
+	h, err := s.NewHandler(func(key uint64) { keys.Store(key, true) })
+	require.NoError(t, err)
+	hs, err := h.Every(42, 2*time.Millisecond, shardwheel.SkipMissed)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(42), hs.Key())
+	require.Eventually(t, func() bool { _, ok := keys.Load(uint64(42)); return ok }, waitFor, pollEvery)
+	require.True(t, hs.Pending())
+
+	far, err := s.Every(7, time.Hour, shardwheel.DelayMissed, noop)
+	require.NoError(t, err)
+	assert.True(t, far.Pending())
+	d := time.Until(far.Deadline())
+	assert.Greater(t, d, 59*time.Minute)
+	assert.False(t, far.Reset(0), "a period <= 0 is refused")
+	assert.True(t, far.Pending())
+	require.True(t, far.Reset(2*time.Hour))
+	assert.Greater(t, time.Until(far.Deadline()), 119*time.Minute)
+	assert.Equal(t, 2, s.Pending(), "a series is one timer")
+
+	got := s.Stop()
+	require.Len(t, got, 2)
+	for _, tm := range got {
+		assert.NotNil(t, tm.Task())
+		assert.False(t, tm.Pending())
+		assert.False(t, tm.Cancel())
+	}
+	assert.Nil(t, s.Stop())
+	_, err = s.Every(1, time.Second, shardwheel.SkipMissed, noop)
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+}
+
+// TestEveryCountsInStats: a series is one timer (Scheduled, then
+// Cancelled), its runs PeriodicRuns, and Pending counts it while it lives.
+func TestEveryCountsInStats(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	var runs atomic.Int64
+	hb, err := s.Every(1, time.Millisecond, shardwheel.SkipMissed, func() { runs.Add(1) })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return runs.Load() >= 5 }, waitFor, pollEvery)
+	assert.Equal(t, 1, s.Pending())
+	_, err = hb.CancelWait(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, s.Pending())
+	st := s.Stats().Total
+	assert.EqualValues(t, 1, st.Scheduled)
+	assert.EqualValues(t, 1, st.Cancelled)
+	assert.Zero(t, st.Fired)
+	assert.EqualValues(t, runs.Load(), st.PeriodicRuns)
+}

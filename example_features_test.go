@@ -1,0 +1,94 @@
+package shardwheel_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// A heartbeat every 10ms, on the grid from the call: one node for the
+// whole series, no re-arming in the task. SkipMissed makes a stalled
+// shard run it once and go on, instead of a burst of catch-up beats.
+// CancelWait ends the series and waits for a beat in progress.
+func ExampleScheduler_Every() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	beats := make(chan time.Time, 16)
+	start := time.Now()
+	hb, err := s.Every(7, 10*time.Millisecond, shardwheel.SkipMissed, func() {
+		select {
+		case beats <- time.Now():
+		default:
+		}
+	})
+	if err != nil {
+		panic(err) // ErrBadPeriod, ErrStopped, ...
+	}
+	onGrid := true
+	for k := 1; k <= 3; k++ {
+		at := <-beats
+		onGrid = onGrid && at.Sub(start) >= time.Duration(k)*10*time.Millisecond
+	}
+	fmt.Println("three beats, none early:", onGrid)
+	live, _ := hb.CancelWait(context.Background())
+	fmt.Println("series ended:", live, "pending:", hb.Pending())
+	// Output:
+	// three beats, none early: true
+	// series ended: true pending: false
+}
+
+// An idle timeout that may fire up to a second late: the shard files it
+// where it runs without cascading, beside thousands of others, on a shared
+// tick. It never runs early.
+func ExampleScheduler_ScheduleWithin() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	start := time.Now()
+	closed := make(chan time.Duration, 1)
+	_, err = s.ScheduleWithin(42, 50*time.Millisecond, time.Second, func() { closed <- time.Since(start) })
+	if err != nil {
+		panic(err)
+	}
+	took := <-closed
+	fmt.Println("closed after its delay:", took >= 50*time.Millisecond)
+	// Output:
+	// closed after its delay: true
+}
+
+// Cancel returns false once a task has started, and cannot say when it
+// ends. CancelWait waits for it: when it returns false, the task has
+// returned, so what it wrote may be read and what it used may be freed.
+func ExampleTimeout_CancelWait() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+
+	started := make(chan struct{})
+	var flushed atomic.Bool
+	t, err := s.Schedule(1, 0, func() {
+		close(started)
+		time.Sleep(20 * time.Millisecond) // flushing a buffer
+		flushed.Store(true)
+	})
+	if err != nil {
+		panic(err)
+	}
+	<-started
+	cancelled, err := t.CancelWait(context.Background())
+	fmt.Println("cancelled:", cancelled, "error:", err, "flushed:", flushed.Load())
+	// Output:
+	// cancelled: false error: <nil> flushed: true
+}

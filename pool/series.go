@@ -1,0 +1,109 @@
+package pool
+
+import "sync/atomic"
+
+// Storage that only some timers need, made per block when the first such
+// timer lands in it (as the task and handler arrays are): a block whose
+// timers are all one-shot and exact holds none of it, so ordinary timers
+// pay nothing for it.
+
+// Grid is a periodic timer's grid: its points are the clock readings
+// Anchor + k*Period (nanoseconds, k >= 1). Life is the generation (package
+// shard's) of the timer it belongs to, so that a Grid an ended life left
+// behind is never taken for a later life's. A Grid is immutable once it is
+// published (Series.Grid); Every and Reset each make a new one.
+type Grid struct {
+	Life   uint64
+	Anchor int64
+	Period int64
+}
+
+// Series is the record of a periodic timer, made by the producer that
+// starts the timer's life, one per life; the node points to it (see
+// Slot.SetSeries) until it is freed.
+//
+// Field ownership (the meaning of every field belongs to package shard):
+//   - Grid: atomic. Stored by the producer that starts the timer's life,
+//     then CASed by Reset from any goroutine; read by anyone.
+//   - First: the grid the producer made, in the same allocation as the
+//     record; immutable once Grid points to it.
+//   - Seen, Base, Served, Counted, Policy: the series' progress, owned by
+//     whoever owns the timer's schedule (package shard: the producer
+//     before it publishes the node, then the goroutine holding the wheel
+//     while the timer is filed or queued, and the run of its task while
+//     that runs); the handovers are atomic operations on the node's state
+//     and the shard's lists, which order each owner after the previous.
+type Series struct {
+	Grid  atomic.Pointer[Grid]
+	First Grid
+	// Seen is the grid the progress below follows.
+	Seen *Grid
+	// Base is the clock reading the grid points are counted from: Seen's
+	// anchor, or where a policy restarted the grid.
+	Base int64
+	// Served is the index of the last grid point a run served (0: none
+	// yet), Counted the last one counted as served or missed.
+	Served, Counted uint64
+	// Policy is what the timer does with missed grid points.
+	Policy uint8
+}
+
+// Flags a node may carry for its owner (see Slot.SetFlags).
+const (
+	// FlagSlack marks a timer whose deadline was chosen within its slack:
+	// the wheel may file it where it fires without cascading.
+	FlagSlack uint8 = 1 << iota
+)
+
+// SeriesBytes is what a node costs in a block that holds periodic timers:
+// a pointer to its Series record. The record itself belongs to the series.
+const SeriesBytes = 8
+
+// SetSeries points the node to r, its periodic timer's record, making the
+// block's array of such pointers if it has none. Only the node's owner may
+// call it: the producer before it publishes the node.
+func (s Slot) SetSeries(r *Series) {
+	(*lazyArray(&s.b.series, len(s.b.nodes)))[s.off].Store(r)
+}
+
+// FindSeries returns the record SetSeries stored for the node's current
+// (or last) life, or nil if its life is not periodic: a nil answer costs
+// one atomic load in a block that never held a periodic timer, two in one
+// that did. Any goroutine.
+func (s Slot) FindSeries() *Series {
+	if p := s.b.series.Load(); p != nil {
+		return (*p)[s.off].Load()
+	}
+	return nil
+}
+
+// SetFlags stores the node's flags, making the block's flag array if f is
+// not zero and the block has none. The node must be fresh from Get (or
+// freed by Add or Clear since), and only its owner may call it: the
+// producer before it publishes the node.
+func (s Slot) SetFlags(f uint8) {
+	if f == 0 && s.b.flags.Load() == nil {
+		return
+	}
+	(*lazyArray(&s.b.flags, len(s.b.nodes)))[s.off] = f
+}
+
+// Flags returns what SetFlags stored: 0 in a block that has no flags. Read
+// by whoever owns the node after the producer published it.
+func (s Slot) Flags() uint8 {
+	if p := s.b.flags.Load(); p != nil {
+		return (*p)[s.off]
+	}
+	return 0
+}
+
+// clearExtra resets the node's flags and Series record, if its block has
+// them, for Clear.
+func (s Slot) clearExtra() {
+	if p := s.b.flags.Load(); p != nil {
+		(*p)[s.off] = 0
+	}
+	if p := s.b.series.Load(); p != nil {
+		(*p)[s.off].Store(nil)
+	}
+}

@@ -1,0 +1,319 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// Periodic timers: one node serves a whole series.
+//
+// A periodic timer runs its task at the grid points Anchor + k*Period of
+// its grid (pool.Grid; k = 1, 2, ...), computed in clock time, so that
+// neither tick rounding nor task time makes it drift: each point is filed
+// at the first tick at or after it, which keeps it never early. Its node
+// points to a Series record (pool.Series, one allocation per Every, with
+// the first grid in it), which holds the grid Every or the latest Reset
+// published (Grid), and the series' progress, which belongs to whoever
+// owns the timer's schedule: the holder of the wheel while the node is
+// filed or queued, the run of its task while that runs (see pool.Series).
+// A life is periodic when its node points to a record: Every sets the
+// pointer before it publishes the node, and freeing the node clears it,
+// so ordinary timers never see one; a block holds the pointers only once
+// a periodic timer landed in it (8 bytes a node).
+//
+// # A run
+//
+// When its tick comes, the shard goroutine moves the node from pending to
+// running (begin) instead of firing it, and runs the task: inline, or
+// through the executor (handOver), the node then staying out of the wheel
+// (Prev detached). When the task has returned, the run applies the policy
+// for grid points that passed meanwhile (step), and moves the node back to
+// pending at the next grid point's tick (rearm, or rearmAsync from the
+// executor's goroutine, which pushes it on the attention stack for a holder
+// to file). Only then can the next run begin: a series never runs
+// concurrently with itself, whatever the executor does. A Cancel while it
+// runs moves it from running to cancelled (true: the series was live);
+// the run finishes, and its end frees the node instead of filing it. Stop
+// claims a running series like a pending one.
+//
+// # Missed grid points
+//
+// A grid point is missed when it comes while the series is behind: its
+// previous run had not started or not returned. step counts them (Stats:
+// PeriodicMissed) and applies the policy:
+//
+//	SkipMissed   the run served them all: the next run is at the first grid point not yet come
+//	BurstMissed  each gets a run, back to back (inline, up to burstRuns per pass), then the grid goes on
+//	DelayMissed  the grid restarts at the run's return: the next run is one period after it
+//
+// # Reset
+//
+// Reset(d) on a series publishes a new grid (anchor the call, period d) by
+// CAS on Grid, then moves the state's deadline to the grid's first point
+// as any Reset does (on the attention stack if that is earlier). Whoever
+// owns the progress next adopts the new grid (adopt): the holder when it
+// files or expires the node, the run when it returns. Concurrent Resets
+// end with the grid of the last CAS: an earlier one that finds its grid
+// replaced leaves the deadline to the later one, and holders derive the
+// deadline from the grid, never from the state alone.
+
+// Missed policies (package shardwheel's Missed values).
+const (
+	SkipMissed uint8 = iota
+	BurstMissed
+	DelayMissed
+)
+
+// burstRuns bounds the runs a burst makes back to back inline in one pass:
+// the rest of the shard's timers must not wait behind a series that cannot
+// catch up (a period shorter than its task). The next pass, a tick later,
+// goes on.
+const burstRuns = 64
+
+// startSeries makes the timer r describes, whose node is slot's and whose
+// generation is gen, periodic: rec, made for it, gets the grid from r.Now
+// with period r.Period (clamped already), and its progress begins there.
+// The producer, before it publishes the node.
+func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64) {
+	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: int64(r.Period)}
+	rec.Seen, rec.Base, rec.Policy = &rec.First, rec.First.Anchor, r.Missed
+	rec.Grid.Store(&rec.First)
+	slot.SetSeries(rec)
+}
+
+// adopt makes a series' progress follow the grid a Reset published, if
+// there is a new one for the life gen, and reports whether it did. Owner
+// of the progress.
+func adopt(rec *pool.Series, gen uint64) bool {
+	g := rec.Grid.Load()
+	if g == nil || g == rec.Seen || g.Life != gen {
+		return false
+	}
+	rec.Seen, rec.Base, rec.Served, rec.Counted = g, g.Anchor, 0, 0
+	return true
+}
+
+// nextPoint returns the clock reading of the grid point the series' next
+// run serves.
+func nextPoint(rec *pool.Series) time.Duration {
+	return time.Duration(rec.Base + int64(rec.Served+1)*rec.Seen.Period)
+}
+
+// seriesTick returns the tick the series' next run is due at: the first
+// that starts at or after its grid point.
+func (sh *Shard) seriesTick(rec *pool.Series) uint64 { return sh.ceilTick(nextPoint(rec)) }
+
+// step advances a series whose run returned at clock reading now: it
+// adopts a new grid, counts the grid points missed and applies the
+// policy (see the top of this file). Owner of the progress (the run).
+func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
+	adopt(rec, gen)
+	var m uint64 // the grid points come by now
+	if d := int64(now) - rec.Base; d > 0 {
+		m = uint64(d / rec.Seen.Period)
+	}
+	if done := max(rec.Served, rec.Counted); m > done {
+		sh.lanes[CurrentP()&sh.laneMask].missed.Add(m - done)
+		rec.Counted = m
+	}
+	switch rec.Policy {
+	case SkipMissed:
+		rec.Served = max(rec.Served, m)
+	case DelayMissed:
+		if m > rec.Served {
+			rec.Base, rec.Served, rec.Counted = int64(now), 0, 0
+		}
+	}
+}
+
+// seriesFileTick derives the tick a pending (or new) series is filed at
+// from its grid, adopting a Reset's, and returns the state s with that
+// tick, ns, which the caller CASes in (with whatever status change it
+// makes). Holder.
+func (sh *Shard) seriesFileTick(rec *pool.Series, n *pool.Node, s state) (state, uint64) {
+	adopt(rec, genOf(n, s))
+	t := sh.seriesTick(rec)
+	return s.withTicks(t), t
+}
+
+// expireSeries handles a pending series whose node came out of a level-0
+// (or coarse) slot, as expire does an ordinary timer: file it again if its
+// grid's next point is later (a Reset), else begin a run. again asks the
+// caller to look at the node again: its state changed meanwhile.
+func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *pool.Series, s state) (tick uint64, fired, ok, again bool) {
+	w := sh.h.w
+	gen := genOf(n, s)
+	ns, t := sh.seriesFileTick(rec, n, s)
+	if ns != s {
+		if !n.State.CompareAndSwap(uint64(s), uint64(ns)) {
+			return 0, false, true, true
+		}
+		s = ns
+	}
+	if t > w.elapsed || (sh.cfg.Run != nil && s.queued()) {
+		// Not due yet; or a Reset left it on the attention stack, from
+		// which the run must not go to the executor (the stack would
+		// then free a node the run still uses): a holder takes the
+		// stack in before the next tick.
+		sh.h.counts[cRefiled]++
+		sh.work.refiled++
+		w.insert(idx, max(t, w.elapsed+1))
+		return 0, false, true, false
+	}
+	sh.beginRun(runWordOf(idx, gen))
+	if _, ok := begin(n, s); !ok {
+		if !sh.endRun() {
+			return 0, false, false, false
+		}
+		return 0, false, true, true
+	}
+	task, key := slot.Task(), n.Key
+	sh.countRun(rec)
+	if sh.cfg.Run != nil {
+		n.Prev = detached // out of the wheel until its run pushes it on the attention stack
+		sh.runTask(task, key, idx, gen, true)
+		return t, true, sh.endRun(), false
+	}
+	for runs := 1; ; runs++ {
+		sh.runTask(task, key, idx, gen, true)
+		if sh.closed.Load() {
+			// A task closed the shard: Stop claims the series.
+			sh.endRun()
+			return t, true, false, false
+		}
+		now := sh.clock.Now()
+		sh.step(rec, gen, now)
+		if rec.Policy != BurstMissed || nextPoint(rec) > now || runs == burstRuns ||
+			state(n.State.Load()).status() != statusRunning {
+			break
+		}
+		sh.countRun(rec) // the next missed point, back to back
+	}
+	if !sh.endRun() {
+		return t, true, false, false
+	}
+	sh.rearm(idx, n, rec, gen)
+	return t, true, true, false
+}
+
+// countRun counts a run of a series, which serves its next grid point.
+// Shard goroutine.
+func (sh *Shard) countRun(rec *pool.Series) {
+	rec.Served++
+	sh.h.counts[cPeriodicRuns]++
+	sh.work.fired++
+}
+
+// rearm files a series whose inline run has returned at its next grid
+// point's tick, or frees it if a Cancel ended it meanwhile. The shard
+// goroutine, holding the wheel, in its pass.
+func (sh *Shard) rearm(idx uint32, n *pool.Node, rec *pool.Series, gen uint64) {
+	w := sh.h.w
+	for {
+		s := state(n.State.Load())
+		switch s.status() {
+		case statusRunning:
+			ns, t := sh.seriesFileTick(rec, n, s) // adopts a Reset made since step
+			if !n.State.CompareAndSwap(uint64(s), uint64(ns.to(statusPending))) {
+				continue
+			}
+			// Already due (a burst cut short, or a late run): the next
+			// tick. On the attention stack (an earlier Reset): filed,
+			// the stack's holder moves it.
+			w.insert(idx, max(t, w.elapsed+1))
+			sh.work.filed++
+			return
+		case statusCancelled:
+			sh.releaseNode(idx, n, s)
+			return
+		case statusCancelling:
+			w.insert(idx, w.elapsed+1) // met again next tick, cancelled
+			return
+		case statusStopped:
+			return // Stop claimed it: out of the wheel, never freed
+		default:
+			badNode(idx, s, "a periodic timer's run ended in an impossible state")
+		}
+	}
+}
+
+// rearmAsync is rearm for a run the executor made, from whatever goroutine
+// ran the task: the run advances the series (step) and hands the node to
+// the holder by the attention stack, pending at its next grid point's
+// tick, or cancelled for the holder to free (cancelling: to file where it
+// is met cancelled). No holder can free the node before this push: it is
+// detached and on no list. Stop's claim leaves it where it is.
+func (sh *Shard) rearmAsync(idx uint32, gen uint64) {
+	slot := sh.arena.Slot(idx)
+	n, rec := slot.Node(), slot.FindSeries()
+	now := sh.clock.Now()
+	stepped := false
+	for {
+		s := state(n.State.Load())
+		ns := s
+		switch s.status() {
+		case statusRunning:
+			if !stepped {
+				sh.step(rec, gen, now)
+				stepped = true
+			}
+			ns, _ = sh.seriesFileTick(rec, n, s)
+			ns = ns.to(statusPending)
+		case statusCancelled, statusCancelling:
+		case statusStopped:
+			return
+		default:
+			badNode(idx, s, "a periodic timer's run ended in an impossible state")
+		}
+		if !n.State.CompareAndSwap(uint64(s), uint64(ns.withQueued(true))) {
+			continue
+		}
+		if !s.queued() {
+			sh.attention.Push(idx, slot.Link())
+			sh.holdAndTakeIn()
+		}
+		return
+	}
+}
+
+// resetSeries is Reset for a periodic timer (rec its node's record, whose
+// grid's life is r's): the series restarts from now with period d (see
+// the top of this file). A period d <= 0 is refused, as Every refuses it:
+// false, and the series goes on unchanged.
+func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	now := sh.clock.Now()
+	d = sh.clampDelay(d)
+	g := &pool.Grid{Life: r.gen, Anchor: int64(now), Period: int64(d)}
+	for {
+		old := rec.Grid.Load()
+		if old == nil || old.Life != r.gen {
+			return false // the series ended and its node moved on
+		}
+		if s, mine := load(n, r.gen); !mine || !s.live() {
+			return false
+		}
+		if rec.Grid.CompareAndSwap(old, g) {
+			break
+		}
+	}
+	t := sh.ceilTick(now + d)
+	for rec.Grid.Load() == g { // else a later Reset took over: its deadline stands
+		s, mine := load(n, r.gen)
+		if !mine || !s.live() {
+			break // ended since: the Reset came first
+		}
+		if ok, queue := reset(n, s, t); ok {
+			if queue {
+				sh.attention.Push(r.idx, sh.arena.Link(r.idx))
+				sh.holdAndTakeIn()
+			}
+			break
+		}
+	}
+	sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
+	return true
+}

@@ -1,0 +1,94 @@
+package shardwheel_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// TestScheduleWithinWindows: on the bubble's fake clock (no tick lag),
+// timers with slack run within [delay, delay+slack] and exact timers at
+// their deadline's tick, on a mix of both; the timers with slack share
+// few ticks.
+func TestScheduleWithinWindows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := shardwheel.New(shardwheel.WithShards(2))
+		require.NoError(t, err)
+		defer s.Stop()
+		h, err := s.NewHandler(func(uint64) {})
+		require.NoError(t, err)
+		r := rand.New(rand.NewPCG(3, 4))
+		tick := s.Tick()
+		var mu sync.Mutex
+		slackTicks := map[time.Duration]bool{}
+		var wg sync.WaitGroup
+		for i := range 3000 {
+			start := time.Now()
+			delay := time.Duration(r.Int64N(int64(5 * time.Second)))
+			slack := time.Duration(r.Int64N(int64(2 * time.Second)))
+			exact := i%2 == 0
+			wg.Add(1)
+			task := func() {
+				defer wg.Done()
+				took := time.Since(start)
+				assert.GreaterOrEqual(t, took, delay, "early")
+				if exact {
+					assert.Less(t, took, delay+tick, "an exact timer runs at its deadline's tick")
+					return
+				}
+				assert.LessOrEqual(t, took, max(delay+slack, (delay+tick-1)/tick*tick), "past its slack")
+				mu.Lock()
+				slackTicks[time.Since(time.Time{})] = true
+				mu.Unlock()
+			}
+			if exact {
+				_, err = s.Schedule(uint64(i), delay, task)
+			} else {
+				_, err = s.ScheduleWithin(uint64(i), delay, slack, task)
+			}
+			require.NoError(t, err)
+			if i%100 == 0 {
+				time.Sleep(time.Duration(r.Int64N(int64(50 * time.Millisecond))))
+			}
+		}
+		wg.Wait()
+		t.Logf("1500 timers with slack ran on %d distinct ticks", len(slackTicks))
+		assert.Less(t, len(slackTicks), 300)
+		_, err = h.ScheduleWithin(1, time.Second, time.Second)
+		require.NoError(t, err)
+		_, err = (shardwheel.Handler{}).ScheduleWithin(1, time.Second, time.Second)
+		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+		_, err = s.ScheduleWithin(1, time.Second, time.Second, nil)
+		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+	})
+}
+
+// TestScheduleWithinSkipsTheCascade: a minute-long timer with a second of
+// slack is filed where it runs without moving down the wheel: no Refiled,
+// where the exact one cascades.
+func TestScheduleWithinSkipsTheCascade(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, slack := range []time.Duration{0, time.Second} {
+			s, err := shardwheel.New(shardwheel.WithShards(1))
+			require.NoError(t, err)
+			done := make(chan struct{})
+			_, err = s.ScheduleWithin(1, time.Minute, slack, func() { close(done) })
+			require.NoError(t, err)
+			<-done
+			st := s.Stats().Total
+			if slack == 0 {
+				assert.NotZero(t, st.Refiled)
+			} else {
+				assert.Zero(t, st.Refiled)
+			}
+			s.Stop()
+		}
+	})
+}
