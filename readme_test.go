@@ -51,6 +51,9 @@ func (c *clientConn) FailStream(streamID uint32) { c.failed <- streamID }
 // Close closes the connection.
 func (c *clientConn) Close() {}
 
+// Ping sends a heartbeat on the connection.
+func (c *clientConn) Ping() {}
+
 // quickStart is README's quick start: a request timeout and an idle one.
 func quickStart(req *request, conn *clientConn) error {
 	s, err := shardwheel.New() // one wheel per GOMAXPROCS, 1ms tick
@@ -162,6 +165,35 @@ func Example_deadlines() {
 	})
 	deadlines(s, slow).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	// Output: context deadline exceeded
+}
+
+// connTimers is README's snippet of periodic timers, slack and CancelWait:
+// a connection's heartbeat and idle timeout, ended when it closes.
+func connTimers(ctx context.Context, s *shardwheel.Scheduler, conn *clientConn) error {
+	// A heartbeat on the grid every 30s; after a stall, one beat, not a burst.
+	hb, err := s.Every(conn.ID, 30*time.Second, shardwheel.SkipMissed, conn.Ping)
+	if err != nil {
+		return err
+	}
+	// An idle timeout that may run up to a second late: no cascade, shared wake-ups.
+	idle, err := s.ScheduleWithin(conn.ID, time.Minute, time.Second, conn.Close)
+	if err != nil {
+		return err
+	}
+	// ... on close: end both; CancelWait returns once a beat in progress has returned.
+	idle.Cancel()
+	_, err = hb.CancelWait(ctx)
+	return err
+}
+
+func Example_connTimers() {
+	s, err := shardwheel.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop()
+	fmt.Println(connTimers(context.Background(), s, &clientConn{ID: 1}), s.Pending())
+	// Output: <nil> 0
 }
 
 // goFence matches a Go code block of a Markdown file.

@@ -27,6 +27,7 @@ type options struct {
 	tick     time.Duration
 	affinity bool // shardwheel.WithAffinity
 	keyed    bool // drive both implementations by key
+	trace    bool // lag only: an execution trace of the capture
 
 	// burst only.
 	burst BurstSpec
@@ -139,6 +140,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 			"report.json and fgprof.pprof (default bench/out/lag-<time>)"
 	}
 	fs.StringVar(&o.out, "out", "", outHelp)
+	if o.cmd == "lag" {
+		fs.BoolVar(&o.trace, "trace", false, "also record an execution trace of the measured window to trace.out, "+
+			"in which each shard's pass is a region of type shardwheel.pass (go tool trace)")
+	}
 	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")
 	if o.cmd == "proxy" {
 		o.proxy = defaultProxyConfig()

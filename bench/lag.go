@@ -37,6 +37,7 @@ type captureFiles struct {
 	HTML    string `json:"html"`
 	JSON    string `json:"json"`
 	Profile string `json:"profile"`
+	Trace   string `json:"trace,omitempty"`
 }
 
 // defaultLagDir is where lag writes when -out is not given: under the
@@ -50,9 +51,9 @@ func defaultLagDir(now time.Time) string {
 func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 	doc := &LagRun{Command: "lag", Host: host(), Load: o.load}
 	capture := func(ctx context.Context, s *shardwheel.Scheduler, d time.Duration) error {
-		rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: d, Dir: o.out})
+		rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: d, Dir: o.out, Trace: o.trace})
 		if rep != nil {
-			doc.Files = &captureFiles{Dir: rep.Dir, Text: rep.TextPath, HTML: rep.HTMLPath, JSON: rep.JSONPath, Profile: rep.ProfilePath}
+			doc.Files = &captureFiles{Dir: rep.Dir, Text: rep.TextPath, HTML: rep.HTMLPath, JSON: rep.JSONPath, Profile: rep.ProfilePath, Trace: rep.TracePath}
 			doc.summary = rep.Summary
 			doc.Diagnosis = rep.Diagnosis
 		}
@@ -89,6 +90,9 @@ func (l *LagRun) writeText(w io.Writer) error {
 		fmt.Fprintf(&b, "  report  %s (open in a browser)\n", f.HTML)
 		fmt.Fprintf(&b, "  profile %s (go tool pprof -http=: %s)\n", f.Profile, f.Profile)
 		fmt.Fprintf(&b, "  summary %s, series %s\n", f.Text, f.JSON)
+		if f.Trace != "" {
+			fmt.Fprintf(&b, "  trace   %s (go tool trace %s; regions of type shardwheel.pass are the passes)\n", f.Trace, f.Trace)
+		}
 	}
 	if l.Result != nil {
 		if n := busyNote(l.Result, l.Host.NumCPU); n != "" {

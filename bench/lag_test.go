@@ -24,6 +24,7 @@ func TestLagWritesFiles(t *testing.T) {
 	out := stdout.String()
 	assert.Contains(t, out, filepath.Join(dir, "report.html"))
 	assert.Contains(t, out, filepath.Join(dir, "fgprof.pprof"))
+	assert.NoFileExists(t, filepath.Join(dir, "trace.out"), "an execution trace only with -trace")
 	assert.Contains(t, out, "tick lag p50/p99/p99.9/max")
 	// The diagnosis looks past p99, and names the time and cause of
 	// any spike.
@@ -36,7 +37,7 @@ func TestLagWritesFiles(t *testing.T) {
 	assert.Contains(t, stderr.String(), "results written to "+filepath.Join(dir, "lag.txt")+" and "+filepath.Join(dir, "lag.json")+"\n")
 
 	stdout.Reset()
-	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-json", "-duration", "300ms"), &stdout, &stderr), stderr.String())
+	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-json", "-duration", "300ms", "-trace"), &stdout, &stderr), stderr.String())
 	// The envelope, its results as the package documentation has them,
 	// and lag's former top-level keys beside it.
 	env := decodeEnvelope[lagConfig, map[string]json.RawMessage](t, stdout.Bytes(), "load", "result", "diagnosis", "files")
@@ -50,6 +51,8 @@ func TestLagWritesFiles(t *testing.T) {
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &l), stdout.String())
 	require.NotNil(t, l.Files)
 	assert.Equal(t, filepath.Join(dir, "report.html"), l.Files.HTML)
+	assert.Equal(t, filepath.Join(dir, "trace.out"), l.Files.Trace)
+	assert.FileExists(t, l.Files.Trace)
 	require.NotNil(t, l.Result)
 	assert.NotNil(t, l.Result.TickLag)
 	require.NotEmpty(t, l.Diagnosis)

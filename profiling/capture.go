@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"time"
 
 	"github.com/felixge/fgprof"
@@ -37,6 +38,7 @@ const (
 	htmlFile    = "report.html"
 	jsonFile    = "report.json"
 	profileFile = "fgprof.pprof"
+	traceFile   = "trace.out"
 )
 
 // CaptureConfig configures Capture.
@@ -50,6 +52,14 @@ type CaptureConfig struct {
 	// missing. Files of an earlier report there are replaced. It must not
 	// be empty.
 	Dir string
+	// Trace also records an execution trace of the capture to trace.out
+	// (Report.TracePath), for go tool trace: each pass of a shard's
+	// goroutine is a region of type shardwheel.pass there, with its
+	// shard's number and what it did in logs, so that a late tick shows
+	// up on the timeline beside the goroutine that held the CPU. A
+	// program runs one execution trace at a time: if one is running
+	// already, Capture reports runtime/trace's error and goes on without.
+	Trace bool
 }
 
 // check returns cfg with its defaults filled in, or an error naming the
@@ -88,6 +98,9 @@ type Report struct {
 	// ProfilePath is fgprof.pprof, a wall-clock profile of the whole
 	// program over the capture, for go tool pprof.
 	ProfilePath string
+	// TracePath is trace.out, the execution trace, when
+	// CaptureConfig.Trace asked for one; empty otherwise.
+	TracePath string
 	// Summary is the text of report.txt.
 	Summary string
 	// Diagnosis is the diagnosis that ends Summary, a line each: the
@@ -102,7 +115,8 @@ type Report struct {
 }
 
 // Capture watches s for cfg.Duration and writes a report of it to cfg.Dir:
-// report.txt, report.html, report.json and fgprof.pprof (see Report). While
+// report.txt, report.html, report.json, fgprof.pprof and, if cfg.Trace,
+// trace.out (see Report). While
 // it runs, an fgprof profile records every goroutine and, every
 // cfg.Interval, a sample records the interval's tick lag, lateness, pass
 // time and task time percentiles, its fired, scheduled and cancelled
@@ -158,10 +172,21 @@ func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*
 	if err != nil {
 		errs = append(errs, err)
 	}
-	rec := record(ctx, s, cfg)
-	if stop != nil {
-		if err := stop(); err != nil {
+	var stopTrace func() error
+	if cfg.Trace {
+		path := filepath.Join(cfg.Dir, traceFile)
+		if stopTrace, err = startTrace(path); err != nil {
 			errs = append(errs, err)
+		} else {
+			rep.TracePath = path
+		}
+	}
+	rec := record(ctx, s, cfg)
+	for _, stop := range []func() error{stopTrace, stop} {
+		if stop != nil {
+			if err := stop(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if rec.interrupted {
@@ -190,6 +215,27 @@ func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// startTrace starts an execution trace written to path until stop is
+// called.
+func startTrace(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("profiling: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("profiling: execution trace: %w", err)
+	}
+	return func() error {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("profiling: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // startProfile starts an fgprof profile written to path when stop is

@@ -1,11 +1,14 @@
 package profiling_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"strings"
 	"sync"
 	"testing"
@@ -259,4 +262,36 @@ func TestCaptureConfigValidation(t *testing.T) {
 	_, err = profiling.Capture(context.Background(), s, profiling.CaptureConfig{Duration: time.Second, Dir: filepath.Join(file, "sub")})
 	assert.ErrorContains(t, err, "profiling: ")
 	assert.True(t, strings.Contains(err.Error(), "not a directory"), err.Error())
+}
+
+// TestCaptureTrace: with Trace, Capture writes an execution trace in which
+// the shards' passes are regions (the trace holds each string it names
+// verbatim, so the region type and log fields are found in its bytes);
+// when a trace is running already, Capture says so and writes the rest of
+// its report. Not parallel: a program runs one execution trace at a time.
+func TestCaptureTrace(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	stop := load(s)
+	defer stop()
+	cfg := profiling.CaptureConfig{Duration: 300 * time.Millisecond, Interval: 50 * time.Millisecond, Dir: t.TempDir(), Trace: true}
+
+	rep, err := profiling.Capture(context.Background(), s, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(cfg.Dir, "trace.out"), rep.TracePath)
+	b, err := os.ReadFile(rep.TracePath)
+	require.NoError(t, err)
+	for _, want := range []string{"shardwheel.pass", "shardwheel.shard", "shardwheel.work", "taken_in=", "fired="} {
+		assert.True(t, bytes.Contains(b, []byte(want)), "%q not in the trace (%d bytes)", want, len(b))
+	}
+
+	require.NoError(t, trace.Start(io.Discard))
+	cfg.Dir = t.TempDir()
+	rep, err = profiling.Capture(context.Background(), s, cfg)
+	trace.Stop()
+	require.ErrorContains(t, err, "profiling: execution trace:")
+	require.NotNil(t, rep)
+	assert.Empty(t, rep.TracePath)
+	assert.NoFileExists(t, filepath.Join(cfg.Dir, "trace.out"))
+	assert.FileExists(t, rep.HTMLPath)
+	assert.Contains(t, rep.Summary, "tick lag")
 }

@@ -172,14 +172,6 @@ func (sh *Shard) takeRun() *execRun {
 	return r
 }
 
-// spareRun gives back an execRun the shard goroutine took but did not hand
-// over. Shard goroutine.
-func (sh *Shard) spareRun(r *execRun) {
-	r.word.Store(0)
-	r.task = Task{}
-	r.next, sh.runSpare = sh.runSpare, r
-}
-
 // handOver gives the timer's task to the executor through an execRun: one
 // that publishes word until the task has returned, and for a series files
 // it again then. The shard goroutine, inside runTask; runWord holds word

@@ -80,11 +80,11 @@ func TestSlackWindows(t *testing.T) {
 		sweepFrom(h.sh, 64)
 		r := rand.New(rand.NewPCG(seed, 99))
 		type timer struct {
-			ref               Ref
-			lo, hi            time.Duration // may run in [lo, hi]
-			exact             bool
-			ran               bool
-			cancelled, wasRun bool
+			ref       Ref
+			lo, hi    time.Duration // may run in [lo, hi]
+			exact     bool
+			ran       bool
+			cancelled bool
 		}
 		var timers []*timer
 		for tick := 0; tick < 3000; tick++ {
