@@ -63,9 +63,11 @@
 // wheel of the caller's P, taking that wheel with one compare-and-swap, so
 // that a timer set and cancelled on one goroutine usually stays on its
 // core; Cancel is one compare-and-swap on the timer's node, whichever P
-// calls it. A tick costs work
-// only for timers that are due: each shard is a hierarchical wheel, and an
-// idle shard sleeps until its next due slot, or parks when it has none.
+// calls it. A timer routed by key to another P's wheel crosses cores
+// through that wheel's queue, which costs about as much CPU as
+// time.AfterFunc. A tick costs work only for timers that are due: each
+// shard is a hierarchical wheel, and an idle shard sleeps until its next
+// due slot, or parks when it has none.
 package shardwheel
 
 import (

@@ -15,9 +15,9 @@ package shard
 // wheel, the share a wheel whose timers were cancelled en masse with
 // nothing filed after. It then
 // walks the arena in index order, a few nodes for every timer filed
-// (sweepPerFiled, in steps of sweepStep) and sweepPerPass per pass of the
-// shard goroutine, unlinking and freeing every cancelled node it finds
-// linked. The walk is sequential memory, so a node costs a few
+// (sweepPerFiled, in steps of sweepStep), or sweepPerPass per pass of the
+// shard goroutine when nothing was filed since its last pass, unlinking
+// and freeing every cancelled node it finds linked. The walk is sequential memory, so a node costs a few
 // nanoseconds; and as each step is short, the holder, pinned for it, never
 // holds off a garbage collection's stop-the-world for long. Once the walk
 // reaches the end of the arena the sweep ends and sets the next threshold.
@@ -35,6 +35,13 @@ type sweeper struct {
 	next   uint32 // the next node index to look at; 0 while no sweep runs
 	rate   int    // node visits each filed timer pays for in this sweep
 	credit int    // node visits earned by filing and not spent yet
+	// filed counts the timers filed since the shard goroutine's last
+	// pass. While timers are being filed their filers pay the sweep, and
+	// the goroutine leaves it to them: it may run on another P than the
+	// wheel's, and the nodes a sweep frees are the ones the wheel's P
+	// reuses next, so freeing them there would hand each to the next
+	// Schedule in another core's cache.
+	filed int
 }
 
 const (
@@ -58,6 +65,7 @@ const (
 // filed timers' share of a running one. Holder only.
 func (sh *Shard) paceSweep(n int) {
 	sw := &sh.h.sweep
+	sw.filed += n
 	if sw.next == 0 {
 		if sh.h.w.count < sw.at {
 			return
@@ -84,12 +92,17 @@ func (sh *Shard) startSweep() {
 
 // sweepHeld starts a sweep if the wheel holds more cancelled nodes than a
 // quarter of its linked ones and a 64th of its arena, and pays a pass's
-// share of a running sweep: the shard goroutine's part, at each pass.
-// While a sweep runs the goroutine passes every tick (see plan), so a wheel
-// whose timers were all cancelled is swept within about HighWater /
-// sweepPerPass ticks.
+// share of a running sweep when no timer was filed since the last pass:
+// the shard goroutine's part. While a sweep runs the goroutine passes
+// every tick (see plan), so a wheel whose timers were all cancelled is
+// swept within about HighWater / sweepPerPass ticks once filing stops.
 func (sh *Shard) sweepHeld() {
 	sw := &sh.h.sweep
+	filing := sw.filed > 0
+	sw.filed = 0
+	if filing && sw.next != 0 {
+		return // the filers pay it, on the wheel's P (see sweeper.filed)
+	}
 	if sw.next == 0 {
 		if !sh.sweepDue() {
 			return
