@@ -22,7 +22,8 @@ import (
 // (producers that find the wheel held push there); the flags every
 // Schedule reads (sleepUntil, closed, gid), which share a line only the
 // shard goroutine writes; Stop's fields; the holder's state. A lane is one
-// line of its own P's counters.
+// line of its own P's counters. The wheel, allocated apart, is padded on
+// both sides.
 func TestPaddedLayout(t *testing.T) {
 	assert.Equal(t, uintptr(pad.CacheLineSize), unsafe.Sizeof(lane{}), "a lane is one line")
 	var sh Shard
@@ -40,6 +41,12 @@ func TestPaddedLayout(t *testing.T) {
 	assert.Less(t, end(unsafe.Offsetof(sh.gid), unsafe.Sizeof(sh.gid))-flags, uintptr(pad.CacheLineSize), "the flags fit one line")
 	apart(end(unsafe.Offsetof(sh.gid), unsafe.Sizeof(sh.gid)), unsafe.Offsetof(sh.stopped), "flags, Stop's fields")
 	apart(end(unsafe.Offsetof(sh.claimed), unsafe.Sizeof(sh.claimed)), unsafe.Offsetof(sh.h), "Stop's fields, the holder's state")
+
+	// The wheel is an allocation of its own: a line of padding on each
+	// side of its fields keeps its neighbours in memory off them.
+	var w wheel
+	apart(0, unsafe.Offsetof(w.arena), "the wheel's start, its first field")
+	apart(end(unsafe.Offsetof(w.coarseBase), unsafe.Sizeof(w.coarseBase)), unsafe.Sizeof(w), "the wheel's last field, its end")
 }
 
 // TestRangeTable regenerates the range table of the package comment from

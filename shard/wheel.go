@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 
+	"github.com/shardwheel/shardwheel/internal/pad"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -42,7 +43,13 @@ import (
 // end finds its slot without a search. Prev == 0 means "not in the wheel".
 // An occupancy bitmap per level finds the next occupied slot without walking
 // empty ones.
+//
+// The wheel is its own allocation, written on every Schedule and Cancel
+// that files or unlinks a node: the pads keep whatever the allocator puts
+// beside it (another shard's wheel, say, written from another P) off its
+// cache lines.
 type wheel struct {
+	_        [pad.CacheLineSize]byte
 	arena    *pool.Arena
 	shift    uint   // log2(size/2): level l's slots are 2^(l*shift) ticks wide
 	size     uint64 // slots per level, a power of two >= 4
@@ -56,6 +63,7 @@ type wheel struct {
 	// coarse slot (l, slot) is slots[coarseBase + l*size + slot], its
 	// occupancy bit in occupied[levels+l].
 	coarseBase uint32
+	_          [pad.CacheLineSize]byte
 }
 
 // slotList holds the ends of one slot's list (node indices, 0 when empty)
