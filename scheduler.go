@@ -294,8 +294,8 @@ func (s *Scheduler) ShardOf(key uint64) int {
 //
 //   - Every runs a task periodically on a drift-free grid, with one node
 //     for the whole series and a policy (SkipMissed, BurstMissed,
-//     DelayMissed) for grid points missed while the shard was behind; a
-//     heartbeat no longer re-arms itself in its task.
+//     DelayMissed) for grid points missed while the shard was behind, so
+//     that a heartbeat need not re-arm itself in its task.
 //   - ScheduleWithin lets a timer run up to slack late, and files it
 //     where it costs the wheel least: no cascade, wake-ups shared with
 //     other timers with slack; timers without slack keep their precision.

@@ -11,15 +11,15 @@ import (
 // delay+slack from now (plus its shard's tick lag, as every timer), on the
 // shard that key routes to, and returns a handle to the timer.
 //
-// Within that window the shard picks the tick that costs least: the one
-// that the most timers with slack share, and, when the window holds the
-// start of a higher wheel level's slot (with the default wheel, a multiple
-// of 256 ticks: 256ms at the default tick), that start, where the timer is filed
-// in a slot that runs directly, never moved down the wheel. A million 60s
-// idle timeouts with 1s of slack so cost the shard no cascade work and a
-// few wake-ups a second instead of one per tick (see FEATURES.md for the
-// figures). Timers without slack keep their precision exactly: they never
-// share these slots.
+// Within that window the shard picks the tick with the most trailing zero
+// bits, so that timers with nearby windows tend to share ticks; when the
+// window holds the start of a higher wheel level's slot (with the default
+// wheel, a multiple of 256 ticks: 256ms at the default tick), that is the
+// tick, and the timer is filed in a slot that runs directly, never moved
+// down the wheel. A million 60s idle timeouts with 1s of slack so cost the
+// shard no cascade work and about two wake-ups a second instead of one per
+// tick (BENCHMARKS.md has the figures). Timers without slack keep their
+// precision exactly: they never share these slots.
 //
 // A slack <= 0 is Schedule's precision; the window is clamped to
 // MaxDelay. Reset makes the timer exact again: it runs at the new

@@ -39,9 +39,11 @@ import (
 // token it is is that task, and returns at once instead of waiting for
 // itself.
 //
-// Waiting costs nothing to timers that nobody waits for: a run's end loads
-// waiters, and only when it is not zero closes the channel notify points
-// to, which the first waiter made. Waiters never spin: they park on that
+// Timers that nobody waits for pay the publication (inline, the run word
+// replaces a flag the shard goroutine stored as often; with an executor,
+// a pooled execRun per run) and, at a run's end, one load of waiters: only
+// when it is not zero is the channel notify points to, which the first
+// waiter made, closed. Waiters never spin: they park on that
 // channel, re-checking after each close, and on their context.
 
 // runWordOf returns the run word of the timer of generation gen on node
