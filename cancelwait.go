@@ -11,8 +11,10 @@ import "context"
 // if ctx is done before the task has returned; a task that was not
 // running needs no wait, and then ctx is not looked at.
 //
-// Called from inside the timer's own task it returns false at once, with
-// a nil error: the task cannot wait for itself.
+// Called from inside the timer's own task it does not wait (the task
+// cannot wait for itself): it returns Cancel's result at once, with a nil
+// error: false for a one-shot timer, whose task has started; for a
+// periodic series, true if the series was still live.
 //
 // On a periodic timer (Every) it ends the series and waits for a run in
 // progress, returning true iff the series was still live; with ctx done
@@ -23,8 +25,11 @@ import "context"
 // running: CancelWait returns false at once. On the zero Timeout it
 // returns false, nil.
 //
-// The wait never blocks a shard: the shard publishes each run while it is
-// in flight, and wakes waiters, if there are any, when one ends. Timers
+// Waiting never blocks the shard of the timer waited for: the shard
+// publishes each run while it is in flight, and wakes waiters, if there
+// are any, when one ends. (A task that calls CancelWait on another timer
+// blocks its own shard's goroutine while it waits, as any blocking task
+// does.) Timers
 // nobody waits for still pay for that publication: with WithExecutor each
 // run goes through a pooled record, tens of nanoseconds (BENCHMARKS.md).
 func (t Timeout) CancelWait(ctx context.Context) (bool, error) {

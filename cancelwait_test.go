@@ -152,6 +152,33 @@ func TestCancelWaitFromTheTask(t *testing.T) {
 	}
 }
 
+// TestCancelWaitWaitsForTheTaskNotTheRunCall: with an executor whose run
+// call outlives the task it was given, CancelWait returns once the task
+// has returned, not when the run call does.
+func TestCancelWaitWaitsForTheTaskNotTheRunCall(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithExecutor(func(task func()) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			task()
+		}()
+		<-done
+		<-release // the run call lingers after its task has returned
+	}))
+	var returned atomic.Bool
+	tm, err := s.AfterFunc(0, func() { returned.Store(true) })
+	require.NoError(t, err)
+	require.Eventually(t, returned.Load, waitFor, time.Millisecond, "the task never ran")
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	ok, err := tm.CancelWait(ctx)
+	require.NoError(t, err, "CancelWait waited for the executor's run call, not for the task")
+	assert.False(t, ok)
+}
+
 // TestCancelWaitRacesExpiry races CancelWait with expiry many times on
 // every executor: true means the task never runs, false that it has
 // returned.

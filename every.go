@@ -79,8 +79,9 @@ func (s *Scheduler) Every(key uint64, period time.Duration, missed Missed, task 
 // Every is Scheduler.Every for a series whose task is the handler's
 // function called with key: it runs fn(key) at the grid points start +
 // k·period, on the shard that key routes to. Periods, policies, errors
-// and guarantees are Scheduler.Every's; with no closure it allocates only
-// the series' grid.
+// and guarantees are Scheduler.Every's, and the zero Handler's calls
+// return ErrNilTask; with no closure it allocates only the series'
+// record (80 bytes).
 func (h Handler) Every(key uint64, period time.Duration, missed Missed) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask

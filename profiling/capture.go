@@ -123,10 +123,11 @@ type Report struct {
 // rates, its ticks, re-filed timers and transfer cap hits, and the pending
 // count and queue depth at its end. The summary covers the whole capture;
 // its diagnosis explains each spike from its interval's sample alone, so
-// that it names the moment and the cause, which the totals dilute. Capture blocks until done and may run alongside other Captures
-// and profiles.
+// that it names the moment and the cause, which the totals dilute. Capture
+// blocks until done and may run alongside other Captures and profiles
+// (one execution trace at a time: see CaptureConfig.Trace).
 //
-// If ctx ends first, Capture stops early and still writes the four files,
+// If ctx ends first, Capture stops early and still writes its files,
 // covering the time captured; it then returns the Report together with an
 // error wrapping ctx.Err(), so errors.Is(err, context.Canceled) tells an
 // interruption from a failure. It also returns the Report, with an error,

@@ -19,9 +19,11 @@ import (
 //     that flag did.
 //   - an execRun, for a task handed to the executor (WithExecutor): the
 //     shard goroutine stores the word in the execRun before it hands the
-//     run over (while runWord still holds it), and the run itself clears
-//     it when the task has returned, on whatever goroutine the executor
-//     used. The execRuns are pooled: a run costs no allocation in steady
+//     run over, and only then replaces runWord's with runHandedOver, which
+//     keeps Quiet seeing a goroutine busy inside the executor's run call
+//     but matches no timer: a waiter waits for the task, which clears the
+//     execRun's word when it has returned, on whatever goroutine the
+//     executor used, and not for the run call. The execRuns are pooled: a run costs no allocation in steady
 //     state (a handler timer's run even saves the closure it used to
 //     allocate), and sh.runs lists every execRun ever made, for waiters to
 //     scan.
@@ -29,7 +31,7 @@ import (
 // A waiter that saw the timer end (its Cancel failed, or, for a periodic
 // timer, succeeded) looks for the word in runWord, then in the execRuns.
 // Since the word is stored before the CAS that fired the timer, and moves
-// from runWord to an execRun with no gap, a waiter that finds it nowhere
+// from runWord to an execRun with no gap (the execRun's store comes first), a waiter that finds it nowhere
 // knows that the task has returned or never started; one that finds it
 // waits until it is gone. A one-shot timer fires once and a cancelled
 // series runs no more, so the word, once gone, never comes back.
@@ -51,6 +53,11 @@ import (
 func runWordOf(idx uint32, gen uint64) uint64 {
 	return uint64(idx)<<38 | gen&(1<<38-1)
 }
+
+// runHandedOver is runWord while the shard goroutine is inside the
+// executor's run call: not 0, so that Quiet sees it busy, and no run word
+// (those are at least 1<<38, since a node index is never 0).
+const runHandedOver = 1
 
 // beginRun publishes that the shard goroutine is about to fire the timer
 // whose run word is word. Shard goroutine, before the CAS that fires it.
@@ -176,12 +183,15 @@ func (sh *Shard) takeRun() *execRun {
 
 // handOver gives the timer's task to the executor through an execRun: one
 // that publishes word until the task has returned, and for a series files
-// it again then. The shard goroutine, inside runTask; runWord holds word
-// until Config.Run returns, so the word is never unpublished meanwhile.
+// it again then. The shard goroutine, inside runTask. The execRun holds
+// the word before runWord lets go of it, so it is never unpublished while
+// the task may run; runWord then holds runHandedOver until Config.Run
+// returns (see Quiet).
 func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series bool) {
 	r := sh.takeRun()
 	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
 	r.word.Store(runWordOf(idx, gen))
+	sh.runWord.Store(runHandedOver)
 	sh.cfg.Run(r.do)
 }
 

@@ -44,7 +44,7 @@ import (
 // PeriodicMissed) and applies the policy:
 //
 //	SkipMissed   the run served them all: the next run is at the first grid point not yet come
-//	BurstMissed  each gets a run, back to back (inline, up to burstRuns per pass), then the grid goes on
+//	BurstMissed  each gets a run, back to back (inline, up to burstRuns each time the series comes due), then the grid goes on
 //	DelayMissed  the grid restarts at the run's return: the next run is one period after it
 //
 // # Reset
@@ -65,10 +65,13 @@ const (
 	DelayMissed
 )
 
-// burstRuns bounds the runs a burst makes back to back inline in one pass:
-// the rest of the shard's timers must not wait behind a series that cannot
-// catch up (a period shorter than its task). The next pass, a tick later,
-// goes on.
+// burstRuns bounds the runs a burst makes back to back inline each time
+// the series comes due: the rest of the shard's timers must not wait
+// behind a series that cannot catch up (a period shorter than its task).
+// The series is then due at the next tick; a pass that catches up on
+// several ticks meets it at each of them, so it may run it burstRuns
+// times more per tick it passes. With an executor a burst makes one run
+// per time the series comes due.
 const burstRuns = 64
 
 // startSeries makes the timer r describes, whose node is slot's and whose
