@@ -394,16 +394,8 @@ func (l *churnLoad) workStd(w *churnWorker) {
 		}
 		ring[slot] = t
 		n++
-		if n%churnPublish == 0 {
-			if n%churnProbeEvery == 0 {
-				l.probe(w, n)
-			}
-			w.schedules.Store(int64(n))
-			w.cancels.Store(cancels)
-			w.missed.Store(missed)
-			if l.stop.Load() {
-				break
-			}
+		if n%churnPublish == 0 && l.publish(w, n, cancels, missed) {
+			break
 		}
 	}
 	for _, t := range ring {
@@ -441,18 +433,23 @@ func (l *churnLoad) workWheel(w *churnWorker, keyed bool) {
 		}
 		ring[slot] = t
 		n++
-		if n%churnPublish == 0 {
-			if n%churnProbeEvery == 0 {
-				l.probe(w, n)
-			}
-			w.schedules.Store(int64(n))
-			w.cancels.Store(cancels)
-			w.missed.Store(missed)
-			if l.stop.Load() {
-				break
-			}
+		if n%churnPublish == 0 && l.publish(w, n, cancels, missed) {
+			break
 		}
 	}
+}
+
+// publish is a loop's every churnPublish-th iteration n: it schedules a
+// probe every churnProbeEvery iterations, publishes the goroutine's counts
+// and reports whether the load should stop.
+func (l *churnLoad) publish(w *churnWorker, n uint64, cancels, missed int64) (stop bool) {
+	if n%churnProbeEvery == 0 {
+		l.probe(w, n)
+	}
+	w.schedules.Store(int64(n))
+	w.cancels.Store(cancels)
+	w.missed.Store(missed)
+	return l.stop.Load()
 }
 
 // probe schedules one probe timer with the implementation's own call: it
