@@ -50,7 +50,9 @@ func (r *keyedRun) exec(st step) {
 			tm, err = r.s.ScheduleKey(st.key, d, task)
 		}
 		require.NoError(t, err)
-		require.True(t, tm.Pending())
+		if st.long { // a timer due at once may have run already
+			require.True(t, tm.Pending())
+		}
 		r.timers[st.name], r.ran[st.name] = tm, ran
 	case "cancel-key":
 		assert.Equal(t, st.want, r.s.CancelKey(st.key), "CancelKey(%d)", st.key)

@@ -29,9 +29,12 @@ type ShardStats struct {
 	// its wheel (cancelled ones not yet freed included) plus those in its
 	// queue.
 	Resident int `json:"resident"`
-	// Scheduled counts timers accepted by Schedule and its kin. Summed
-	// over the shards, at quiescence and after Stop, Scheduled = Fired +
-	// Cancelled + Stopped + Scheduler.Pending().
+	// Scheduled counts timers accepted by Schedule and its kin. Like every
+	// counter here it never decreases. Summed over the shards, at
+	// quiescence and after Stop, Scheduled = Fired + Cancelled + Stopped +
+	// Scheduler.Pending(), with one exception: a Schedule that races with
+	// Stop and returns ErrStopped stays counted if a Stats call counted it
+	// before Stop undid it.
 	Scheduled uint64 `json:"scheduled"`
 	// Fired counts tasks started.
 	Fired uint64 `json:"fired"`

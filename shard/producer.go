@@ -143,15 +143,20 @@ func (sh *Shard) scheduleHeld(r Request, rec *pool.Series, t uint64, flags state
 	sh.catchUp()
 	sh.file(idx, n, t)
 	sh.h.lastFiled = idx
+	sh.countFiled()
+	sh.wakeFor(t)
+	sh.paceSweep(1)
+	return makeRef(idx, gen), true
+}
+
+// countFiled counts a timer filed at once. Holder only.
+func (sh *Shard) countFiled() {
 	sh.h.counts[cScheduled]++
 	if c := sh.h.counts[cScheduled]; c&publishEvery == 0 {
 		// own carries the low bits (see scheduledNow): keep the
 		// published count within reach of them.
 		sh.stats.published[cScheduled].Store(c)
 	}
-	sh.wakeFor(t)
-	sh.paceSweep(1)
-	return makeRef(idx, gen), true
 }
 
 // scheduleQueued starts the timer's life on a node from the arena's lane

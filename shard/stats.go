@@ -107,11 +107,14 @@ type passWork struct{ transferred, refiled, fired, cascaded, filed int }
 // publish) and read by anyone.
 type workerStats struct {
 	published [numCounters]atomic.Uint64
-	tickLag   hist.Histogram
-	lateness  hist.Histogram
-	passTime  hist.Histogram
-	taskTime  hist.Histogram
-	tasks     uint64 // tasks run, for sampling
+	// scheduledSeen is the most Scheduled that Stats has reported
+	// (reportScheduled): written by readers only.
+	scheduledSeen atomic.Uint64
+	tickLag       hist.Histogram
+	lateness      hist.Histogram
+	passTime      hist.Histogram
+	taskTime      hist.Histogram
+	tasks         uint64 // tasks run, for sampling
 }
 
 // publish copies the holder's counters for readers. Holder only.
@@ -160,11 +163,36 @@ func (sh *Shard) sumLanes() laneSums {
 // brought up to date with the low bits the last holder left in own, plus
 // those pushed on the queue, less the Schedules undone by Stop. Any
 // goroutine.
+//
+// The published count and own's low bits are two readings of one counter:
+// the newer one wins. own's bits are newer unless a holder has published
+// its count (every publishEvery filings, or in publish) and not yet let
+// go: then they trail the published count by a little, which their 30-bit
+// difference shows as more than half the range.
 func (sh *Shard) scheduledNow(l laneSums) uint64 {
 	pub := sh.stats.published[cScheduled].Load()
 	low := sh.own.Load() >> ownCountShift & ownCountMask
-	held := pub + (low-pub)&ownCountMask
+	held := pub
+	if ahead := (low - pub) & ownCountMask; ahead < ownCountMask/2 {
+		held += ahead
+	}
 	return held + l.queued - l.undone
+}
+
+// reportScheduled returns the Scheduled figure Stats reports for the exact
+// count v: the most any Stats call has reported, so that the counter never
+// goes backwards. v itself can, by one for each Schedule that Stop undoes
+// (see undo), after a reader counted it. Any goroutine.
+func (sh *Shard) reportScheduled(v uint64) uint64 {
+	for {
+		seen := sh.stats.scheduledSeen.Load()
+		if v <= seen {
+			return seen
+		}
+		if sh.stats.scheduledSeen.CompareAndSwap(seen, v) {
+			return v
+		}
+	}
 }
 
 // Live returns the timers accepted and not yet ended: scheduled, less
@@ -190,7 +218,7 @@ func (sh *Shard) Stats() Stats {
 	// A node can be consumed before its Schedule call counts it, so the
 	// depth is clamped at 0.
 	st.Queued = int(l.queued - min(consumed, l.queued))
-	st.Scheduled = sh.scheduledNow(l)
+	st.Scheduled = sh.reportScheduled(sh.scheduledNow(l))
 	st.Cancelled = l.cancels
 	st.Reset = l.resets
 	st.Resident = int(p[cResident].Load()) + st.Queued

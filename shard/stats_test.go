@@ -92,3 +92,32 @@ func TestStatsOffRecordsNoDistributions(t *testing.T) {
 	assert.Zero(t, st.TaskTime.Count())
 	assert.Zero(t, st.TickLag.Count())
 }
+
+// The Scheduled figure comes from two readings of one counter (the
+// published count and own's low bits) plus lane counters that Stop's undo
+// takes back: whatever the interleaving, Stats never reports less than it
+// reported before.
+func TestStatsScheduledNeverGoesBackwards(t *testing.T) {
+	t.Run("a holder published a count it has not yet left in own", func(t *testing.T) {
+		h := newHarness(t)
+		unhold := holdWheel(t, h.sh)
+		h.sh.h.counts[cScheduled] = publishEvery // filed before this hold
+		unhold()
+		require.Equal(t, uint64(publishEvery), h.sh.Stats().Scheduled)
+
+		unhold = holdWheel(t, h.sh)
+		h.sh.countFiled() // reaches 2^20: published while still held
+		assert.Equal(t, uint64(publishEvery+1), h.sh.Stats().Scheduled, "while held")
+		unhold()
+		assert.Equal(t, uint64(publishEvery+1), h.sh.Stats().Scheduled, "after")
+	})
+	t.Run("a Schedule undone by Stop after a reader counted it", func(t *testing.T) {
+		h := newHarness(t)
+		ref := h.schedule(1, time.Hour)
+		require.Equal(t, uint64(1), h.sh.Stats().Scheduled)
+		h.sh.Close()
+		require.True(t, h.sh.undo(ref, &h.sh.lanes[0]))
+		assert.Zero(t, h.sh.scheduledNow(h.sh.sumLanes()), "the exact count")
+		assert.Equal(t, uint64(1), h.sh.Stats().Scheduled, "the reported one")
+	})
+}
