@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 // A proxy fails timed-out requests by id with one shared Handler instead of
@@ -423,7 +424,11 @@ func TestHandlerExpiryAllocatesNothing(t *testing.T) {
 	withExecutor := perTimer(true)
 	t.Logf("mallocs per expired Handler timer: inline %.3f, with executor %.3f", inline, withExecutor)
 	assert.Less(t, inline, 0.1)
-	assert.Less(t, withExecutor, 0.1)
+	if shard.CheapGoroutineToken {
+		assert.Less(t, withExecutor, 0.1)
+	} else {
+		assert.Less(t, withExecutor, 1.1, "the run's goroutine token alone")
+	}
 }
 
 // TestHandlerTimersNeverRunEarly: Handler timers, plain and keyed, run no

@@ -196,7 +196,9 @@ func WithMaxPending(n int) Option {
 // the task it gets tells the shard when the timer's own task has returned
 // (for CancelWait, and to run a periodic timer again), so a task that is
 // dropped leaves CancelWait waiting (until its context ends) and a
-// periodic timer stalled (its Cancel still ends it).
+// periodic timer stalled (its Cancel still ends it). Handing a task over
+// allocates nothing on amd64, arm64 and 386; elsewhere it allocates a
+// little, to name the goroutine that runs it (for CancelWait).
 func WithExecutor(run func(task func())) Option {
 	return func(c *config) error {
 		if run == nil {

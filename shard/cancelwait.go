@@ -23,9 +23,9 @@ import (
 //     keeps Quiet seeing a goroutine busy inside the executor's run call
 //     but matches no timer: a waiter waits for the task, which clears the
 //     execRun's word when it has returned, on whatever goroutine the
-//     executor used, and not for the run call. The execRuns are pooled: a run costs no allocation in steady
-//     state (a handler timer's run even saves the closure it used to
-//     allocate), and sh.runs lists every execRun ever made, for waiters to
+//     executor used, and not for the run call. The execRuns are pooled:
+//     a run costs no allocation in steady state where the goroutine
+//     token is cheap (CheapGoroutineToken), and sh.runs lists every execRun ever made, for waiters to
 //     scan.
 //
 // A waiter that saw the timer end (its Cancel failed, or, for a periodic

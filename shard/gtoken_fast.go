@@ -1,4 +1,4 @@
-//go:build (amd64 || arm64) && gc
+//go:build (amd64 || arm64 || 386) && gc
 
 package shard
 
@@ -11,3 +11,8 @@ func getg() uintptr
 // goroutineToken returns a token of the calling goroutine (see gtoken.go):
 // never 0.
 func goroutineToken() uintptr { return getg() }
+
+// CheapGoroutineToken reports whether a run handed to an executor records
+// its goroutine (see Config.Run) without allocating: true on this
+// platform.
+const CheapGoroutineToken = true
