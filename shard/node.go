@@ -12,9 +12,16 @@ import (
 // want of a shared free node (starved), the next holder moves a quarter of
 // its own free list to the arena's shared lists: at least shareMin nodes
 // (or all it has), at most shareMax, which bounds the work of a pass.
+//
+// The holder's own list is also kept to ownFreeMax nodes: past it, every
+// shareMin-th free moves shareMin nodes to the shared lists (spill). Else
+// the nodes a burst of expiries and sweeps freed would sit where only the
+// holder reaches them, while producers on other Ps grew the arena beside
+// them, a little more with every burst.
 const (
-	shareMin = 1024
-	shareMax = 1 << 16
+	shareMin   = 1024
+	shareMax   = 1 << 16
+	ownFreeMax = shareMax
 )
 
 // takeFree pops a node off the holder's free list. Holder only.
@@ -110,8 +117,8 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
 }
 
 // freeNode frees a node whose timer has ended (fired or cancelled) and
-// which is in no list: onto the holder's own list, or, once that is long,
-// the arena's. An indexed timer's key index hears of its end first, while
+// which is in no list: onto the holder's own list, whose excess goes on to
+// the arena's (spill). An indexed timer's key index hears of its end first, while
 // the node's Key and generation still describe it: at once if the holder
 // may block, else the node waits on h.unindex for the shard goroutine.
 // Holder only.
@@ -133,6 +140,9 @@ func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
 	sh.arena.Slot(idx).Clear()
 	n.Next, sh.h.free = sh.h.free, idx
 	sh.h.nfree++
+	if sh.h.nfree > ownFreeMax+shareMin {
+		sh.spill(shareMin)
+	}
 }
 
 // share moves a quarter of the holder's own free list (see shareMin) to
@@ -144,8 +154,14 @@ func (sh *Shard) share() {
 		return
 	}
 	sh.starved.Store(false)
+	sh.spill(min(sh.h.nfree, max(shareMin, sh.h.nfree/4), shareMax))
+}
+
+// spill moves n nodes of the holder's own free list, which must hold that
+// many, to the arena's shared lists, with one CAS. Holder only.
+func (sh *Shard) spill(n int) {
 	var c pool.Chain
-	for range min(sh.h.nfree, max(shareMin, sh.h.nfree/4), shareMax) {
+	for range n {
 		idx, _ := sh.takeFree()
 		sh.arena.Add(&c, idx)
 	}

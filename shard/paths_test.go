@@ -245,3 +245,30 @@ func TestCancelRacingTheSweepAndExpiry(t *testing.T) {
 		t.Logf("cancelled %d, swept %d in %d sweeps, taken back %d", st.Cancelled, st.Swept, st.Sweeps, st.TakenBack)
 	})
 }
+
+// The holder keeps at most ownFreeMax+shareMin freed nodes to itself; the
+// rest go to the arena's shared lists, where producers that do not hold the
+// wheel find them: a second burst from such a producer reuses the first
+// burst's nodes instead of growing the arena beside them.
+func TestFreedNodesReachProducersWithoutTheWheel(t *testing.T) {
+	h := newHarness(t)
+	const n = 4 * ownFreeMax
+	burst := func() {
+		unhold := holdWheel(t, h.sh) // a producer that finds the wheel held
+		for i := range n {
+			_, rej := sched(h.sh, uint64(i), testTick, func() {})
+			require.Equal(t, Accepted, rej)
+		}
+		unhold()
+		for i := 0; h.pending() > 0; i++ { // taken in and fired: the holder frees them all
+			require.Less(t, i, 1000, "timers left: %d", h.pending())
+			h.step(testTick)
+		}
+	}
+	burst()
+	grown := h.sh.arena.HighWater()
+	assert.LessOrEqual(t, h.sh.h.nfree, ownFreeMax+shareMin, "kept by the holder")
+	burst()
+	assert.LessOrEqual(t, h.sh.arena.HighWater(), grown+ownFreeMax+shareMin,
+		"the second burst found the first one's nodes (arena grew by %d)", h.sh.arena.HighWater()-grown)
+}

@@ -208,7 +208,7 @@ type holder struct {
 	// holder hands out, with no atomic operation; nfree counts them.
 	// Producers that do not hold the wheel take theirs from the arena's
 	// shared lists, which the holder feeds from this list when they run
-	// dry (share).
+	// dry (share) and when it grows long (spill).
 	free      uint32
 	nfree     int
 	lastFiled uint32 // the node the last Schedule filed, published in own
