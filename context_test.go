@@ -612,7 +612,9 @@ func TestContextSurvivesStop(t *testing.T) {
 
 	got := s.Stop()
 	assert.Equal(t, []shardwheel.Timeout{kept}, got, "Stop returns the user's timer only")
-	assert.Nil(t, expiring.Err())
+	if expiring.Err() != nil { // Stop took longer than the timeout
+		assert.GreaterOrEqual(t, time.Since(start), timeout, "expired early")
+	}
 	cancel()
 	assert.Equal(t, context.Canceled, cancelled.Err())
 
@@ -634,7 +636,9 @@ func TestCancelFuncAsTaskSurvivesStop(t *testing.T) {
 	_, err := s.AfterFunc(30*time.Millisecond, cancel)
 	require.NoError(t, err)
 	assert.Empty(t, s.Stop())
-	assert.Nil(t, ctx.Err())
+	if ctx.Err() != nil { // Stop took longer than the timer's delay
+		assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "cancelled early")
+	}
 	waitDone(t, ctx, "ctx")
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond)
 	assert.Equal(t, context.Canceled, ctx.Err())

@@ -132,7 +132,7 @@ func ExampleScheduler_WithTimeout() {
 		},
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := s.WithTimeout(r.Context(), 50*time.Millisecond)
+		ctx, cancel := s.WithTimeout(r.Context(), 500*time.Millisecond)
 		defer cancel() // also when ReverseProxy panics with http.ErrAbortHandler
 		proxy.ServeHTTP(w, r.WithContext(ctx))
 	})

@@ -42,7 +42,10 @@ func TestExpvarOneLiner(t *testing.T) {
 	require.True(t, tms[0].Cancel())
 	_, err := s.Schedule(7, 0, noop)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 1 }, waitFor, pollEvery)
+	require.Eventually(t, func() bool {
+		st := s.Stats().Total // lateness is recorded once the task has run
+		return st.Fired == 1 && st.Lateness.Count() == 1
+	}, waitFor, pollEvery)
 
 	rec := httptest.NewRecorder()
 	expvar.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/vars", nil))

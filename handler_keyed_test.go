@@ -136,7 +136,7 @@ func TestScheduleKeyReplacesWhateverTheTask(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, old2.Pending(), "replaced closure timer")
 
-	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	waitTasksReturned(t, s)
 	assert.Equal(t, int32(1), closureRan.Load(), "only the closure timer on key 7 runs")
 	assert.Equal(t, int32(1), handlerRan.Load(), "only the Handler timer on key 8 runs")
 	st := s.Stats().Total

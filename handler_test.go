@@ -77,7 +77,7 @@ func TestHandlerTimersRunWithTheirKey(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	waitTasksReturned(t, s)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, ran, 3*n)

@@ -36,6 +36,15 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
+// waitTasksReturned waits until s has no pending timer, then stops it, which
+// waits for the tasks still running: Pending drops when a task starts, not
+// when it returns.
+func waitTasksReturned(t testing.TB, s *shardwheel.Scheduler) {
+	t.Helper()
+	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	require.Empty(t, s.Stop(), "nothing was pending")
+}
+
 // hangLimit bounds a scenario that would deadlock with a blocking
 // hand-off: past it the test reports the hang, with the goroutines' stacks,
 // instead of hanging CI.

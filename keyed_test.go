@@ -376,11 +376,12 @@ func TestResetKeyNeverEarly(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+	assert.False(t, s.ResetKey(0, delay), "a timer that ran is not reset")
+	waitTasksReturned(t, s)
 	for k := range n {
 		ran, reset := time.Duration(ranAt[k].Load()), time.Duration(lastReset[k].Load())
 		assert.GreaterOrEqual(t, ran, reset+delay, "key %d ran %v after its last reset, before the delay", k, ran-reset)
 	}
-	assert.False(t, s.ResetKey(0, delay), "a timer that ran is not reset")
 }
 
 // TestStopReturnsIndexedTimers stops a scheduler holding indexed and plain

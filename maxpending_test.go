@@ -102,11 +102,12 @@ func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 
 	// A cancel on shard 0 makes room for a timer on shard 3.
 	require.True(t, handles[0].Cancel())
-	tm, err := s.Schedule(keys[len(keys)-1], time.Millisecond, func() {})
+	tm, err := s.Schedule(keys[len(keys)-1], time.Hour, func() {})
 	require.NoError(t, err, "the returned token is found")
 	reject()
 
 	// That timer firing makes room too.
+	require.True(t, tm.Reset(0))
 	require.Eventually(t, func() bool { return !tm.Pending() }, waitFor, pollEvery)
 	require.Eventually(t, func() bool {
 		_, err := s.Schedule(keys[1], time.Hour, func() {})

@@ -192,7 +192,7 @@ func TestGOMAXPROCSChangesWhileTimersRun(t *testing.T) {
 	close(stop)
 	flipper.Wait()
 	runtime.GOMAXPROCS(2)
-	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery, "every timer ends")
+	waitTasksReturned(t, s)
 	for p := range out {
 		for i := range out[p] {
 			require.Equal(t, int32(1), out[p][i].ends(), "producer %d timer %d", p, i)

@@ -228,6 +228,8 @@ func TestEveryInstrument(t *testing.T) {
 func TestQuantilesCoverTheInterval(t *testing.T) {
 	s := newScenario(t, shardwheel.WithTick(time.Millisecond))
 	reader := register(t, s)
+	// Lateness is recorded once a pass's tasks have run.
+	require.Eventually(t, func() bool { return s.Stats().Total.Lateness.Count() == 3 }, waitFor, pollEvery)
 	first := s.Stats() // taken before the collection: Fired still 3
 	collect(t, reader)
 	for k := range uint64(100) {

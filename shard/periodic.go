@@ -200,11 +200,15 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 	return t, true, true, false
 }
 
-// countRun counts a run of a series, which serves its next grid point.
-// Shard goroutine.
+// countRun counts a run of a series, which serves its next grid point,
+// before the run starts. Shard goroutine.
 func (sh *Shard) countRun(rec *pool.Series) {
 	rec.Served++
 	sh.h.counts[cPeriodicRuns]++
+	// Published at once, as Fired is: the pass may go on holding the
+	// wheel after the run, and a caller whose CancelWait saw the run end
+	// must find it counted.
+	sh.stats.published[cPeriodicRuns].Store(sh.h.counts[cPeriodicRuns])
 	sh.work.fired++
 }
 
