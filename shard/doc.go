@@ -108,7 +108,8 @@
 //	          on the holder's P.
 //	reuse     the next Schedule on this P takes the node  the pusher takes from its own lane of the
 //	          from the holder's list: written by this P.  arena's shared lists, which holders feed
-//	                                                      when they run dry (share).
+//	          Past ownFreeMax nodes, that list spills     when they run dry (share) and when their
+//	          to the arena's shared lists.                own lists grow long (spill).
 //	expire    the shard goroutine: the slot list and the  the same: the key's shard's goroutine.
 //	          nodes due (written by their schedulers or
 //	          the last cascade), the task.
