@@ -414,3 +414,25 @@ func TestSeriesAllocatesNothingPerRun(t *testing.T) {
 		})
 	}
 }
+
+// A run is in Stats from the moment it starts, as a fired timer is: the
+// pass may go on holding the wheel after it (with Stats then showing the
+// figures published before the pass), and a caller whose CancelWait saw
+// the run end must find it counted.
+func TestSeriesRunIsCountedWhenItStarts(t *testing.T) {
+	for _, missed := range []uint8{SkipMissed, BurstMissed} {
+		t.Run(fmt.Sprintf("missed=%d", missed), func(t *testing.T) {
+			h := newHarness(t)
+			runs := uint64(0)
+			_, rej := schedSeries(h.sh, 1, testTick, missed, func() {
+				runs++
+				assert.Equal(t, runs, h.sh.Stats().PeriodicRuns, "seen from inside run %d", runs)
+			})
+			require.Equal(t, Accepted, rej)
+			h.step(3 * testTick)
+			h.clock.Advance(3 * testTick) // missed points: a burst runs them back to back
+			h.pass()
+			require.GreaterOrEqual(t, runs, uint64(4))
+		})
+	}
+}
