@@ -68,8 +68,7 @@ func TestBlockingTaskDelaysButNeverReorders(t *testing.T) {
 	const block = 50 * time.Millisecond
 	var mu sync.Mutex
 	var order []int
-	_, err := s.Schedule(0, time.Millisecond, func() { time.Sleep(block) })
-	require.NoError(t, err)
+	release := blockShard(t, s)
 	for i := 1; i <= 40; i++ {
 		_, err := s.Schedule(uint64(i), time.Duration(2+i)*time.Millisecond, func() {
 			mu.Lock()
@@ -78,6 +77,8 @@ func TestBlockingTaskDelaysButNeverReorders(t *testing.T) {
 		})
 		require.NoError(t, err)
 	}
+	time.Sleep(block) // the shard stays blocked past every deadline, and longer
+	release()
 	// Not Pending() == 0: a timer stops counting as pending when its task
 	// starts, before the task has appended.
 	require.Eventually(t, func() bool {
