@@ -171,7 +171,8 @@ func (sh *Shard) signal() {
 }
 
 // wakeFor wakes the shard goroutine if it plans to sleep past tick t, the
-// deadline of a timer its caller just filed. Holder only. (In the shard
+// deadline of a timer its caller just filed, queued, or reset earlier while
+// it waits in the queue. Any goroutine; never blocks. (In the shard
 // goroutine's own pass the plan is made after the filing, so a signal then
 // only costs a pass.)
 //

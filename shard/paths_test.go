@@ -272,3 +272,37 @@ func TestFreedNodesReachProducersWithoutTheWheel(t *testing.T) {
 	assert.LessOrEqual(t, h.sh.arena.HighWater(), grown+ownFreeMax+shareMin,
 		"the second burst found the first one's nodes (arena grew by %d)", h.sh.arena.HighWater()-grown)
 }
+
+// A timer still in the queue (its producer found the wheel held) is filed
+// only when the shard goroutine takes the queue in: a Reset that moves it
+// earlier than the goroutine's plan must wake it, or the timer runs as late
+// as that plan.
+func TestResetOfAQueuedTimerWakesTheShardGoroutine(t *testing.T) {
+	h := newHarness(t)
+	h.schedule(1, time.Hour) // filed; the pass plans to sleep until it
+	drainWake := func() {
+		select {
+		case <-h.sh.wake:
+		default:
+		}
+	}
+	far := h.sh.floorTick(h.clock.Now()) + 1000
+	require.Greater(t, h.sh.sleepUntil.Load(), far)
+
+	unhold := holdWheel(t, h.sh)
+	r, rej := sched(h.sh, 2, time.Hour, func() { h.fired[2] = h.clock.Now() })
+	require.Equal(t, Accepted, rej)
+	unhold()
+	drainWake()
+	require.Greater(t, h.sh.sleepUntil.Load(), far, "a queued timer an hour away wakes nobody")
+
+	resetAt := h.clock.Now()
+	require.True(t, h.sh.Reset(r, 3*testTick))
+	due := h.sh.deadlineTick(resetAt, 3*testTick)
+	assert.LessOrEqual(t, h.sh.sleepUntil.Load(), due, "the goroutine's plan")
+	assert.Len(t, h.sh.wake, 1, "the goroutine is woken")
+
+	h.runOut()
+	require.Contains(t, h.fired, 2)
+	assert.Equal(t, h.sh.tickTime(due), h.fired[2], "at its new deadline's tick")
+}

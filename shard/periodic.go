@@ -314,10 +314,7 @@ func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Durat
 			break // ended since: the Reset came first
 		}
 		if ok, queue := reset(n, s, t); ok {
-			if queue {
-				sh.attention.Push(r.idx, sh.arena.Link(r.idx))
-				sh.holdAndTakeIn()
-			}
+			sh.noticeReset(r.idx, s, t, queue)
 			break
 		}
 	}

@@ -389,12 +389,25 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 		}
 		if ok, queue := reset(n, s, t); ok {
 			sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
-			if queue {
-				sh.attention.Push(r.idx, sh.arena.Link(r.idx))
-				sh.holdAndTakeIn()
-			}
+			sh.noticeReset(r.idx, s, t, queue)
 			return true
 		}
+	}
+}
+
+// noticeReset makes sure the timer on node idx runs at tick t, where a
+// Reset from state s has just moved its deadline: a filed timer now due
+// earlier (queue) goes on the attention stack for the holder to file
+// again; one still in the queue (statusNew) is filed at t when it is taken
+// in, which the shard goroutine, asleep until a later tick, would not do
+// before then: wakeFor wakes it. Never waits.
+func (sh *Shard) noticeReset(idx uint32, s state, t uint64, queue bool) {
+	switch {
+	case queue:
+		sh.attention.Push(idx, sh.arena.Link(idx))
+		sh.holdAndTakeIn()
+	case s.status() == statusNew:
+		sh.wakeFor(t)
 	}
 }
 
