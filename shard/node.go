@@ -140,7 +140,7 @@ func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
 	sh.arena.Slot(idx).Clear()
 	n.Next, sh.h.free = sh.h.free, idx
 	sh.h.nfree++
-	if sh.h.nfree > ownFreeMax+shareMin {
+	if sh.h.nfree > ownFreeMax {
 		sh.spill(shareMin)
 	}
 }

@@ -149,8 +149,11 @@ func (sh *Shard) sumLanes() laneSums {
 	var s laneSums
 	for i := range sh.lanes {
 		l := &sh.lanes[i]
-		s.queued += l.queued.Load()
+		// undone before queued: an undo follows its own push, so a
+		// reader that sees the undo sees the push too, and Scheduled
+		// never reads an undone push as a negative count.
 		s.undone += l.undone.Load()
+		s.queued += l.queued.Load()
 		s.resets += l.resets.Load()
 		s.cancels += l.cancels.Load()
 		s.missed += l.missed.Load()
@@ -176,7 +179,7 @@ func (sh *Shard) scheduledNow(l laneSums) uint64 {
 	if ahead := (low - pub) & ownCountMask; ahead < ownCountMask/2 {
 		held += ahead
 	}
-	return held + l.queued - l.undone
+	return held + l.queued - min(l.undone, held+l.queued)
 }
 
 // reportScheduled returns the Scheduled figure Stats reports for the exact

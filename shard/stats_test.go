@@ -120,4 +120,11 @@ func TestStatsScheduledNeverGoesBackwards(t *testing.T) {
 		assert.Zero(t, h.sh.scheduledNow(h.sh.sumLanes()), "the exact count")
 		assert.Equal(t, uint64(1), h.sh.Stats().Scheduled, "the reported one")
 	})
+	t.Run("a reading that met an undo but not its push", func(t *testing.T) {
+		h := newHarness(t)
+		// sumLanes reads undone first, so this torn reading cannot
+		// happen; were it read, it must not wrap to 2^64-1, which the
+		// reported maximum would then keep for good.
+		assert.Zero(t, h.sh.scheduledNow(laneSums{undone: 1}))
+	})
 }
