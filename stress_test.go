@@ -45,6 +45,18 @@ func TestStressExactlyOnce(t *testing.T) {
 	})
 }
 
+// counters returns the fields of st that ShardStats documents as counters,
+// which never decrease.
+func counters(st shardwheel.ShardStats) map[string]uint64 {
+	return map[string]uint64{
+		"Scheduled": st.Scheduled, "Fired": st.Fired, "Cancelled": st.Cancelled,
+		"TakenBack": st.TakenBack, "Reset": st.Reset, "Stopped": st.Stopped,
+		"CapHits": st.CapHits, "Ticks": st.Ticks, "TicksSkipped": st.TicksSkipped,
+		"Refiled": st.Refiled, "Sweeps": st.Sweeps, "Swept": st.Swept,
+		"Panics": st.Panics, "PeriodicRuns": st.PeriodicRuns, "PeriodicMissed": st.PeriodicMissed,
+	}
+}
+
 func stress(t *testing.T, shards, workers, opsPerWorker int) {
 	s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Millisecond),
 		shardwheel.WithFirstBlock(64), shardwheel.WithTransferCap(50))
@@ -61,13 +73,15 @@ func stress(t *testing.T, shards, workers, opsPerWorker int) {
 	readerDone := make(chan struct{})
 	go func() { // a monitoring loop reading Stats while the shards work
 		defer close(readerDone)
-		var last uint64
+		var last map[string]uint64
 		for done.Load() < int64(workers*opsPerWorker) {
-			st := s.Stats()
-			if !assert.GreaterOrEqual(t, st.Total.Scheduled, last, "Scheduled went backwards") {
-				return
+			now := counters(s.Stats().Total)
+			for name, v := range now {
+				if !assert.GreaterOrEqual(t, v, last[name], "%s went backwards", name) {
+					return
+				}
 			}
-			last = st.Total.Scheduled
+			last = now
 			runtime.Gosched()
 		}
 	}()

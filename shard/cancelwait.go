@@ -25,8 +25,8 @@ import (
 //     execRun's word when it has returned, on whatever goroutine the
 //     executor used, and not for the run call. The execRuns are pooled:
 //     a run costs no allocation in steady state where the goroutine
-//     token is cheap (CheapGoroutineToken), and sh.runs lists every execRun ever made, for waiters to
-//     scan.
+//     token is cheap (CheapGoroutineToken), and sh.runs lists every
+//     execRun ever made, for waiters to scan.
 //
 // A waiter that saw the timer end (its Cancel failed, or, for a periodic
 // timer, succeeded) looks for the word in runWord, then in the execRuns.

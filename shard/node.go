@@ -117,10 +117,11 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
 }
 
 // freeNode frees a node whose timer has ended (fired or cancelled) and
-// which is in no list: onto the holder's own list, whose excess goes on to
-// the arena's (spill). An indexed timer's key index hears of its end first, while
-// the node's Key and generation still describe it: at once if the holder
-// may block, else the node waits on h.unindex for the shard goroutine.
+// which is in no list: onto the holder's own list, whose excess goes on
+// to the arena's (spill). An indexed timer's key index hears of its end
+// first, while the node's Key and generation still describe it: at once
+// if the holder may block, else the node waits on h.unindex for the shard
+// goroutine.
 // Holder only.
 func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
 	n.Prev = 0

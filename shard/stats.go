@@ -171,12 +171,12 @@ func (sh *Shard) sumLanes() laneSums {
 // the newer one wins. own's bits are newer unless a holder has published
 // its count (every publishEvery filings, or in publish) and not yet let
 // go: then they trail the published count by a little, which their 30-bit
-// difference shows as more than half the range.
+// difference shows as half the range or more.
 func (sh *Shard) scheduledNow(l laneSums) uint64 {
 	pub := sh.stats.published[cScheduled].Load()
 	low := sh.own.Load() >> ownCountShift & ownCountMask
 	held := pub
-	if ahead := (low - pub) & ownCountMask; ahead < ownCountMask/2 {
+	if ahead := (low - pub) & ownCountMask; ahead < 1<<(ownCountBits-1) {
 		held += ahead
 	}
 	return held + l.queued - min(l.undone, held+l.queued)
