@@ -75,8 +75,9 @@ func TestScale(t *testing.T) {
 		}, time.Minute, pollEvery, "cycle %d: cancelled timers still held", cycle)
 		heap[cycle] = heapInUse()
 	}
-	// The second cycle reuses the first one's nodes: the heap does not grow.
-	assert.InEpsilon(t, float64(heap[0]), float64(heap[1]), 0.05, "heap after cycle 1: %d, after cycle 2: %d", heap[0], heap[1])
+	// The second cycle reuses the first one's nodes, or blocks given back
+	// since: the heap does not grow.
+	assert.LessOrEqual(t, float64(heap[1]), 1.05*float64(heap[0]), "heap after cycle 1: %d, after cycle 2: %d", heap[0], heap[1])
 	st := s.Stats()
 	assert.EqualValues(t, 2*expiring, st.Total.Fired)
 	assert.EqualValues(t, 2*resident, st.Total.Cancelled)

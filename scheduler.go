@@ -346,7 +346,7 @@ func (s *Scheduler) scheduleOn(sh *shard.Shard, r shard.Request) (Timeout, error
 	var ref shard.Ref
 	var rej shard.Reject
 	for {
-		if ref, rej = sh.Schedule(r); rej != shard.NoTokens || !s.borrowTokens(sh) {
+		if ref, rej = sh.Schedule(&r); rej != shard.NoTokens || !s.borrowTokens(sh) {
 			break
 		}
 	}

@@ -5,24 +5,35 @@ package pool
 // Allocated reports whether the block holding idx exists. HighWater can run
 // ahead of block installation for a moment while a producer grows the arena.
 func (a *Arena) Allocated(idx uint32) bool {
-	blk, _ := a.locate(idx)
-	return a.blocks[blk].Load() != nil
+	if idx >= a.bigFirst {
+		t := a.table(false)
+		return t != nil && t[a.BigBlock(idx)].b.Load() != nil
+	}
+	blk, _ := a.locateSmall(idx)
+	return a.small[blk].Load() != nil
 }
 
 // Bytes returns the memory the arena's blocks hold now.
 func (a *Arena) Bytes() int {
 	n := 0
-	for i := range a.blocks {
-		if b := a.blocks[i].Load(); b != nil {
-			per := BaseNodeBytes
-			if b.tasks.Load() != nil {
-				per += TaskBytes
-			}
-			if b.handlers.Load() != nil {
-				per += HandlerBytes
-			}
-			n += a.blockSize(uint32(i)) * per
+	count := func(b *block) {
+		if b == nil {
+			return
 		}
+		per := BaseNodeBytes
+		if b.tasks.Load() != nil {
+			per += TaskBytes
+		}
+		if b.handlers.Load() != nil {
+			per += HandlerBytes
+		}
+		n += len(b.nodes) * per
+	}
+	for i := range a.small {
+		count(a.small[i].Load())
+	}
+	for i := range a.table(false) {
+		count(a.table(false)[i].b.Load())
 	}
 	return n
 }

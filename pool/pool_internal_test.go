@@ -9,12 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// refLayout is the documented block layout, computed independently of locate
-// and blockSize: block 0 holds 2^firstBits nodes, each later block as many as
-// all before it until blocks reach max(2^18, block 0), then that many. It
-// returns the blocks that tile [0, MaxNodes).
+// refLayout is the documented block layout, computed independently of the
+// package's arithmetic: block 0 holds 2^firstBits nodes, each later block as
+// many as all before it until blocks reach max(2^14, block 0), then that
+// many. It returns the blocks that tile [0, MaxNodes).
 func refLayout(firstBits uint) (starts, sizes []uint32) {
-	maxSize := uint64(1) << max(firstBits, 18)
+	maxSize := uint64(1) << max(firstBits, 14)
 	total := uint64(0)
 	for total < MaxNodes {
 		size := uint64(1) << firstBits
@@ -28,11 +28,28 @@ func refLayout(firstBits uint) (starts, sizes []uint32) {
 	return starts, sizes
 }
 
+// locate is the block of idx as the package numbers them: small blocks
+// first, then big block k as len(small)+k.
+func (a *Arena) locate(idx uint32) (blk, off uint32) {
+	if idx < a.bigFirst {
+		return a.locateSmall(idx)
+	}
+	small := uint32(a.bigBits-a.firstBits) + 1
+	return small + uint32(a.BigBlock(idx)), idx & (a.bigFirst - 1)
+}
+
+func (a *Arena) blockSize(blk uint32) int {
+	if small := uint32(a.bigBits-a.firstBits) + 1; blk >= small {
+		return int(a.bigFirst)
+	}
+	return a.smallSize(blk)
+}
+
 // TestLocate checks the index arithmetic over the whole index space, for
 // every possible first block size, without allocating any block: every index
-// below MaxNodes, up to Capacity's highest, lands in a block that the block
-// array can hold, at an offset within that block, and locate is a bijection
-// onto the documented layout.
+// below MaxNodes, up to Capacity's highest, lands in a block that the
+// tables can hold, at an offset within that block, and the arithmetic is a
+// bijection onto the documented layout.
 func TestLocate(t *testing.T) {
 	for firstBits := uint(6); firstBits <= 22; firstBits++ {
 		first := 1 << firstBits
@@ -40,7 +57,9 @@ func TestLocate(t *testing.T) {
 			a := New(first, 1)
 			require.Equal(t, firstBits, a.firstBits)
 			starts, sizes := refLayout(firstBits)
-			require.LessOrEqual(t, len(starts), maxBlocks, "the block array is too small")
+			small := int(a.bigBits-a.firstBits) + 1
+			require.LessOrEqual(t, small, maxSmall, "the small block array is too small")
+			require.Equal(t, MaxNodes>>a.bigBits-1, len(starts)-small, "the big table covers the rest")
 			require.Equal(t, uint64(MaxNodes), uint64(starts[len(starts)-1])+uint64(sizes[len(sizes)-1]),
 				"the layout must end exactly at MaxNodes")
 
@@ -65,10 +84,9 @@ func TestLocate(t *testing.T) {
 				}
 			}
 
-			// The highest index Capacity allows maps inside the
-			// block array, to the last offset of the last block.
+			// The highest index Capacity allows maps to the last offset
+			// of the last block.
 			blk, off := a.locate(MaxNodes - 1)
-			assert.Less(t, int(blk), len(a.blocks))
 			assert.Equal(t, len(starts)-1, int(blk))
 			assert.Equal(t, uint32(a.blockSize(blk)-1), off)
 			assert.False(t, a.Allocated(MaxNodes-1))
@@ -86,7 +104,7 @@ func TestCapacity(t *testing.T) {
 	require.True(t, ok, "the last index is still available")
 	assert.Equal(t, uint32(MaxNodes-1), idx)
 	assert.Equal(t, uint32(MaxNodes), a.HighWater())
-	assert.Equal(t, (1<<maxBlockBits)*BaseNodeBytes, a.Bytes(), "only the last block exists")
+	assert.Equal(t, (1<<minBigBits)*BaseNodeBytes, a.Bytes(), "only the last block exists")
 	assert.Same(t, a.Node(idx), a.Find(idx))
 	a.Node(idx).Key = 42
 

@@ -33,12 +33,12 @@ func put(a *pool.Arena, lane int, idx uint32) {
 // layout is the block layout the package documents, computed independently
 // of the package: block 0 holds first rounded up to a power of two (clamped
 // to [64, MaxFirst]); each later block is as large as all before it, capped
-// at max(2^18, block 0). It returns the first index of every block that
+// at max(2^14, block 0). It returns the first index of every block that
 // starts below limit, and their sizes.
 func layout(first int, limit uint64) (starts, sizes []uint64) {
 	first = min(max(first, 64), pool.MaxFirst)
 	b0 := uint64(1) << bits.Len(uint(first-1))
-	maxSize := max(b0, 1<<18)
+	maxSize := max(b0, 1<<14)
 	total := uint64(0)
 	for total < limit {
 		size := b0
@@ -228,11 +228,11 @@ func TestBlockLayout(t *testing.T) {
 		first int
 		n     int // Gets to do
 	}{
-		// Up to the first index of the second full-size (2^18) block: the
-		// doubling blocks, then one doubling 2^18 block, then linear growth.
-		{first: 64, n: 1<<19 + 5},
+		// Up to the first index of the second full-size (2^14) block: the
+		// doubling blocks, then one doubling 2^14 block, then linear growth.
+		{first: 64, n: 1<<16 + 5},
 		{first: 100, n: 5000},   // rounded to 128
-		{first: 1024, n: 70000}, // 1024, 1024, 2048, ... 65536
+		{first: 1024, n: 70000}, // 1024, 1024, 2048, ... 8192, then 16384 each
 		// Block 0 is already 2^18: every later block has the same size.
 		{first: 1 << 18, n: 1<<19 + 5},
 		// Block 0 alone is 184 MB; later blocks are covered by the
@@ -240,7 +240,7 @@ func TestBlockLayout(t *testing.T) {
 		{first: pool.MaxFirst, n: 5000},
 	}
 	if testing.Short() {
-		tests[0].n, tests[3].n = 1<<18+5, 1<<18+5
+		tests[3].n = 1<<18 + 5
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.first), func(t *testing.T) {
@@ -345,9 +345,9 @@ func testBlockLayout(t *testing.T, first, n int) {
 	}
 
 	// Bytes: block 0, then one step per block. Blocks double the arena
-	// until they reach max(2^18, block 0), then add that much each.
+	// until they reach max(2^14, block 0), then add that much each.
 	require.Len(t, growth, len(starts))
-	big := int(max(sizes[0], 1<<18)) * pool.BaseNodeBytes
+	big := int(max(sizes[0], 1<<14)) * pool.BaseNodeBytes
 	for k := 1; k < len(growth); k++ {
 		step := growth[k] - growth[k-1]
 		if growth[k-1] < big {

@@ -67,7 +67,7 @@ func simulateIdleTimeouts(b testing.TB, n int, slack time.Duration) (refiledPerT
 		if next < n {
 			if arrival := origin + span*time.Duration(next)/time.Duration(n); arrival <= wake {
 				clock.Advance(arrival - clock.Now())
-				if _, rej := sh.Schedule(Request{Now: arrival, Delay: delay, Slack: slack, Task: task}); rej != Accepted {
+				if _, rej := sh.Schedule(&Request{Now: arrival, Delay: delay, Slack: slack, Task: task}); rej != Accepted {
 					b.Fatal(rej)
 				}
 				next++
@@ -169,7 +169,7 @@ func BenchmarkSeriesRun(b *testing.B) {
 			}
 			runs := 0
 			if kind == "every" {
-				_, rej := sh.Schedule(Request{Now: clock.Now(), Task: Task{Func: func() { runs++ }},
+				_, rej := sh.Schedule(&Request{Now: clock.Now(), Task: Task{Func: func() { runs++ }},
 					Period: time.Millisecond})
 				require.Equal(b, Accepted, rej)
 			} else {
@@ -219,7 +219,7 @@ func BenchmarkExpire(b *testing.B) {
 					if i%2 == 1 {
 						task = Task{Handler: hid}
 					}
-					if _, rej := sh.Schedule(Request{Key: uint64(i), Now: clock.Now(), Delay: time.Millisecond, Task: task}); rej != Accepted {
+					if _, rej := sh.Schedule(&Request{Key: uint64(i), Now: clock.Now(), Delay: time.Millisecond, Task: task}); rej != Accepted {
 						b.Fatal(rej)
 					}
 				}

@@ -99,17 +99,17 @@ func (h *harness) runOut() {
 
 // sched schedules f on sh, delay from now by sh's clock.
 func sched(sh *Shard, key uint64, delay time.Duration, f func()) (Ref, Reject) {
-	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}})
+	return sh.Schedule(&Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}})
 }
 
 // schedIndexed is sched for an indexed timer.
 func schedIndexed(sh *Shard, key uint64, delay time.Duration, f func()) (Ref, Reject) {
-	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}, Indexed: true})
+	return sh.Schedule(&Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Func: f}, Indexed: true})
 }
 
 // schedHandler is sched for handler h's timer.
 func schedHandler(sh *Shard, key uint64, delay time.Duration, h uint16, indexed bool) (Ref, Reject) {
-	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Handler: h}, Indexed: indexed})
+	return sh.Schedule(&Request{Key: key, Now: sh.clock.Now(), Delay: delay, Task: Task{Handler: h}, Indexed: indexed})
 }
 
 // holdWheel takes the wheel as a holder that does nothing, so that

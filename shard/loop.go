@@ -103,6 +103,8 @@ func (sh *Shard) passBody() bool {
 	}
 	sh.cascadeAhead()
 	sh.sweepHeld()
+	sh.sortShare()
+	sh.reviewReserve(target)
 	sh.recordPass(now)
 	sh.publish()
 	if debug {
@@ -122,7 +124,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	next = w.elapsed + 1
 	t, any := w.nextWake()
 	busy := sh.more || w.dueNow() || !sh.queue.Empty() || sh.attention.Waiting() ||
-		sh.h.unindex != 0 || sh.h.sweep.next != 0
+		sh.h.unindex != 0 || sh.h.sweep.next != 0 || sh.h.sort != 0
 	park = !busy && (!any || t > next)
 	if park && any {
 		next = t

@@ -8,32 +8,19 @@ import (
 // Get), start its life (startLife), file it (file), and free it once its
 // timer has ended and it is in no list (releaseNode, freeNode).
 
-// When a producer that does not hold the wheel had to grow the arena for
-// want of a shared free node (starved), the next holder moves a quarter of
-// its own free list to the arena's shared lists: at least shareMin nodes
-// (or all it has), at most shareMax, which bounds the work of a pass.
-//
-// The holder's own list is also kept to ownFreeMax nodes: past it, every
-// shareMin-th free moves shareMin nodes to the shared lists (spill). Else
-// the nodes a burst of expiries and sweeps freed would sit where only the
-// holder reaches them, while producers on other Ps grew the arena beside
-// them, a little more with every burst.
+// When a producer that does not hold the wheel found its lane of the
+// arena's shared lists empty (its Get stole from another lane or grew the
+// arena), it counts the node in its lane's demand and marks the shard
+// starved; holders then move nodes of their own free list to the lane, as
+// many as it took elsewhere, at most shareMax per hold, which bounds the
+// work of a pass, and in chains of at least shareMin, so that a lane fed
+// once serves many Schedules. A producer that schedules in bursts while
+// the wheel is held (a task's, or another P's) thus finds the previous
+// burst's nodes where it looks.
 const (
-	shareMin   = 1024
-	shareMax   = 1 << 16
-	ownFreeMax = shareMax
+	shareMin = 1024
+	shareMax = 1 << 16
 )
-
-// takeFree pops a node off the holder's free list. Holder only.
-func (sh *Shard) takeFree() (uint32, bool) {
-	idx := sh.h.free
-	if idx == 0 {
-		return 0, false
-	}
-	sh.h.free = sh.arena.Node(idx).Next
-	sh.h.nfree--
-	return idx, true
-}
 
 // startLife begins the next life of node n, which its caller has taken
 // from a free list and nobody else can reach, with the state of status and
@@ -117,13 +104,16 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
 }
 
 // freeNode frees a node whose timer has ended (fired or cancelled) and
-// which is in no list: onto the holder's own list, whose excess goes on
-// to the arena's (spill). An indexed timer's key index hears of its end
-// first, while the node's Key and generation still describe it: at once
-// if the holder may block, else the node waits on h.unindex for the shard
-// goroutine.
-// Holder only.
+// which is in no list: onto the holder's own list (listFree). An indexed
+// timer's key index hears of its end first, while the node's Key and
+// generation still describe it: at once if the holder may block, else the
+// node waits on h.unindex for the shard goroutine. Holder only.
 func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
+	sh.freeSlot(idx, n, s, sh.arena.Slot(idx))
+}
+
+// freeSlot is freeNode for a caller that has the node's slot at hand.
+func (sh *Shard) freeSlot(idx uint32, n *pool.Node, s state, slot pool.Slot) {
 	n.Prev = 0
 	if s.indexed() && sh.cfg.Unindex != nil {
 		if !sh.h.worker {
@@ -137,36 +127,52 @@ func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
 	}
 	if s.status() == statusCancelled {
 		sh.h.counts[cFreedCancelled]++
+		slot.ClearCancelled()
+	} else {
+		slot.Clear()
 	}
-	sh.arena.Slot(idx).Clear()
-	n.Next, sh.h.free = sh.h.free, idx
-	sh.h.nfree++
-	if sh.h.nfree > ownFreeMax {
-		sh.spill(shareMin)
-	}
+	sh.listFree(idx, slot)
 }
 
-// share moves a quarter of the holder's own free list (see shareMin) to
-// the arena's shared lists, for producers that do not hold the wheel, if
-// one of them had to grow the arena meanwhile. Holder only, before it lets
-// go.
+// share feeds the lanes with a demand (see shareMin) from the holder's own
+// free list. Holder only, before it lets go.
 func (sh *Shard) share() {
-	if !sh.starved.Load() || sh.h.nfree == 0 {
+	if !sh.starved.Load() {
 		return
 	}
 	sh.starved.Store(false)
-	sh.spill(min(sh.h.nfree, max(shareMin, sh.h.nfree/4), shareMax))
+	budget := shareMax
+	for i := range sh.lanes {
+		l := &sh.lanes[i]
+		d := l.demand.Load()
+		if d == 0 {
+			continue
+		}
+		want := int(min(max(d, shareMin), uint64(budget)))
+		n := sh.spill(i, want)
+		l.demand.Add(-min(uint64(n), d))
+		if budget -= n; n < want || budget == 0 {
+			// Out of nodes or of budget: a later holder goes on.
+			sh.starved.Store(true)
+			return
+		}
+	}
 }
 
-// spill moves n nodes of the holder's own free list, which must hold that
-// many, to the arena's shared lists, with one CAS. Holder only.
-func (sh *Shard) spill(n int) {
+// spill moves up to n nodes of the holder's own free list to lane's shared
+// list, with one CAS, and returns how many it moved. Holder only.
+func (sh *Shard) spill(lane, n int) int {
 	var c pool.Chain
-	for range n {
-		idx, _ := sh.takeFree()
+	moved := 0
+	for ; moved < n; moved++ {
+		idx, _, ok := sh.takeFree()
+		if !ok {
+			break
+		}
 		sh.arena.Add(&c, idx)
 	}
-	sh.arena.PutChain(sh.home, &c)
+	sh.arena.PutChain(lane, &c)
+	return moved
 }
 
 // unindexEnded frees the nodes pinned holders left on h.unindex. The

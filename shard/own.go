@@ -68,14 +68,23 @@ const takeInBudget = 256
 
 // tryHold makes the caller the holder if nobody holds the wheel: one load
 // and at most one CAS, never a wait. A producer must be pinned (procPin)
-// while it holds.
+// while it holds. The holder's tick is the last pass's (see holder.tick).
 func (sh *Shard) tryHold() bool {
+	if !sh.tryHoldAt(0) {
+		return false
+	}
+	sh.h.tick = sh.lastTick // written under the hold
+	return true
+}
+
+// tryHoldAt is tryHold for a caller that knows the clock's tick: its
+// Schedule's.
+func (sh *Shard) tryHoldAt(tick uint64) bool {
 	o := sh.own.Load()
 	if o&ownHeld != 0 || !sh.own.CompareAndSwap(o, o|ownHeld) {
 		return false
 	}
-	sh.h.worker = false
-	sh.h.tick = sh.lastTick // written under the hold: see holder.tick
+	sh.h.worker, sh.h.tick = false, tick
 	return true
 }
 

@@ -11,7 +11,7 @@ import (
 
 // schedSeries schedules f every period on sh from now, by sh's clock.
 func schedSeries(sh *Shard, key uint64, period time.Duration, missed uint8, f func()) (Ref, Reject) {
-	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Task: Task{Func: f},
+	return sh.Schedule(&Request{Key: key, Now: sh.clock.Now(), Task: Task{Func: f},
 		Period: period, Missed: missed})
 }
 
@@ -343,10 +343,10 @@ func TestSeriesExecutorCancelInFlight(t *testing.T) {
 			if midCancel {
 				// A Cancel stopped between its two CASes.
 				s := state(n.State.Load())
-				_, ok, _ := cancel(n, s, 0)
+				cs, ok, _ := cancel(n, s, 0)
 				require.True(t, ok)
 				(*held)[0]()
-				endCancel(n)
+				endCancel(n, cs)
 				h.sh.cancelled(0)
 			} else {
 				require.True(t, h.sh.Cancel(r))

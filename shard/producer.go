@@ -57,24 +57,21 @@ type Request struct {
 }
 
 // Schedule files the timer r describes and returns its Ref. It never
-// blocks. When it rejects the timer (see Reject), it leaves no trace.
-func (sh *Shard) Schedule(r Request) (Ref, Reject) {
+// blocks. When it rejects the timer (see Reject), it leaves no trace. r is
+// only read.
+func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var t uint64
 	var rec *pool.Series
 	switch {
 	case r.Period > 0:
-		r.Period = sh.clampDelay(r.Period)
-		t = sh.ceilTick(r.Now + r.Period)
+		t = sh.ceilTick(r.Now + sh.clampDelay(r.Period))
 		rec = new(pool.Series) // before the pin: pinned goroutines should not allocate
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
 	default:
 		t = sh.deadlineTick(r.Now, r.Delay)
 	}
-	var flags state
-	if r.Indexed {
-		flags = indexedBit
-	}
+	now := sh.floorTick(r.Now)
 	p := procPin()
 	l := &sh.lanes[p&sh.laneMask]
 	if sh.cfg.Limited && !sh.acquire(l) {
@@ -84,12 +81,11 @@ func (sh *Shard) Schedule(r Request) (Ref, Reject) {
 	var ref Ref
 	var ok bool
 	local := sh.isLocal(p)
-	if local && sh.tryHold() {
-		sh.h.tick = sh.floorTick(r.Now)
-		ref, ok = sh.scheduleHeld(r, rec, t, flags)
+	if local && sh.tryHoldAt(now) {
+		ref, ok = sh.scheduleHeld(r, rec, t)
 		sh.release()
 	} else {
-		ref, ok = sh.scheduleQueued(p, l, r, rec, t, flags, local)
+		ref, ok = sh.scheduleQueued(p, l, r, rec, t, now, local)
 	}
 	procUnpin()
 	if !ok {
@@ -107,7 +103,7 @@ func (sh *Shard) Schedule(r Request) (Ref, Reject) {
 		return Ref{}, Closed
 	}
 	if !r.Indexed {
-		sh.yieldIfBehind(l, r.Now)
+		sh.yieldIfBehind(l, now)
 	}
 	return ref, Accepted
 }
@@ -120,25 +116,40 @@ func (sh *Shard) isLocal(p int) bool {
 	return p%sh.of == sh.id
 }
 
-// scheduleHeld starts the timer's life on a node of the holder's and files
-// it; rec is a periodic timer's record, else nil. Holder, pinned.
-func (sh *Shard) scheduleHeld(r Request, rec *pool.Series, t uint64, flags state) (Ref, bool) {
-	var slot pool.Slot
-	idx, ok := sh.takeFree()
-	if ok {
-		slot = sh.arena.Slot(idx)
-	} else if idx, slot, ok = sh.arena.Get(sh.home); !ok {
-		return Ref{}, false
+// flagsOf returns the state flags of the timer r describes.
+func flagsOf(r *Request) state {
+	if r.Indexed {
+		return indexedBit
 	}
-	n := slot.Node()
+	return 0
+}
+
+// fill writes the timer r describes on a node it has taken, slot, before
+// the state store that publishes it. Its owner, the producer.
+func fill(n *pool.Node, slot pool.Slot, r *Request) {
 	n.Key = r.Key
 	slot.SetTask(r.Task)
-	setExtra(slot, &r)
+	if r.Slack > 0 && r.Period <= 0 {
+		slot.SetFlags(pool.FlagSlack)
+	}
+}
+
+// scheduleHeld starts the timer's life on a node of the holder's and files
+// it; rec is a periodic timer's record, else nil. Holder, pinned.
+func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool) {
+	idx, slot, ok := sh.takeFree()
+	if !ok {
+		if idx, slot, ok = sh.arena.Get(sh.home); !ok {
+			return Ref{}, false
+		}
+	}
+	n := slot.Node()
+	fill(n, slot, r)
 	// The state store publishes the fields above to whoever validates the
 	// state first (Drain, the shard goroutine after it meets the node).
-	gen := startLife(n, statusPending, t, flags)
+	gen := startLife(n, statusPending, t, flagsOf(r))
 	if rec != nil {
-		startSeries(slot, rec, &r, gen) // before it is filed: the holder reads it
+		startSeries(slot, rec, r, gen) // before it is filed: the holder reads it
 	}
 	sh.catchUp()
 	sh.file(idx, n, t)
@@ -165,47 +176,46 @@ func (sh *Shard) countFiled() {
 // 1, own.go). From another P it does not: the shard's own P takes the
 // queue in when its next Schedule lets go of the wheel, and its goroutine
 // at its next pass, which wakeFor makes come no later than the timer's
-// tick. Pinned.
-func (sh *Shard) scheduleQueued(p int, l *lane, r Request, rec *pool.Series, t uint64, flags state, local bool) (Ref, bool) {
-	hw := sh.arena.HighWater()
-	idx, slot, ok := sh.arena.Get(p)
+// tick. now is the clock's tick. Pinned.
+func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t, now uint64, local bool) (Ref, bool) {
+	idx, slot, ok := sh.takeShared(p, l)
 	if !ok {
 		return Ref{}, false
 	}
-	if idx >= hw && !sh.starved.Load() {
-		// A fresh node: the shared lists were empty. Wake the shard
-		// goroutine to share the holder's free nodes, or a producer on
-		// another P would grow the arena while the goroutine sleeps.
-		sh.starved.Store(true)
-		sh.signal()
-	}
 	n := slot.Node()
-	n.Key = r.Key
-	slot.SetTask(r.Task)
-	setExtra(slot, &r)
-	gen := startLife(n, statusNew, t, flags)
+	fill(n, slot, r)
+	gen := startLife(n, statusNew, t, flagsOf(r))
 	if rec != nil {
-		startSeries(slot, rec, &r, gen) // before the push: the holder reads it
+		startSeries(slot, rec, r, gen) // before the push: the holder reads it
 	}
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
 	switch {
 	case !local:
 		sh.wakeFor(t)
-	case sh.tryHold():
-		sh.h.tick = sh.floorTick(r.Now)
+	case sh.tryHoldAt(now):
 		sh.takeIn(takeInBudget)
 		sh.release()
 	}
 	return makeRef(idx, gen), true
 }
 
-// setExtra stores the flags of the timer r describes on its node's slot.
-// The producer, before it publishes the node.
-func setExtra(slot pool.Slot, r *Request) {
-	if r.Slack > 0 && r.Period <= 0 {
-		slot.SetFlags(pool.FlagSlack)
+// takeShared takes a node from the arena's shared lists for a producer on
+// P p (lane l) that does not hold the wheel. If p's lane had none, it
+// counts the node in the lane's demand, so that holders feed the lane
+// (share), and wakes the shard goroutine to be one: else producers on this
+// P would take other lanes' nodes, or grow the arena, while the goroutine
+// sleeps. Pinned.
+func (sh *Shard) takeShared(p int, l *lane) (uint32, pool.Slot, bool) {
+	idx, slot, own, ok := sh.arena.GetOwn(p)
+	if ok && !own {
+		l.demand.Add(1)
+		if !sh.starved.Load() {
+			sh.starved.Store(true)
+			sh.signal()
+		}
 	}
+	return idx, slot, ok
 }
 
 // undo cancels a timer whose Schedule raced with Close, if Stop has not
@@ -217,10 +227,10 @@ func (sh *Shard) undo(r Ref, l *lane) bool {
 		if !mine || !s.live() {
 			return false // Stop claimed it: it is Stop's now
 		}
-		if _, ok, queue := cancel(n, s, indexedBit); ok {
+		if cs, ok, queue := cancel(n, s, indexedBit); ok {
 			_ = queue // indexedBit dropped: never asks for the stack
 			sh.arena.Slot(r.idx).DropFunc()
-			endCancel(n)
+			endCancel(n, cs)
 			l.undone.Add(1)
 			if sh.cfg.Limited {
 				sh.giveBack(l)
@@ -231,15 +241,14 @@ func (sh *Shard) undo(r Ref, l *lane) bool {
 }
 
 // yieldIfBehind gives up the caller's processor, at most once per tick per
-// lane, while the shard goroutine has not started a tick that began before
-// now. A producer in a tight loop otherwise keeps its P until Go preempts
+// lane, while the shard goroutine has not started a tick before t, the
+// clock's. A producer in a tight loop otherwise keeps its P until Go preempts
 // it, up to 10ms later, and the shard goroutine, whose timer that P must
 // run and which is readied on it, waits as long: every timer of the shard
 // runs late. It never waits for the shard goroutine: runtime.Gosched
 // returns as soon as the scheduler has looked at the other runnable
 // goroutines.
-func (sh *Shard) yieldIfBehind(l *lane, now time.Duration) {
-	t := sh.floorTick(now)
+func (sh *Shard) yieldIfBehind(l *lane, t uint64) {
 	if t <= sh.sleepUntil.Load() || l.yielded.Load() == t {
 		return
 	}
@@ -291,14 +300,14 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 		if !mine || !s.live() {
 			return false
 		}
-		if _, ok, queue := cancel(n, s, drop); ok {
+		if cs, ok, queue := cancel(n, s, drop); ok {
 			if s.status() != statusRunning {
 				// A running series' task belongs to its run, which the
 				// Cancel does not stop: the holder that frees the node
 				// drops it (freeNode).
 				slot.DropFunc()
 			}
-			endCancel(n)
+			endCancel(n, cs)
 			sh.cancelled(li)
 			if queue {
 				sh.attention.Push(r.idx, slot.Link())
@@ -357,7 +366,9 @@ func (sh *Shard) takeBack(r Ref, n *pool.Node, drop state) (done, ok bool) {
 		}
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
 			sh.h.w.unlink(r.idx)
-			sh.freeNode(r.idx, n, ns) // drops the task with the node
+			slot := sh.arena.Slot(r.idx)
+			slot.DropFunc() // the Cancel's part (freeSlot leaves a cancelled timer's task alone)
+			sh.freeSlot(r.idx, n, ns, slot)
 			sh.h.counts[cTakenBack]++
 			return true, true
 		}

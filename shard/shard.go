@@ -204,13 +204,19 @@ type Shard struct {
 type holder struct {
 	w      *wheel
 	worker bool // the holder is the shard goroutine, which may block
-	// free lists (through the nodes' Next) the free nodes that only the
-	// holder hands out, with no atomic operation; nfree counts them.
-	// Producers that do not hold the wheel take theirs from the arena's
-	// shared lists, which the holder feeds from this list when they run
-	// dry (share) and when it grows long (spill).
+	// free lists (through the nodes' Next) the free nodes below limit
+	// that only the holder hands out, with no atomic operation; nfree
+	// counts them. Producers that do not hold the wheel take theirs from
+	// the arena's shared lists, which the holder feeds when they run dry
+	// (share). limit, sort, nsort, lowFree and reviewAt size the list to
+	// what the wheel uses and give a spike's blocks back (reserve.go).
 	free      uint32
 	nfree     int
+	limit     uint32
+	sort      uint32
+	nsort     int
+	lowFree   int
+	reviewAt  uint64
 	lastFiled uint32 // the node the last Schedule filed, published in own
 	// tick is the clock's tick as the holder knows it, which the transfer
 	// cap counts against: the pass's for the shard goroutine, the call's
@@ -254,7 +260,11 @@ type lane struct {
 	// missed counts the grid points periodic timers missed, counted by
 	// their runs (periodic.go's step), on whatever goroutine ran them.
 	missed atomic.Uint64
-	_      [pad.CacheLineSize - 56]byte
+	// demand counts the nodes producers on this lane took elsewhere
+	// (another lane, or the arena's growth) for want of one on its shared
+	// free list; the holder that feeds the lane takes it down (share).
+	demand atomic.Uint64
+	// Eight words: the lane fills its line (TestPaddedLayout).
 }
 
 // New returns a shard; its goroutine starts with Start. It allocates no
@@ -289,6 +299,7 @@ func New(cfg Config) (*Shard, error) {
 	}
 	sh.h.w = newWheel(a, cfg.WheelSize)
 	sh.h.sweep.min, sh.h.sweep.at = minSweep, minSweep
+	sh.h.limit = noLimit
 	sh.lanes[0].tokens.Store(cfg.Tokens)
 	if sh.dry = cfg.Dry; sh.dry == nil {
 		sh.dry = new(atomic.Bool)

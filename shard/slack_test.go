@@ -12,7 +12,7 @@ import (
 
 // schedSlack schedules f delay from now with slack on sh.
 func schedSlack(sh *Shard, key uint64, delay, slack time.Duration, f func()) (Ref, Reject) {
-	return sh.Schedule(Request{Key: key, Now: sh.clock.Now(), Delay: delay, Slack: slack, Task: Task{Func: f}})
+	return sh.Schedule(&Request{Key: key, Now: sh.clock.Now(), Delay: delay, Slack: slack, Task: Task{Func: f}})
 }
 
 // TestSlackTick: the chosen tick lies in [lo, hi] and has the most

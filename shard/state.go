@@ -168,16 +168,17 @@ func cancel(n *pool.Node, s state, drop state) (ns state, ok, needsQueue bool) {
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
 
-// endCancel moves a node its caller cancelled from cancelling to cancelled,
-// keeping the queued bit, which the holder of the wheel may clear
-// meanwhile. From here on the node may be freed.
-func endCancel(n *pool.Node) state {
+// endCancel moves a node its caller cancelled from cancelling (state s,
+// which cancel returned) to cancelled, keeping the queued bit, which the
+// holder of the wheel may clear meanwhile. From here on the node may be
+// freed.
+func endCancel(n *pool.Node, s state) state {
 	for {
-		s := state(n.State.Load())
 		ns := s.to(statusCancelled)
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
 			return ns
 		}
+		s = state(n.State.Load())
 	}
 }
 

@@ -37,6 +37,14 @@ type Stats struct {
 	// PeriodicMissed the grid points they missed (periodic.go).
 	PeriodicRuns   uint64
 	PeriodicMissed uint64
+	// NodesAllocated is the nodes the arena's blocks hold now, in use or
+	// free; NodesReleased the nodes of the blocks it gave back so far
+	// (reserve.go), BlocksReleased and BlocksRemade how many blocks it
+	// gave back and made again.
+	NodesAllocated uint64
+	NodesReleased  uint64
+	BlocksReleased uint64
+	BlocksRemade   uint64
 	TickLag        hist.Snapshot
 	Lateness       hist.Snapshot
 	PassTime       hist.Snapshot
@@ -78,7 +86,9 @@ const (
 	cSlowTransferred
 	cSlowRefiled
 	cSlowFired
-	cPeriodicRuns // runs of periodic timers' tasks (not in cFired)
+	cPeriodicRuns   // runs of periodic timers' tasks (not in cFired)
+	cBlocksReleased // big blocks given back (reserve.go)
+	cBlocksRemade   // released big blocks made again
 	numCounters
 )
 
@@ -249,6 +259,9 @@ func (sh *Shard) Stats() Stats {
 	st.Panics = p[cPanics].Load()
 	st.PeriodicRuns = p[cPeriodicRuns].Load()
 	st.PeriodicMissed = l.missed
+	st.NodesAllocated, st.NodesReleased = sh.arena.Footprint()
+	st.BlocksReleased = p[cBlocksReleased].Load()
+	st.BlocksRemade = p[cBlocksRemade].Load()
 	st.TickLag = sh.stats.tickLag.Snapshot()
 	st.Lateness = sh.stats.lateness.Snapshot()
 	st.PassTime = sh.stats.passTime.Snapshot()

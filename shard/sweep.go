@@ -147,15 +147,11 @@ func (sh *Shard) sweep(k int) {
 	hw := sh.arena.HighWater()
 	var swept uint64
 	for k > 0 && sw.next < hw {
-		nodes := sh.arena.Span(sw.next)
-		if nodes == nil {
-			sw.next++ // a block a producer is still installing: nothing linked
-			k--
-			continue
-		}
-		m := min(len(nodes), k, int(hw-sw.next))
-		for i := range m {
-			n := &nodes[i]
+		base, m := sh.arena.Span(sw.next)
+		m = min(m, k, int(hw-sw.next))
+		for i := 0; i < m && base.Installed(); i++ {
+			slot := base.At(i)
+			n := slot.Node()
 			if n.Prev == 0 || n.Prev == detached {
 				continue // not in the wheel
 			}
@@ -164,8 +160,8 @@ func (sh *Shard) sweep(k int) {
 				continue
 			}
 			idx := sw.next + uint32(i)
-			w.unlink(idx)
-			sh.freeNode(idx, n, s)
+			w.unlinkNode(idx, n)
+			sh.freeSlot(idx, n, s, slot)
 			swept++
 		}
 		sw.next += uint32(m)

@@ -189,8 +189,10 @@ func (w *wheel) mark(si uint32, occupied bool) {
 }
 
 // unlink removes node idx from its slot list. It must be linked.
-func (w *wheel) unlink(idx uint32) {
-	n := w.arena.Node(idx)
+func (w *wheel) unlink(idx uint32) { w.unlinkNode(idx, w.arena.Node(idx)) }
+
+// unlinkNode is unlink for a caller that has the node at hand.
+func (w *wheel) unlinkNode(idx uint32, n *pool.Node) {
 	p, nx := n.Prev, n.Next
 	if p&slotEnd != 0 {
 		sl := &w.slots[p&^slotEnd]

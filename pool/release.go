@@ -1,0 +1,119 @@
+package pool
+
+// Giving big blocks back (see the package comment). Park, Unpark, Release
+// and Recreate are the parking goroutine's: one goroutine at a time, which
+// package shard makes whoever holds the wheel. Readers of handles may look
+// at a block while it is released: they load the block pointer once, and a
+// released block's nodes all have ended lives, so every check against them
+// fails.
+
+// BigBlock returns the number of the big block holding idx, or -1 if idx
+// lies in a small block.
+func (a *Arena) BigBlock(idx uint32) int {
+	if idx < a.bigFirst {
+		return -1
+	}
+	return int(idx>>a.bigBits) - 1
+}
+
+// BigStart returns the first index of big block k.
+func (a *Arena) BigStart(k int) uint32 { return uint32(k+1) << a.bigBits }
+
+// Park puts idx, a free node of a big block that nobody else can reach (on
+// no list, its timer ended), on its block's parked list, and reports
+// whether every node of the block is now parked: the block holds no timer
+// and no free node anyone else can take, and Release may give it back.
+func (a *Arena) Park(idx uint32) (full bool) {
+	s := a.Slot(idx)
+	b := s.b
+	s.Node().Next = b.parked
+	b.parked = idx
+	if b.parkedTail == 0 {
+		b.parkedTail = idx
+	}
+	b.nparked++
+	return b.nparked == len(b.nodes)
+}
+
+// Unpark empties big block k's parked list and returns it: its first and
+// last node (linked through Node.Next, 0 after the last) and its length.
+// An empty or released block returns n == 0.
+func (a *Arena) Unpark(k int) (head, tail uint32, n int) {
+	t := a.table(false)
+	if k >= len(t) {
+		return 0, 0, 0
+	}
+	b := t[k].b.Load()
+	if b == nil || b.nparked == 0 {
+		return 0, 0, 0
+	}
+	head, tail, n = b.parked, b.parkedTail, b.nparked
+	b.parked, b.parkedTail, b.nparked = 0, 0, 0
+	return head, tail, n
+}
+
+// Release gives back big block k, whose every node is parked: the table
+// forgets it, and its arrays go to the garbage collector once no reader
+// holds it. The Epoch its nodes will start at if it is made again is set
+// first: above every Epoch they had, so that no handle from before
+// matches a later life.
+func (a *Arena) Release(k int) {
+	e := &a.table(false)[k]
+	b := e.b.Load()
+	if b == nil || b.nparked != len(b.nodes) {
+		panic("shardwheel: pool: releasing a block that is not parked whole")
+	}
+	var top uint64
+	for i := range b.nodes {
+		top = max(top, b.nodes[i].Epoch.Load())
+	}
+	e.floor.Store(top + 1)
+	e.b.Store(nil)
+	a.released.Add(uint64(len(b.nodes)))
+}
+
+// Released reports whether big block k was given back (and not made
+// again).
+func (a *Arena) Released(k int) bool {
+	t := a.table(false)
+	return k < len(t) && t[k].b.Load() == nil && a.BigStart(k) < a.HighWater()
+}
+
+// Recreate makes big block k again after Release, with every node parked
+// and starting its Epoch at the floor Release set, and reports whether it
+// did: false if the block exists. Only the parking goroutine may call it,
+// and only for a block below HighWater, which Grow never makes.
+func (a *Arena) Recreate(k int) bool {
+	e := &a.table(false)[k]
+	if e.b.Load() != nil {
+		return false
+	}
+	b := newBlock(int(a.bigFirst))
+	floor := e.floor.Load()
+	first := a.BigStart(k)
+	for i := range b.nodes {
+		n := &b.nodes[i]
+		if floor != 0 {
+			n.Epoch.Store(floor)
+		}
+		if i+1 < len(b.nodes) {
+			n.Next = first + uint32(i) + 1
+		}
+	}
+	b.parked, b.parkedTail, b.nparked = first, first+a.bigFirst-1, len(b.nodes)
+	e.b.Store(b)
+	a.made.Add(uint64(len(b.nodes)))
+	return true
+}
+
+// Footprint returns the nodes the arena's blocks hold now (small blocks
+// included) and the nodes of big blocks given back so far.
+func (a *Arena) Footprint() (allocated, released uint64) {
+	for i := range a.small {
+		if a.small[i].Load() != nil {
+			allocated += uint64(a.smallSize(uint32(i)))
+		}
+	}
+	made, rel := a.made.Load(), a.released.Load()
+	return allocated + made - min(rel, made), rel
+}

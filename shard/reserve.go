@@ -1,0 +1,179 @@
+package shard
+
+import (
+	"math"
+
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// The holder's free nodes, and giving a spike's memory back.
+//
+// Freed nodes go on the holder's own free list (h.free, through Node.Next),
+// which Schedules on the wheel's P pop with no atomic operation: the node
+// a sweep step or a take-back just freed is the next one handed out, hot in
+// this core's cache.
+//
+// A spike (millions of timers scheduled at once, then cancelled) grows the
+// arena, and its nodes come back to that list: kept, they would hold the
+// spike's memory, and their task slots the collector's time, for the life
+// of the process. So the list is sized to what the wheel uses. Once a
+// review, at most every second, finds that the list never fell below
+// reserve plus two big blocks' worth of nodes since the last one, the
+// holder lowers h.limit, a big-block boundary, to shed that surplus from
+// the top of the arena: a free node at or above the limit is parked on its
+// block (pool.Arena.Park) instead of listed, and a block whose every node
+// is parked is released to the garbage collector. Allocation thus drains
+// the high blocks: their live timers end in their own time, and nobody
+// takes their nodes again. The list the limit was lowered under moves to
+// h.sort, which Schedules pop from when the list runs dry and the shard
+// goroutine's passes sort a share at a time (sortShare), so an idle shard
+// gives the memory back too. When the wheel needs more nodes than lie below
+// the limit, the limit rises a block at a time (raiseLimit), taking the
+// block's parked nodes back, or making a released block again.
+//
+// Bound: after the reviews that follow a spike, a shard holds the blocks
+// its live timers occupy, plus free nodes of at most max(reserve, what it
+// used at once since the previous review) plus two big blocks; the spike's
+// blocks go back as their nodes are freed (a cancelled timer's by the sweep
+// within seconds, a pending one's when it ends). Stats show the arena's
+// allocated and released nodes (ShardStats.NodesAllocated and
+// NodesReleased).
+
+// noLimit is h.limit while nothing is being shed: above every index.
+const noLimit = math.MaxUint32
+
+// sortStep is how many nodes of h.sort a pass of the shard goroutine sorts:
+// tens of microseconds.
+const sortStep = 4096
+
+// reserveFloor is the fewest free nodes a review leaves the holder, in big
+// blocks: shedding a block the next burst takes again costs more than
+// keeping it.
+const reserveFloor = 2
+
+// takeFree pops a free node of the holder's below h.limit, from its list
+// or from h.sort, raising the limit if both are dry and the arena holds
+// parked or released nodes above it. It reports false when the holder has
+// no free node: the caller then takes one from the arena. Holder only.
+func (sh *Shard) takeFree() (uint32, pool.Slot, bool) {
+	h := &sh.h
+	for {
+		if idx := h.free; idx != 0 {
+			s := sh.arena.Slot(idx)
+			h.free = s.Node().Next
+			h.nfree--
+			h.lowFree = min(h.lowFree, h.nfree)
+			if idx < h.limit {
+				return idx, s, true
+			}
+			sh.park(idx)
+			continue
+		}
+		if idx := h.sort; idx != 0 {
+			s := sh.arena.Slot(idx)
+			h.sort = s.Node().Next
+			h.nsort--
+			if idx < h.limit {
+				return idx, s, true
+			}
+			sh.park(idx)
+			continue
+		}
+		if !sh.raiseLimit() {
+			return 0, pool.Slot{}, false
+		}
+	}
+}
+
+// listFree puts node idx (its slot s), freed and cleared, on the holder's
+// list, or parks it if it lies at or above h.limit. Holder only.
+func (sh *Shard) listFree(idx uint32, s pool.Slot) {
+	h := &sh.h
+	if idx >= h.limit {
+		sh.park(idx)
+		return
+	}
+	s.Node().Next, h.free = h.free, idx
+	h.nfree++
+}
+
+// park parks free node idx on its block and releases the block once every
+// node of it is parked. Holder only.
+func (sh *Shard) park(idx uint32) {
+	if sh.arena.Park(idx) {
+		sh.arena.Release(sh.arena.BigBlock(idx))
+		sh.h.counts[cBlocksReleased]++
+	}
+}
+
+// raiseLimit moves h.limit up past the next block that has parked nodes
+// (making it again if it was released) and lists them, and reports
+// whether it found any. Holder only.
+func (sh *Shard) raiseLimit() bool {
+	h := &sh.h
+	hw := sh.arena.HighWater()
+	for h.limit < hw {
+		k := sh.arena.BigBlock(h.limit)
+		h.limit += 1 << sh.arena.BigBits()
+		if h.limit >= hw {
+			h.limit = noLimit
+		}
+		if sh.arena.Recreate(k) {
+			sh.h.counts[cBlocksRemade]++
+		}
+		if head, tail, n := sh.arena.Unpark(k); n > 0 {
+			sh.arena.Node(tail).Next = h.free
+			h.free = head
+			h.nfree += n
+			return true
+		}
+	}
+	h.limit = noLimit
+	return false
+}
+
+// reviewReserve lowers h.limit when the holder's free list never fell
+// below its reserve plus two big blocks since the last review, a second's
+// worth of ticks ago at least (see the file comment). The shard goroutine,
+// holding the wheel, at tick.
+func (sh *Shard) reviewReserve(tick uint64) {
+	h := &sh.h
+	if tick < h.reviewAt || h.sort != 0 {
+		return
+	}
+	h.reviewAt = tick + sh.sweepCheck
+	low := h.lowFree
+	h.lowFree = h.nfree
+	block := 1 << sh.arena.BigBits()
+	surplus := low - max(reserveFloor*block, h.w.count/8)
+	if surplus < 2*block {
+		return
+	}
+	top := min(uint64(h.limit), uint64(sh.arena.HighWater()))
+	bigFirst := uint64(block)
+	target := max((top-min(top, uint64(surplus))+bigFirst-1)&^(bigFirst-1), bigFirst)
+	if target >= top {
+		return
+	}
+	h.limit = uint32(target)
+	h.sort, h.nsort = h.free, h.nfree
+	h.free, h.nfree = 0, 0
+	h.lowFree = 0
+}
+
+// sortShare sorts up to sortStep nodes of h.sort: those below the limit go
+// on the free list, the others are parked. The shard goroutine, holding
+// the wheel, each pass while h.sort holds nodes (plan keeps it busy).
+func (sh *Shard) sortShare() {
+	h := &sh.h
+	for range sortStep {
+		idx := h.sort
+		if idx == 0 {
+			return
+		}
+		s := sh.arena.Slot(idx)
+		h.sort = s.Node().Next
+		h.nsort--
+		sh.listFree(idx, s)
+	}
+}

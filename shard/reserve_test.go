@@ -1,0 +1,139 @@
+package shard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A spike that is cancelled gives its blocks back while the shard is idle:
+// the sweep frees the nodes, a review lowers the limit, the passes sort the
+// free list, and every block above it is released. A second spike makes
+// the released blocks again, at the same indices, and no handle from the
+// first spike reaches a timer of the second.
+func TestSpikeGivesBlocksBack(t *testing.T) {
+	h := newHarness(t)
+	block := uint64(1) << h.sh.arena.BigBits()
+	const base = 1000
+	spike := int(20 * block)
+	if testing.Short() || raceEnabled {
+		spike = int(6 * block)
+	}
+	for i := range base {
+		_, rej := sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	h.pass()
+	before, _ := h.sh.arena.Footprint()
+
+	refs := make([]Ref, spike)
+	for i := range refs {
+		var rej Reject
+		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	peak, _ := h.sh.arena.Footprint()
+	hw := h.sh.arena.HighWater()
+	require.Greater(t, peak, before+uint64(spike)/2)
+	for _, r := range refs {
+		require.True(t, h.sh.Cancel(r))
+	}
+
+	// Idle: passes alone, a tick apart, until the spike's memory is back.
+	limit := 30 * time.Second
+	var after uint64
+	for d := time.Duration(0); ; d += testTick {
+		require.Less(t, d, limit, "the spike's blocks were not given back: %d nodes allocated, %d before", after, before)
+		h.clock.Advance(testTick)
+		h.pass()
+		after, _ = h.sh.arena.Footprint()
+		if after <= before+(reserveFloor+2)*block && h.sh.h.sort == 0 {
+			t.Logf("given back after %v idle: %d nodes allocated (peak %d, before %d)", d, after, peak, before)
+			break
+		}
+	}
+	st := h.sh.Stats()
+	assert.Equal(t, base, int(h.sh.Live()))
+	assert.Positive(t, st.BlocksReleased)
+	assert.Equal(t, uint64(spike+base), st.Scheduled)
+	assert.Equal(t, uint64(spike), st.Cancelled)
+
+	// Stale handles from the spike stay inert, released blocks or not.
+	for _, r := range refs[:100] {
+		assert.False(t, h.sh.Pending(r))
+		assert.False(t, h.sh.Cancel(r))
+		assert.False(t, h.sh.Reset(r, time.Second))
+	}
+
+	// A second spike reuses the indices: the high-water mark stays.
+	second := make([]Ref, spike)
+	for i := range second {
+		var rej Reject
+		second[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	assert.LessOrEqual(t, h.sh.arena.HighWater(), hw, "the second spike made the first one's blocks again")
+	assert.Positive(t, h.sh.Stats().BlocksRemade)
+	for _, r := range refs {
+		require.False(t, h.sh.Pending(r), "a first-spike handle must not name a second-spike timer")
+		require.False(t, h.sh.Cancel(r))
+	}
+	for _, r := range second {
+		require.True(t, h.sh.Pending(r))
+	}
+	assert.Equal(t, int64(base+spike), h.sh.Live())
+}
+
+// Steady churn never lowers the limit: the free list runs low within
+// every review's window, so nothing is surplus.
+func TestSteadyChurnKeepsItsNodes(t *testing.T) {
+	h := newHarness(t)
+	ring := make([]Ref, 4096)
+	n := 0
+	for d := time.Duration(0); d < 3*time.Second; d += testTick {
+		for range 64 {
+			if r := ring[n%len(ring)]; !r.IsZero() {
+				h.sh.Cancel(r)
+			}
+			var rej Reject
+			ring[n%len(ring)], rej = sched(h.sh, uint64(n), time.Minute, func() {})
+			require.Equal(t, Accepted, rej)
+			n++
+		}
+		h.clock.Advance(testTick)
+		h.pass()
+	}
+	assert.Equal(t, uint32(noLimit), h.sh.h.limit)
+	assert.Zero(t, h.sh.Stats().BlocksReleased)
+}
+
+// When the wheel needs more nodes than lie below a lowered limit, the
+// limit rises a block at a time and takes the parked nodes back.
+func TestLimitRisesWithDemand(t *testing.T) {
+	h := newHarness(t)
+	block := int(1) << h.sh.arena.BigBits()
+	refs := make([]Ref, 8*block)
+	for i := range refs {
+		refs[i], _ = sched(h.sh, uint64(i), time.Hour, func() {})
+	}
+	for _, r := range refs {
+		h.sh.Cancel(r)
+	}
+	for d := time.Duration(0); h.sh.h.limit == noLimit; d += testTick {
+		require.Less(t, d, 30*time.Second, "no review lowered the limit")
+		h.clock.Advance(testTick)
+		h.pass()
+	}
+	lowered := h.sh.h.limit
+	hw := h.sh.arena.HighWater()
+	for i := range refs { // as many again: below the limit there is not room
+		var rej Reject
+		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	assert.Greater(t, h.sh.h.limit, lowered)
+	assert.LessOrEqual(t, h.sh.arena.HighWater(), hw, "no growth while parked or released nodes lie above the limit")
+	assert.Equal(t, int64(len(refs)), h.sh.Live())
+}
