@@ -36,5 +36,12 @@ func (t Timeout) CancelWait(ctx context.Context) (bool, error) {
 	if t.sh == nil {
 		return false, nil
 	}
-	return t.sh.CancelWait(ctx, t.ref)
+	ok, err := t.sh.CancelWait(ctx, t.ref)
+	// A timer with a key may have run on its key's shard (routed), not
+	// on its node's: wait there too. The run word names the node's shard,
+	// so no other timer's run there is mistaken for it.
+	if k := t.sh.RouteOf(t.key); err == nil && k != nil {
+		err = k.WaitRun(ctx, t.ref)
+	}
+	return ok, err
 }

@@ -3,6 +3,8 @@ package shardwheel
 import (
 	"time"
 	"unsafe"
+
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 // TimerCtxSize is the size of a context's struct, which with its closure
@@ -33,3 +35,19 @@ func ClockReading(s *Scheduler) time.Duration { return s.clock.Now() }
 
 // Epoch returns the time s's clock reading 0 stands for.
 func Epoch(s *Scheduler) time.Time { return s.epoch }
+
+// RunningShard returns the index of the shard whose goroutine calls it,
+// as a task run inline does, or -1 from any other goroutine.
+func RunningShard(s *Scheduler) int {
+	gid := shard.GoroutineID()
+	for i, sh := range s.shards {
+		if sh.IsWorker(gid) {
+			return i
+		}
+	}
+	return -1
+}
+
+// FiledOn returns the index of the shard whose wheel filed t: the shard
+// whose Stats count it.
+func FiledOn(t Timeout) int { return t.ref.Shard() }

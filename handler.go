@@ -63,7 +63,7 @@ func (h Handler) Schedule(key uint64, delay time.Duration) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return h.s.scheduleOn(h.s.shards[h.s.ShardOf(key)], h.s.request(key, delay, h.task()))
+	return h.s.scheduleRouted(key, delay, h.task())
 }
 
 // AfterFunc is Scheduler.AfterFunc for a timer whose task is the handler's

@@ -91,7 +91,7 @@ func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 // lock, so that no other keyed call on the key, the new timer's own task
 // included (it may run before add returns and re-arm its key), comes
 // between it and the store of its entry.
-func (ix *keyIndex) add(key uint64, schedule func() (Timeout, error)) (Timeout, error) {
+func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, error)) (Timeout, error) {
 	var t Timeout
 	var err error
 	ix.m.Compute(key, func(old shard.Ref, loaded bool) (shard.Ref, bool) {
@@ -99,7 +99,7 @@ func (ix *keyIndex) add(key uint64, schedule func() (Timeout, error)) (Timeout, 
 			return old, !loaded // unchanged (deleting nothing stores nothing)
 		}
 		if loaded {
-			t.sh.CancelUnindexed(old) // false if old had ended already
+			s.shards[old.Shard()].CancelUnindexed(old) // false if old had ended already
 		}
 		return t.ref, false
 	})
@@ -133,11 +133,13 @@ func (ix *keyIndex) find(key uint64, try func(shard.Ref) bool) (shard.Ref, bool)
 	return r, ok
 }
 
-// keyed returns the shard and index of key.
-func (s *Scheduler) keyed(key uint64) (*shard.Shard, *keyIndex) {
-	i := s.ShardOf(key)
-	return s.shards[i], &s.index[i]
+// keyed returns the index of key.
+func (s *Scheduler) keyed(key uint64) *keyIndex {
+	return &s.index[s.ShardOf(key)]
 }
+
+// shardOf returns the shard whose node r names.
+func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard()] }
 
 // ScheduleKey runs task once, delay from now, as key's indexed timer, and
 // returns its handle. If key already has a pending indexed timer,
@@ -172,11 +174,11 @@ func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task
 	if task.IsZero() {
 		return Timeout{}, ErrNilTask
 	}
-	sh, ix := s.keyed(key)
-	return ix.add(key, func() (Timeout, error) {
+	ix := s.keyed(key)
+	return s.add(ix, key, func() (Timeout, error) {
 		r := s.request(key, delay, task)
-		r.Indexed = true
-		return s.scheduleOn(sh, r)
+		r.Indexed, r.Routed = true, true
+		return s.scheduleOn(s.localShard(), r)
 	})
 }
 
@@ -186,10 +188,10 @@ func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task
 // Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
 // lock of one bucket of the key's index for the length of a cancel. Timers from Schedule are never cancelled by key.
 func (s *Scheduler) CancelKey(key uint64) bool {
-	sh, ix := s.keyed(key)
+	ix := s.keyed(key)
 	stopped := false
 	ix.m.Compute(key, func(r shard.Ref, loaded bool) (shard.Ref, bool) {
-		stopped = loaded && sh.CancelUnindexed(r)
+		stopped = loaded && s.shardOf(r).CancelUnindexed(r)
 		return r, true
 	})
 	return stopped
@@ -201,18 +203,18 @@ func (s *Scheduler) CancelKey(key uint64) bool {
 // after this call (never earlier) and not at its old deadline. It is
 // lock-free and, like Timeout.Reset, allocates nothing.
 func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
-	sh, ix := s.keyed(key)
-	_, ok := ix.find(key, func(r shard.Ref) bool { return sh.Reset(r, delay) })
+	ix := s.keyed(key)
+	_, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Reset(r, delay) })
 	return ok
 }
 
 // Lookup returns the handle of key's pending indexed timer, and false if key
 // has none. It is lock-free. Timers from Schedule are never found.
 func (s *Scheduler) Lookup(key uint64) (Timeout, bool) {
-	sh, ix := s.keyed(key)
-	r, ok := ix.find(key, sh.Pending)
+	ix := s.keyed(key)
+	r, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Pending(r) })
 	if !ok {
 		return Timeout{}, false
 	}
-	return Timeout{sh: sh, ref: r, key: key}, true
+	return Timeout{sh: s.shardOf(r), ref: r, key: key}, true
 }

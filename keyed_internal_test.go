@@ -54,7 +54,7 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			}
 			// Whether or not the worker has freed the node yet, the
 			// entry must be gone as soon as add returns.
-			got, err := s.index[0].add(1, func() (Timeout, error) { return tm, nil })
+			got, err := s.add(&s.index[0], 1, func() (Timeout, error) { return tm, nil })
 			require.NoError(t, err)
 			require.Equal(t, tm, got)
 			assert.Zero(t, IndexLen(s), "add left an entry for a timer that had ended")
@@ -90,7 +90,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	}
 	var held string // why add could not be held where the test wants it
 	var early *result
-	first, err := s.index[0].add(k, func() (Timeout, error) {
+	first, err := s.add(&s.index[0], k, func() (Timeout, error) {
 		r := s.request(k, 0, shard.Task{Func: task})
 		r.Indexed = true
 		tm, err := s.scheduleOn(s.shards[0], r)
@@ -155,7 +155,7 @@ func parkedInAdd(g uint64) bool {
 	prefix := fmt.Sprintf("goroutine %d [sync.Mutex.Lock", g)
 	for _, stack := range strings.Split(string(buf), "\n\n") {
 		if strings.HasPrefix(stack, prefix) {
-			return strings.Contains(stack, "(*keyIndex).add")
+			return strings.Contains(stack, "(*Scheduler).add")
 		}
 	}
 	return false

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,47 +55,60 @@ func TestShardOfIsAFunctionOfKeyAndShardCount(t *testing.T) {
 	}
 }
 
-// TestScheduleGoesToShardOf: Schedule files a timer on the shard ShardOf
-// names, as each shard's Scheduled count shows; equal keys share a shard,
-// and AfterFunc's timer sits on the shard of the key it reports.
-func TestScheduleGoesToShardOf(t *testing.T) {
+// TestKeyedTasksRunOnTheKeysShard: the task of a timer with a key runs
+// on the goroutine of the shard ShardOf names, whichever P scheduled it:
+// one due soon crosses at once, one due later when the wheel that filed
+// it brings it near. Each shard counts the timers it filed (the caller's
+// P's); AfterFunc files on the caller's P's shard and runs there.
+func TestKeyedTasksRunOnTheKeysShard(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(5))
-	scheduled := func() []uint64 {
-		st := s.Stats()
-		out := make([]uint64, len(st.Shards))
-		for i, sh := range st.Shards {
-			out[i] = sh.Scheduled
-		}
-		return out
+	const keys = 60
+	type run struct {
+		key uint64
+		on  int
 	}
-	// expectOn checks that exactly n timers were added to shard i.
-	expectOn := func(before []uint64, i int, n uint64, what string) {
-		t.Helper()
-		after := scheduled()
-		for j := range after {
-			want := before[j]
-			if j == i {
-				want += n
+	ran := make(chan run, 4*keys)
+	var wg sync.WaitGroup
+	for g := range 4 { // goroutines on every P, so timers are filed on several shards
+		wg.Go(func() {
+			for k := range uint64(keys) {
+				delay := time.Millisecond
+				if (k+uint64(g))%3 == 0 {
+					delay = 700 * time.Millisecond // beyond level 0 of the default wheel
+				}
+				tm, err := s.Schedule(k, delay, func() { ran <- run{k, shardwheel.RunningShard(s)} })
+				require.NoError(t, err)
+				assert.Equal(t, k, tm.Key())
+				runtime.Gosched()
 			}
-			require.Equal(t, want, after[j], "%s: shard %d (ShardOf says %d)", what, j, i)
+		})
+	}
+	wg.Wait()
+	for range 4 * keys {
+		select {
+		case r := <-ran:
+			assert.Equal(t, s.ShardOf(r.key), r.on, "key %d ran on shard %d", r.key, r.on)
+		case <-time.After(waitFor):
+			t.Fatal("timers did not run")
 		}
 	}
-	for k := range uint64(50) {
-		before := scheduled()
-		for range 2 {
-			_, err := s.Schedule(k, time.Hour, noop)
-			require.NoError(t, err)
-		}
-		expectOn(before, s.ShardOf(k), 2, fmt.Sprintf("two timers with key %d", k))
+	st := s.Stats()
+	var crossed uint64
+	for _, sh := range st.Shards {
+		crossed += sh.Crossed
+		assert.Equal(t, sh.Scheduled, sh.Fired, "each shard's own timers all ran")
 	}
-	// AfterFunc files on the shard of the caller's P: with one P, P 0's.
+	assert.Positive(t, crossed, "timers filed on one shard ran on another")
+	assert.EqualValues(t, 4*keys, st.Total.Scheduled)
+
+	// AfterFunc files on the shard of the caller's P, and runs there: with
+	// one P, P 0's.
 	withGOMAXPROCS(1, func() {
-		for range 20 {
-			before := scheduled()
-			tm, err := s.AfterFunc(time.Hour, noop)
-			require.NoError(t, err)
-			assert.Zero(t, tm.Key(), "AfterFunc's timers have key 0")
-			expectOn(before, 0, 1, "AfterFunc on P 0")
-		}
+		done := make(chan int, 1)
+		tm, err := s.AfterFunc(0, func() { done <- shardwheel.RunningShard(s) })
+		require.NoError(t, err)
+		assert.Zero(t, tm.Key(), "AfterFunc's timers have key 0")
+		assert.Equal(t, 0, shardwheel.FiledOn(tm))
+		assert.Equal(t, 0, <-done)
 	})
 }

@@ -187,6 +187,8 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.errLimit = fmt.Errorf("%w: the WithMaxPending(%d) limit is reached", ErrTooManyPending, c.maxPending)
 	n := int64(c.shards)
 	procs := runtime.GOMAXPROCS(0)
+	// Routed timers cross between the shards (shard/cross.go).
+	group := &shard.Group{Shards: s.shards, Route: s.route, Origin: clock.Now()}
 	for i := range s.shards {
 		q := s.limit / n
 		if int64(i) < s.limit%n {
@@ -199,7 +201,10 @@ func New(opts ...Option) (*Scheduler, error) {
 		cfg.Clock, cfg.Epoch, cfg.Skew = clock, epoch, skew
 		cfg.Dry = &s.dry
 		cfg.Handlers = &s.handlers
-		cfg.Unindex = s.index[i].unindex
+		cfg.Group = group
+		// An indexed timer is filed on the shard it was scheduled on;
+		// its entry is in the index of the shard its key routes to.
+		cfg.Unindex = func(key uint64, r shard.Ref) { s.index[s.route(key)].unindex(key, r) }
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i, c.log)
 		}
@@ -271,6 +276,11 @@ func mix64(k uint64) uint64 {
 // [0, Shards()).
 func (s *Scheduler) ShardOf(key uint64) int {
 	s.mustBeNew()
+	return s.route(key)
+}
+
+// route is ShardOf for a Scheduler made by New.
+func (s *Scheduler) route(key uint64) int {
 	// Lemire's multiply-shift maps the hash onto [0, n) without a division.
 	hi, _ := bits.Mul64(mix64(key), uint64(len(s.shards)))
 	return int(hi)
@@ -306,7 +316,16 @@ func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Time
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return s.scheduleOn(s.shards[s.ShardOf(key)], s.request(key, delay, shard.Task{Func: task}))
+	return s.scheduleRouted(key, delay, shard.Task{Func: task})
+}
+
+// scheduleRouted schedules a timer that runs on key's shard, filed on the
+// caller's.
+func (s *Scheduler) scheduleRouted(key uint64, delay time.Duration, task shard.Task) (Timeout, error) {
+	sh := s.localShard()
+	r := s.request(key, delay, task)
+	r.Routed = true
+	return s.scheduleOn(sh, r)
 }
 
 // AfterFunc runs task once, delay from now, on the shard of the P the

@@ -29,8 +29,8 @@ func (s *Scheduler) ScheduleWithin(key uint64, delay, slack time.Duration, task 
 		return Timeout{}, ErrNilTask
 	}
 	r := s.request(key, delay, shard.Task{Func: task})
-	r.Slack = slack
-	return s.scheduleOn(s.shards[s.ShardOf(key)], r)
+	r.Slack, r.Routed = slack, true
+	return s.scheduleOn(s.localShard(), r)
 }
 
 // ScheduleWithin is Scheduler.ScheduleWithin for a timer whose task is
@@ -42,6 +42,6 @@ func (h Handler) ScheduleWithin(key uint64, delay, slack time.Duration) (Timeout
 		return Timeout{}, ErrNilTask
 	}
 	r := h.s.request(key, delay, h.task())
-	r.Slack = slack
-	return h.s.scheduleOn(h.s.shards[h.s.ShardOf(key)], r)
+	r.Slack, r.Routed = slack, true
+	return h.s.scheduleOn(h.s.localShard(), r)
 }

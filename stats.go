@@ -93,6 +93,23 @@ type ShardStats struct {
 	// not started or not returned), which SkipMissed and DelayMissed
 	// drop and BurstMissed runs late.
 	PeriodicMissed uint64 `json:"periodic_missed"`
+	// Crossed counts the timers with a key (Schedule, ScheduleKey,
+	// ScheduleWithin and their Handler forms) that this shard filed and
+	// handed over to the shard their key routes to, as they came near
+	// their deadline, for that shard's goroutine to run. A timer
+	// cancelled before it comes near never crosses. It counts in the
+	// Scheduled, Fired, Cancelled or Stopped of the shard that filed it.
+	Crossed uint64 `json:"crossed"`
+	// NodesAllocated is the timer nodes the shard's storage holds now,
+	// in use or free, and NodesReleased the nodes it has given back to
+	// the garbage collector so far: after a spike of timers has ended,
+	// the shard releases the storage its wheel no longer needs, in blocks
+	// of 16,384 nodes (or WithFirstBlock's, if larger). BlocksReleased counts those blocks, and
+	// BlocksRemade the released blocks a later burst made again.
+	NodesAllocated uint64 `json:"nodes_allocated"`
+	NodesReleased  uint64 `json:"nodes_released"`
+	BlocksReleased uint64 `json:"blocks_released"`
+	BlocksRemade   uint64 `json:"blocks_remade"`
 	// TickLag is how late the shard started processing a tick it had
 	// planned to wake for, versus the tick's start. A shard parked with
 	// nothing due plans no tick: the pass a new timer wakes it for
@@ -158,6 +175,11 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.Panics += o.Panics
 	s.PeriodicRuns += o.PeriodicRuns
 	s.PeriodicMissed += o.PeriodicMissed
+	s.Crossed += o.Crossed
+	s.NodesAllocated += o.NodesAllocated
+	s.NodesReleased += o.NodesReleased
+	s.BlocksReleased += o.BlocksReleased
+	s.BlocksRemade += o.BlocksRemade
 	s.TickLag.Merge(o.TickLag)
 	s.Lateness.Merge(o.Lateness)
 	s.PassTime.Merge(o.PassTime)
@@ -167,8 +189,8 @@ func (s *ShardStats) Add(o ShardStats) {
 // Sub returns the statistics of the interval from prev, an earlier
 // snapshot of the same shard (or total), to s: counts subtract (saturating
 // at 0), distributions hold the interval's values (see Histogram.Sub), and
-// levels and peaks (Resident, Queued, HeldCancelled, the peaks and
-// SlowestPass) are s's own, since an interval's cannot be derived.
+// levels and peaks (Resident, Queued, HeldCancelled, NodesAllocated, the
+// peaks and SlowestPass) are s's own, since an interval's cannot be derived.
 func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d := s
 	sub := func(a, b uint64) uint64 { return a - min(a, b) }
@@ -187,6 +209,10 @@ func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d.Panics = sub(s.Panics, prev.Panics)
 	d.PeriodicRuns = sub(s.PeriodicRuns, prev.PeriodicRuns)
 	d.PeriodicMissed = sub(s.PeriodicMissed, prev.PeriodicMissed)
+	d.Crossed = sub(s.Crossed, prev.Crossed)
+	d.NodesReleased = sub(s.NodesReleased, prev.NodesReleased)
+	d.BlocksReleased = sub(s.BlocksReleased, prev.BlocksReleased)
+	d.BlocksRemade = sub(s.BlocksRemade, prev.BlocksRemade)
 	d.TickLag = s.TickLag.Sub(prev.TickLag)
 	d.Lateness = s.Lateness.Sub(prev.Lateness)
 	d.PassTime = s.PassTime.Sub(prev.PassTime)
@@ -252,6 +278,11 @@ func shardStats(e shard.Stats) ShardStats {
 		Panics:         e.Panics,
 		PeriodicRuns:   e.PeriodicRuns,
 		PeriodicMissed: e.PeriodicMissed,
+		Crossed:        e.Crossed,
+		NodesAllocated: e.NodesAllocated,
+		NodesReleased:  e.NodesReleased,
+		BlocksReleased: e.BlocksReleased,
+		BlocksRemade:   e.BlocksRemade,
 		TickLag:        Histogram{e.TickLag},
 		Lateness:       Histogram{e.Lateness},
 		PassTime:       Histogram{e.PassTime},

@@ -15,11 +15,16 @@ import "github.com/shardwheel/shardwheel/pool"
 // unlinked and freed. Holder only.
 func (sh *Shard) processAttention() {
 	for idx := sh.attention.TakeAll(); idx != 0; {
-		n := sh.arena.Node(idx)
+		slot := sh.arena.Slot(idx)
+		n := slot.Node()
 		// Read the link before clearing queued: once the bit is clear a
 		// Reset may push the node again and overwrite it.
-		next := sh.arena.Link(idx).Load()
-		sh.attend(idx, n, dequeue(n))
+		next := slot.Link().Load()
+		if slot.Flags()&pool.FlagProxy != 0 {
+			sh.attendProxy(idx, n)
+		} else {
+			sh.attend(idx, n, dequeue(n))
+		}
 		idx = next
 	}
 }
@@ -54,7 +59,7 @@ func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 					sh.work.refiled++
 				}
 			}
-			sh.file(idx, n, t)
+			sh.fileOrCross(idx, sh.arena.Slot(idx), n, s, t)
 			if sh.h.worker {
 				sh.work.filed++
 			}

@@ -48,10 +48,13 @@ import (
 // waiter made, closed. Waiters never spin: they park on that
 // channel, re-checking after each close, and on their context.
 
-// runWordOf returns the run word of the timer of generation gen on node
-// idx: never 0, since idx is.
-func runWordOf(idx uint32, gen uint64) uint64 {
-	return uint64(idx)<<38 | gen&(1<<38-1)
+// runWordOf returns the run word of the timer r names: never 0, since
+// r's node index is not. A routed timer runs on another shard than its
+// node's (cross.go): the word names the node's shard, so that no other
+// timer's run there matches it. The generation's low 26 bits stand for it,
+// which a node repeats only after 2^26 lives.
+func runWordOf(r Ref) uint64 {
+	return uint64(r.idx)<<38 | uint64(r.shard&(1<<12-1))<<26 | r.gen&(1<<26-1)
 }
 
 // runHandedOver is runWord while the shard goroutine is inside the
@@ -190,7 +193,7 @@ func (sh *Shard) takeRun() *execRun {
 func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series bool) {
 	r := sh.takeRun()
 	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
-	r.word.Store(runWordOf(idx, gen))
+	r.word.Store(sh.runWord.Load()) // beginRun published it
 	sh.runWord.Store(runHandedOver)
 	sh.cfg.Run(r.do)
 }
@@ -217,7 +220,7 @@ func (sh *Shard) inFlight(word uint64, me uintptr) (running, self bool) {
 // or handed to the executor and not returned yet), and whether the caller
 // is that task.
 func (sh *Shard) Running(r Ref) (running, self bool) {
-	return sh.inFlight(runWordOf(r.idx, r.gen), goroutineToken())
+	return sh.inFlight(runWordOf(r), goroutineToken())
 }
 
 // WaitRun waits until no run of the timer r is in flight, and returns nil,
@@ -225,7 +228,7 @@ func (sh *Shard) Running(r Ref) (running, self bool) {
 // task it returns nil at once: the task cannot wait for itself. It never
 // blocks the shard goroutine, and parks rather than spins.
 func (sh *Shard) WaitRun(ctx context.Context, r Ref) error {
-	word, me := runWordOf(r.idx, r.gen), goroutineToken()
+	word, me := runWordOf(r), goroutineToken()
 	running, self := sh.inFlight(word, me)
 	if !running || self {
 		return nil

@@ -171,7 +171,13 @@ func (sh *Shard) cascade(l int, num uint64, limit int) {
 			// entry files it again at the next pass, if it is not run
 			// at the next tick first. A cancelling node is met again
 			// once its Cancel has finished.
-			w.insert(idx, max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1))
+			t := max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1)
+			if s.status() == statusPending && !s.queued() {
+				if k := sh.crossing(sh.arena.Slot(idx), n, t); k != nil && sh.cross(k, idx, n, s) {
+					break
+				}
+			}
+			w.insert(idx, t)
 		case statusCancelled:
 			sh.releaseNode(idx, n, s)
 		case statusStopped:
@@ -200,6 +206,20 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 		switch s.status() {
 		case statusPending:
 			slot := sh.arena.Slot(idx)
+			if f := slot.Flags(); f&pool.FlagProxy != 0 {
+				return sh.expireProxy(idx, n)
+			} else if f&pool.FlagRouted != 0 && !s.queued() {
+				// A routed timer met here (filed due, or reset earlier
+				// into level 0) crosses now; the next tick tries again
+				// if it cannot.
+				tick = max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed)
+				if k := sh.routeOf(n.Key); k != nil {
+					if !sh.cross(k, idx, n, s) {
+						w.insert(idx, max(tick, w.elapsed+1))
+					}
+					return 0, false, true
+				}
+			}
 			if rec := slot.FindSeries(); rec != nil {
 				var again bool
 				if tick, fired, ok, again = sh.expireSeries(idx, n, slot, rec, s); again {
@@ -215,7 +235,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 				return 0, false, true
 			}
 			gen := genOf(n, s)
-			sh.beginRun(runWordOf(idx, gen))
+			sh.beginRun(runWordOf(sh.ref(idx, gen)))
 			fs, ok := fire(n, s)
 			if !ok {
 				if !sh.endRun() {

@@ -123,7 +123,7 @@ func (sh *Shard) freeSlot(idx uint32, n *pool.Node, s state, slot pool.Slot) {
 			n.Next, sh.h.unindex = sh.h.unindex, idx
 			return
 		}
-		sh.cfg.Unindex(n.Key, makeRef(idx, genOf(n, s)))
+		sh.cfg.Unindex(n.Key, sh.ref(idx, genOf(n, s)))
 	}
 	if s.status() == statusCancelled {
 		sh.h.counts[cFreedCancelled]++

@@ -164,7 +164,7 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 		w.insert(idx, max(t, w.elapsed+1))
 		return 0, false, true, false
 	}
-	sh.beginRun(runWordOf(idx, gen))
+	sh.beginRun(runWordOf(sh.ref(idx, gen)))
 	if _, ok := begin(n, s); !ok {
 		if !sh.endRun() {
 			return 0, false, false, false

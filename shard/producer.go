@@ -51,6 +51,9 @@ type Request struct {
 	// Indexed.
 	Period time.Duration
 	Missed uint8
+	// Routed makes the timer run on the shard Config.Group routes Key to
+	// (cross.go), though it is filed here. Not with Period.
+	Routed bool
 	// Slack, when positive, lets the timer run up to Slack after its
 	// deadline, at a tick the wheel chooses (slack.go). Not with Period.
 	Slack time.Duration
@@ -126,11 +129,18 @@ func flagsOf(r *Request) state {
 
 // fill writes the timer r describes on a node it has taken, slot, before
 // the state store that publishes it. Its owner, the producer.
-func fill(n *pool.Node, slot pool.Slot, r *Request) {
+func (sh *Shard) fill(n *pool.Node, slot pool.Slot, r *Request) {
 	n.Key = r.Key
 	slot.SetTask(r.Task)
+	var f uint8
 	if r.Slack > 0 && r.Period <= 0 {
-		slot.SetFlags(pool.FlagSlack)
+		f = pool.FlagSlack
+	}
+	if r.Routed && r.Period <= 0 && sh.routeOf(r.Key) != nil {
+		f |= pool.FlagRouted
+	}
+	if f != 0 {
+		slot.SetFlags(f)
 	}
 }
 
@@ -144,20 +154,25 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 		}
 	}
 	n := slot.Node()
-	fill(n, slot, r)
+	sh.fill(n, slot, r)
 	// The state store publishes the fields above to whoever validates the
 	// state first (Drain, the shard goroutine after it meets the node).
-	gen := startLife(n, statusPending, t, flagsOf(r))
+	fl := flagsOf(r)
+	gen := startLife(n, statusPending, t, fl)
 	if rec != nil {
 		startSeries(slot, rec, r, gen) // before it is filed: the holder reads it
 	}
 	sh.catchUp()
-	sh.file(idx, n, t)
+	if r.Routed {
+		sh.fileOrCross(idx, slot, n, makeState(gen, statusPending, t)|fl, t)
+	} else {
+		sh.file(idx, n, t)
+	}
 	sh.h.lastFiled = idx
 	sh.countFiled()
 	sh.wakeFor(t)
 	sh.paceSweep(1)
-	return makeRef(idx, gen), true
+	return sh.ref(idx, gen), true
 }
 
 // countFiled counts a timer filed at once. Holder only.
@@ -183,7 +198,7 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 		return Ref{}, false
 	}
 	n := slot.Node()
-	fill(n, slot, r)
+	sh.fill(n, slot, r)
 	gen := startLife(n, statusNew, t, flagsOf(r))
 	if rec != nil {
 		startSeries(slot, rec, r, gen) // before the push: the holder reads it
@@ -197,7 +212,7 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 		sh.takeIn(takeInBudget)
 		sh.release()
 	}
-	return makeRef(idx, gen), true
+	return sh.ref(idx, gen), true
 }
 
 // takeShared takes a node from the arena's shared lists for a producer on
@@ -397,6 +412,13 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 		s, mine := load(n, r.gen)
 		if !mine || !s.live() {
 			return false
+		}
+		if s.status() == statusHanded {
+			if done, ok := sh.resetHanded(sh.routeOf(n.Key), r, n, s, t); done {
+				sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
+				return ok
+			}
+			continue
 		}
 		if ok, queue := reset(n, s, t); ok {
 			sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)

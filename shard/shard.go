@@ -59,6 +59,12 @@ type Config struct {
 	// and tells the shard it has returned; Run must call each func it is
 	// given exactly once.
 	Run func(task func())
+	// Group, optional, is the shards routed timers cross between
+	// (cross.go); without one, a routed timer is a plain one.
+	Group *Group
+	// Capacity, when positive, lowers the timers the shard's arena holds
+	// below pool.Capacity: tests fill a shard with it.
+	Capacity int
 	// Handlers, required for handler timers, is the table of handlers
 	// their tasks name; shards of one scheduler share it.
 	Handlers *Handlers
@@ -146,6 +152,9 @@ type Shard struct {
 	_          [pad.CacheLineSize]byte
 
 	stopped atomic.Uint64 // timers claimed by Stop; Stop's goroutine
+	// crossedFired counts this shard's routed timers that other shards'
+	// goroutines ran (cross.go), which count in this shard's Fired.
+	crossedFired atomic.Uint64
 	// starved is set by a producer that found the wheel held and the
 	// arena's shared lists empty, so that it grew the arena; the next
 	// holder feeds the shared lists (share) and clears it.
@@ -280,12 +289,15 @@ func New(cfg Config) (*Shard, error) {
 	}
 	nLanes := 1 << bits.Len(uint(max(cfg.Lanes, 1)-1))
 	a := pool.New(cfg.FirstBlock, nLanes)
+	if cfg.Capacity > 0 {
+		a.LimitCapacity(cfg.Capacity + 1) // index 0 is reserved
+	}
 	sh := &Shard{
 		cfg:      cfg,
 		clock:    clock,
 		tick:     int64(cfg.Tick),
 		ticks:    newDivider(uint64(cfg.Tick)),
-		origin:   clock.Now(),
+		origin:   originOf(cfg, clock),
 		arena:    a,
 		lanes:    make([]lane, nLanes),
 		laneMask: nLanes - 1,
@@ -308,6 +320,15 @@ func New(cfg Config) (*Shard, error) {
 	sh.sweepCheck = uint64(max(int64(time.Second)/sh.tick, 1))
 	sh.sleepUntil.Store(math.MaxUint64)
 	return sh, nil
+}
+
+// originOf returns the clock reading a shard counts ticks from: its
+// Group's, else the clock's now.
+func originOf(cfg Config, clock Clock) time.Duration {
+	if cfg.Group != nil {
+		return cfg.Group.Origin
+	}
+	return clock.Now()
 }
 
 // Start launches the shard goroutine. It must be called once.

@@ -14,7 +14,7 @@ import (
 //	bits 63..43  tag      low 21 bits of the node's generation
 //	bit  42      indexed  a ScheduleKey timer: its key index must hear of its end
 //	bit  41      queued   the node is on the attention stack
-//	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped, running
+//	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped, running, handed
 //	bits 37..0   ticks    deadline tick modulo 2^38
 //
 // The producer computes the deadline tick from its own clock reading when
@@ -31,9 +31,11 @@ import (
 //	stopped     claimed by Stop                              claim, Stop's goroutine
 //	running     a periodic timer's task is running, or its   begin, shard goroutine
 //	            executor has it: the series lives on
+//	handed      a routed timer, out of its wheel, that the   cross, its wheel's holder
+//	            shard its key routes to runs (cross.go)
 //
-// new, pending and running are live: Pending reports them, Cancel, Reset
-// and Stop act on them. The others are terminal for a generation: the
+// new, pending, running and handed are live: Pending reports them, Cancel,
+// Reset and Stop act on them. The others are terminal for a generation: the
 // status never changes again, except cancelling, which its own Cancel
 // moves to cancelled a few instructions later. Only a periodic timer
 // (periodic.go) is ever running, and it leaves running for pending again
@@ -60,6 +62,7 @@ import (
 //	cancelling     nobody, until it is cancelled: a holder that meets one leaves it
 //	stopped        nobody: Stop keeps its task for Timeout.Task
 //	running        nobody: its run re-files it, or frees it if it ended meanwhile
+//	handed         nobody: the routed shard hands it back ended (cross.go)
 //
 // always only when it is in no list: not queued, not in the queue. A node
 // is on at most one of the queue (new), the attention stack (queued) and a
@@ -101,6 +104,7 @@ const (
 	statusCancelled
 	statusStopped
 	statusRunning
+	statusHanded
 )
 
 // maxDelayTicks bounds every deadline's distance from the wheel's elapsed
@@ -118,7 +122,7 @@ func (s state) status() uint64  { return uint64(s) >> statusShft & statusMask }
 func (s state) ticks38() uint64 { return uint64(s) & ticksMask }
 func (s state) live() bool {
 	st := s.status()
-	return st <= statusPending || st == statusRunning
+	return st <= statusPending || st >= statusRunning
 }
 func (s state) tagOK(g uint64) bool {
 	return uint64(s)>>tagShift == g&tagMask

@@ -37,6 +37,9 @@ type Stats struct {
 	// PeriodicMissed the grid points they missed (periodic.go).
 	PeriodicRuns   uint64
 	PeriodicMissed uint64
+	// Crossed counts the routed timers this shard handed over to the
+	// shard their key routes to (cross.go).
+	Crossed uint64
 	// NodesAllocated is the nodes the arena's blocks hold now, in use or
 	// free; NodesReleased the nodes of the blocks it gave back so far
 	// (reserve.go), BlocksReleased and BlocksRemade how many blocks it
@@ -89,6 +92,8 @@ const (
 	cPeriodicRuns   // runs of periodic timers' tasks (not in cFired)
 	cBlocksReleased // big blocks given back (reserve.go)
 	cBlocksRemade   // released big blocks made again
+	cCrossed        // routed timers handed over to their key's shard
+	cProxied        // proxies taken off the queue (not counted in cConsumed)
 	numCounters
 )
 
@@ -216,7 +221,7 @@ func (sh *Shard) Live() int64 {
 	sh.refresh()
 	p := &sh.stats.published
 	l := sh.sumLanes()
-	out := p[cFired].Load() + l.cancels + sh.stopped.Load()
+	out := p[cFired].Load() + sh.crossedFired.Load() + l.cancels + sh.stopped.Load()
 	return int64(sh.scheduledNow(l)) - int64(out)
 }
 
@@ -235,7 +240,8 @@ func (sh *Shard) Stats() Stats {
 	st.Cancelled = l.cancels
 	st.Reset = l.resets
 	st.Resident = int(p[cResident].Load()) + st.Queued
-	st.Fired = p[cFired].Load()
+	st.Fired = p[cFired].Load() + sh.crossedFired.Load()
+	st.Crossed = p[cCrossed].Load()
 	st.TakenBack = p[cTakenBack].Load()
 	st.Stopped = sh.stopped.Load()
 	held := l.cancels + l.undone

@@ -3,6 +3,8 @@ package shard
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/shardwheel/shardwheel/pool"
 )
 
 // Stopping. Close and Drain are called by the goroutine that stops the
@@ -64,15 +66,21 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 	claimed := make([]atomic.Uint64, (hw+63)/64)
 	sh.claimed.Store(&claimed)
 	for idx := uint32(1); idx < hw; idx++ {
-		n := sh.arena.Find(idx)
-		if n == nil {
-			continue // a producer is installing the block: it will see closed
+		slot, ok := sh.arena.FindSlot(idx)
+		if !ok {
+			continue // a producer is installing the block (it will see closed), or it was released
 		}
+		n := slot.Node()
 		for {
 			s := state(n.State.Load())
 			gen := genOf(n, s)
 			if !s.live() || gen == 0 {
 				break // ended, or a fresh node a producer is still taking
+			}
+			// After the state: a producer writes the flags before the
+			// store that makes the node live.
+			if slot.Flags()&pool.FlagProxy != 0 {
+				break // no timer: it stands for one another shard's Drain claims
 			}
 			// Success means the state did not change since it was
 			// loaded, so gen belongs to the claimed timer; and the
@@ -82,7 +90,7 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 			if claim(n, s) {
 				sh.releaseToken()
 				sh.stopped.Add(1)
-				r := makeRef(idx, gen)
+				r := sh.ref(idx, gen)
 				if keep(r, n.Key, sh.due(s, now), sh.arena.Task(idx)) {
 					claimed[idx/64].Or(1 << (idx % 64)) // after the CAS: see Claimed
 				}

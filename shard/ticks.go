@@ -9,38 +9,48 @@ import (
 // Clock arithmetic. Any goroutine may call these: they read only immutable
 // fields.
 
-// Ref identifies one timer: its node and the node's generation in the
-// timer's life, which never repeats (64 bits), so a Ref never names a later
-// timer that reuses the node. The zero Ref never names a timer (index 0 is
-// reserved, generation 0 never handed out). Refs are comparable.
+// Ref identifies one timer: the shard whose arena holds its node (its
+// Config.ID), the node, and the node's generation in the timer's life,
+// which never repeats (64 bits), so a Ref never names a later timer that
+// reuses the node. The zero Ref never names a timer (index 0 is reserved,
+// generation 0 never handed out). Refs are comparable.
 type Ref struct {
-	gen uint64
-	idx uint32
+	gen   uint64
+	idx   uint32
+	shard uint32
 }
 
-func makeRef(idx uint32, gen uint64) Ref { return Ref{gen: gen, idx: idx} }
+// ref returns the Ref of the life of generation gen on node idx.
+func (sh *Shard) ref(idx uint32, gen uint64) Ref {
+	return Ref{gen: gen, idx: idx, shard: uint32(sh.id)}
+}
 
 // IsZero reports whether r is the zero Ref.
 func (r Ref) IsZero() bool { return r.gen == 0 }
 
+// Shard returns the number (Config.ID) of the shard whose node r names.
+func (r Ref) Shard() int { return int(r.shard) }
+
 // AtomicRef holds a Ref that one goroutine stores while others load it.
 // The zero value holds the zero Ref.
 type AtomicRef struct {
-	gen atomic.Uint64
-	idx atomic.Uint32
+	gen   atomic.Uint64
+	where atomic.Uint64 // shard<<32 | idx
 }
 
-// Store stores r. The index goes first: a Load that sees the generation
-// sees the index with it (Go's atomics are sequentially consistent).
+// Store stores r. Where it lives goes first: a Load that sees the
+// generation sees the rest with it (Go's atomics are sequentially
+// consistent).
 func (a *AtomicRef) Store(r Ref) {
-	a.idx.Store(r.idx)
+	a.where.Store(uint64(r.shard)<<32 | uint64(r.idx))
 	a.gen.Store(r.gen)
 }
 
 // Load returns the Ref stored last, or the zero Ref.
 func (a *AtomicRef) Load() Ref {
 	gen := a.gen.Load()
-	return Ref{gen: gen, idx: a.idx.Load()}
+	w := a.where.Load()
+	return Ref{gen: gen, idx: uint32(w), shard: uint32(w >> 32)}
 }
 
 func (sh *Shard) clampDelay(d time.Duration) time.Duration {

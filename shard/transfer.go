@@ -1,6 +1,10 @@
 package shard
 
-import "math"
+import (
+	"math"
+
+	"github.com/shardwheel/shardwheel/pool"
+)
 
 // transfer moves new timers from the queue into the wheel, at most
 // TransferCap per tick and budget in this call; the rest wait in the
@@ -18,6 +22,7 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	capLeft := sh.cfg.TransferCap - sh.h.capUsed
 	limit := min(budget, capLeft)
 	total := 0
+	proxied := sh.h.counts[cProxied]
 	first := uint64(math.MaxUint64) // the earliest deadline filed
 	for total < limit {
 		idx, ok := sh.queue.TryPop(sh.arena)
@@ -43,7 +48,7 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	sh.wakeFor(first)
 	c := &sh.h.counts
 	sh.h.capUsed += total
-	c[cConsumed] += uint64(total)
+	c[cConsumed] += uint64(total) - (c[cProxied] - proxied)
 	c[cTransferLast] = uint64(sh.h.capUsed)
 	c[cTransferPeak] = max(c[cTransferPeak], uint64(sh.h.capUsed))
 	if sh.h.capUsed == sh.cfg.TransferCap {
@@ -86,12 +91,16 @@ func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
 				sh.file(idx, n, t)
 				return t, true
 			}
+			slot := sh.arena.Slot(idx)
+			if slot.Flags()&pool.FlagProxy != 0 {
+				return sh.acceptProxy(idx, n, s)
+			}
 			ns, ok := settle(n, s)
 			if !ok {
 				continue // cancelled or reset meanwhile
 			}
 			t = sh.tickOf(ns)
-			sh.file(idx, n, t)
+			sh.fileOrCross(idx, slot, n, ns, t)
 			return t, true
 		case statusCancelled:
 			sh.freeNode(idx, n, s)

@@ -1,0 +1,340 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// Routed timers: filed where they are scheduled, run where their key
+// routes.
+//
+// A routed timer (Request.Routed) belongs to the shard its key routes to
+// (Group.Route): its task runs on that shard's goroutine, so that the
+// tasks of one key run one at a time, in deadline order. But it is filed
+// in the wheel of the shard it was scheduled on, the caller's, like any
+// timer without a key: most routed timers are request timeouts, cancelled
+// long before they are due, and a timer that never runs need not cross to
+// another core. It crosses only when it comes near its deadline: when a
+// holder of its wheel would file it in level 0 (its deadline less than
+// WheelSize ticks away, at its Schedule or when a cascade moves it down),
+// or meets it due. Below, A is the shard whose arena holds the timer's
+// node a, K the shard its key routes to (never A: a timer routed to its
+// own shard is filed and run like any other).
+//
+// Crossing (cross, A's holder): take a node p from K's arena, by the
+// shared lists any producer uses, and make it a proxy: its Key names a
+// (A's number and a's index), FlagProxy marks it, and its state is new,
+// with a's deadline. Store p's index in a's link (a is in no list now),
+// CAS a from pending to handed, push p on K's queue, and wake K's goroutine
+// for a's deadline. K's holder takes p in like any new timer and files it
+// at a's deadline (acceptProxy), reading a's state after it has settled
+// p (new to pending).
+//
+// A handed timer is live: Cancel, Reset, Pending, Deadline and Stop act on
+// a as on any timer, and p stands for it in K's wheel until a has ended:
+//
+//   - Cancel ends a as usual (its task dropped, a cancelled) and touches
+//     nothing of K's: K frees p when it meets it, within WheelSize ticks.
+//   - Reset to a later deadline rewrites a's ticks: K meets p at the old
+//     tick and files it again at the new one (expireProxy).
+//   - Reset to an earlier deadline rewrites a's ticks, then looks at p: if
+//     p is still new, K has not read a's deadline yet and reads the new
+//     one (wakeFor makes K come in time); else it sets a's queued bit, by
+//     CAS, while a is still handed, and pushes p on K's attention stack, so
+//     that K files p again (attendProxy). The queued bit, set only while a
+//     is handed and cleared only by K, makes the push happen once, and K
+//     never frees p while it is set: the push may be on its way.
+//   - Stop claims a (A's Drain); K's Drain skips proxies, and a holder of
+//     K's that meets p with a stopped frees p alone.
+//
+// K's holder that meets p due with a handed and not queued fires a (CAS
+// handed to fired, the task read from A's slot), runs the task, frees p,
+// and hands a back to A; so does one that meets p with a cancelled (and
+// not queued), without running anything. Handing back pushes a on A's
+// attention stack, whose holder frees it (attend): only A's holders free
+// A's nodes. The timer counts in A's Stats throughout (Scheduled, Fired by
+// crossedFired, Cancelled, Stopped), so each shard's figures add up.
+//
+// Order: K files the timers of a key by their deadlines, and runs them in
+// that order, one at a time, when each has crossed before K reaches its
+// tick: a timer filed from WheelSize ticks out or more crosses at least a
+// tick before it is due (the cascade moves it down by then), or later if
+// its wheel's goroutine falls behind by more than that.
+
+// Group is the shards of one Scheduler, among which routed timers cross.
+// Shards[i] is the shard whose Config.ID is i, and Route(key) the number
+// of the shard key routes to. Set up before any shard of it starts;
+// immutable afterwards.
+//
+// Its shards count ticks from one origin, Origin, a reading of their
+// shared clock: a routed timer's deadline tick means the same tick in
+// every one of them.
+type Group struct {
+	Shards []*Shard
+	Route  func(key uint64) int
+	Origin time.Duration
+}
+
+// proxyKey packs the Key of a proxy for node idx of shard id.
+func proxyKey(id int, idx uint32) uint64 { return uint64(id)<<32 | uint64(idx) }
+
+// RouteOf returns the shard a routed timer with key, filed on this shard,
+// runs on, or nil if that is this one. Any goroutine.
+func (sh *Shard) RouteOf(key uint64) *Shard { return sh.routeOf(key) }
+
+// routeOf returns the shard a routed timer with key runs on, or nil if
+// that is this one.
+func (sh *Shard) routeOf(key uint64) *Shard {
+	g := sh.cfg.Group
+	if g == nil {
+		return nil
+	}
+	if k := g.Shards[g.Route(key)]; k != sh {
+		return k
+	}
+	return nil
+}
+
+// crossing reports whether node idx, pending at tick t, must cross now
+// rather than be filed at t: it is routed to another shard and t is
+// within level 0's reach (or past). It returns that shard. Holder only.
+func (sh *Shard) crossing(slot pool.Slot, n *pool.Node, t uint64) *Shard {
+	if slot.Flags()&pool.FlagRouted == 0 || t >= sh.h.w.elapsed+sh.h.w.size {
+		return nil
+	}
+	return sh.routeOf(n.Key)
+}
+
+// cross hands the routed timer on node idx (n), pending in state s and in
+// no list, over to shard k (see the file comment). It reports false if it
+// could not: a Cancel or Reset changed s first (the caller reloads and
+// decides again), or k's arena is full (the caller files the timer for the
+// next tick, and it tries again then). Holder only.
+func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
+	p := CurrentP()
+	pidx, pslot, ok := k.takeShared(p, &k.lanes[p&k.laneMask])
+	if !ok {
+		return false
+	}
+	pn := pslot.Node()
+	pn.Key = proxyKey(sh.id, idx)
+	pslot.SetFlags(pool.FlagProxy)
+	t := unwrapTicks(s.ticks38(), sh.h.w.elapsed)
+	startLife(pn, statusNew, t, 0)
+	// Handed and queued at once: the queued bit keeps every other
+	// pusher off a's link (a Reset of a filed timer pushes it on the
+	// attention stack) until p's index is stored there, and resetHanded
+	// from reading it before.
+	if !n.State.CompareAndSwap(uint64(s), uint64(s.to(statusHanded).withQueued(true))) {
+		// p was never published: end its life and give it back to the
+		// lane it came from.
+		pn.State.Store(uint64(state(pn.State.Load()).to(statusCancelled)))
+		var c pool.Chain
+		k.arena.Add(&c, pidx)
+		k.arena.PutChain(p, &c)
+		return false
+	}
+	n.Prev = detached // out of the wheel, back by the attention stack
+	sh.arena.Link(idx).Store(pidx)
+	for {
+		// A Reset may have moved the deadline, a Cancel ended the timer:
+		// either keeps the bit, and k reads the state when it takes p in.
+		s = state(n.State.Load())
+		if n.State.CompareAndSwap(uint64(s), uint64(s.withQueued(false))) {
+			break
+		}
+	}
+	sh.h.counts[cCrossed]++
+	k.queue.Push(pidx, pslot.Link())
+	// The deadline as it is now: a Reset during the hand-over may not
+	// have woken k (it found the bit set).
+	k.wakeFor(min(t, unwrapTicks(s.ticks38(), sh.h.w.elapsed)))
+	return true
+}
+
+// fileOrCross files node idx (n, pending in state s at tick t, in no list)
+// at t, or crosses it if it is a routed timer due within level 0's reach.
+// Holder only.
+func (sh *Shard) fileOrCross(idx uint32, slot pool.Slot, n *pool.Node, s state, t uint64) {
+	for {
+		k := sh.crossing(slot, n, t)
+		if k == nil {
+			sh.file(idx, n, t)
+			return
+		}
+		if sh.cross(k, idx, n, s) {
+			return
+		}
+		s = state(n.State.Load())
+		switch s.status() {
+		case statusPending:
+			if s.queued() {
+				// An earlier Reset pushed it meanwhile: filed, the
+				// attention stack's holder moves it.
+				sh.file(idx, n, max(t, sh.h.w.elapsed+1))
+				return
+			}
+			if t2 := unwrapTicks(s.ticks38(), sh.h.w.elapsed); t2 != t {
+				t = t2 // reset meanwhile
+				continue
+			}
+			// k's arena is full: the next tick tries again.
+			sh.file(idx, n, sh.h.w.elapsed+1)
+			return
+		case statusCancelling:
+			sh.file(idx, n, sh.h.w.elapsed+1) // met again, cancelled
+			return
+		default:
+			sh.releaseNode(idx, n, s) // cancelled
+			return
+		}
+	}
+}
+
+// source returns the node a proxy's Key names, with its shard.
+func (sh *Shard) source(pn *pool.Node) (*Shard, uint32, *pool.Node) {
+	a := sh.cfg.Group.Shards[pn.Key>>32]
+	idx := uint32(pn.Key)
+	return a, idx, a.arena.Node(idx)
+}
+
+// acceptProxy files proxy pidx (pn), just taken off the queue new: at its
+// timer's deadline, or frees it if the timer has ended. Holder only.
+func (sh *Shard) acceptProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool) {
+	// Settle first, then read the timer: a Reset that saw the proxy new
+	// has changed the deadline before it looked (see the file comment).
+	sh.h.counts[cProxied]++
+	ps = ps.to(statusPending)
+	pn.State.Store(uint64(ps))
+	return sh.placeProxy(pidx, pn, ps)
+}
+
+// placeProxy files proxy pidx (pn, pending in state ps, in no list) by
+// its timer's state: at its deadline while handed (the next tick while a
+// Reset's push is on its way), or frees it, handing the timer back, once
+// the timer has ended. It returns the tick it filed the proxy at. Holder
+// only.
+func (sh *Shard) placeProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool) {
+	a, aidx, an := sh.source(pn)
+	s := state(an.State.Load())
+	w := sh.h.w
+	var t uint64
+	switch st := s.status(); {
+	case s.queued() || st == statusCancelling:
+		t = w.elapsed + 1 // met again once the push or the Cancel is done
+	case st == statusHanded:
+		t = unwrapTicks(s.ticks38(), w.elapsed)
+	default:
+		sh.endProxy(pidx, pn, a, aidx, s)
+		return 0, false
+	}
+	pn.State.Store(uint64(ps.withTicks(t)))
+	sh.file(pidx, pn, t)
+	return t, true
+}
+
+// endProxy frees proxy pidx (pn) of a timer that has ended in state s, and
+// hands the timer's node (aidx, shard a) back to a unless Stop claimed it.
+// Holder only.
+func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s state) {
+	fs := state(pn.State.Load()).to(statusFired) // a proxy ends as if it ran
+	pn.State.Store(uint64(fs))
+	sh.freeNode(pidx, pn, fs)
+	if s.status() != statusStopped {
+		a.attention.Push(aidx, a.arena.Link(aidx))
+		a.signal()
+	}
+}
+
+// expireProxy handles proxy pidx (pn), whose level-0 slot came due: it
+// runs the timer it stands for if that is due and handed, files the proxy
+// again if a Reset moved the deadline later (or a push or a Cancel is on
+// its way), or frees it once the timer has ended. It returns what expire
+// does. Shard goroutine, holding the wheel.
+func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok bool) {
+	a, aidx, an := sh.source(pn)
+	w := sh.h.w
+	for {
+		s := state(an.State.Load())
+		if s.status() != statusHanded || s.queued() {
+			sh.placeProxy(pidx, pn, state(pn.State.Load()))
+			return 0, false, true
+		}
+		tick = unwrapTicks(s.ticks38(), w.elapsed)
+		if tick > w.elapsed {
+			pn.State.Store(uint64(state(pn.State.Load()).withTicks(tick)))
+			sh.h.counts[cRefiled]++
+			sh.work.refiled++
+			w.insert(pidx, tick)
+			return 0, false, true
+		}
+		gen := genOf(an, s)
+		sh.beginRun(runWordOf(a.ref(aidx, gen)))
+		fs := s.to(statusFired)
+		if !an.State.CompareAndSwap(uint64(s), uint64(fs)) {
+			if !sh.endRun() {
+				return 0, false, false
+			}
+			continue // Cancel or Reset won the race
+		}
+		task, key := a.arena.Slot(aidx).Task(), an.Key
+		// Counted before the token goes back: Pending never reads a
+		// timer twice.
+		a.crossedFired.Add(1)
+		a.releaseToken()
+		sh.work.fired++
+		sh.endProxy(pidx, pn, a, aidx, fs)
+		sh.runTask(task, key, aidx, gen, false)
+		return tick, true, sh.endRun()
+	}
+}
+
+// attendProxy handles proxy pidx (pn), taken off the attention stack,
+// where the Reset that moved its timer's deadline earlier pushed it: it
+// clears the timer's queued bit and files the proxy again by the timer's
+// state (placeProxy). Holder only.
+func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
+	_, _, an := sh.source(pn)
+	dequeue(an)
+	if pn.Prev != 0 {
+		sh.h.w.unlink(pidx)
+	}
+	if t, ok := sh.placeProxy(pidx, pn, state(pn.State.Load())); ok {
+		sh.wakeFor(t)
+	}
+}
+
+// resetHanded is Reset for the handed timer r (node n, state s), routed
+// to shard k, which is to run at tick t (see the file comment). done is
+// false if the state changed first (the caller reloads); ok is Reset's
+// answer.
+func (sh *Shard) resetHanded(k *Shard, r Ref, n *pool.Node, s state, t uint64) (done, ok bool) {
+	idx := r.idx
+	if !n.State.CompareAndSwap(uint64(s), uint64(s.withTicks(t))) {
+		return false, false // the caller reloads
+	}
+	if t >= unwrapTicks(s.ticks38(), t) {
+		return true, true // later: k meets the proxy and moves it on
+	}
+	pn := k.arena.Find(sh.arena.Link(idx).Load())
+	if pn == nil || state(pn.State.Load()).status() == statusNew {
+		// k has not read the deadline yet; it will read this one.
+		k.wakeFor(t)
+		return true, true
+	}
+	for {
+		var mine bool
+		s, mine = load(n, r.gen)
+		if !mine || s.status() != statusHanded || s.queued() {
+			return true, true // ended, or a push is on its way already
+		}
+		if n.State.CompareAndSwap(uint64(s), uint64(s.withQueued(true))) {
+			break
+		}
+	}
+	pidx := sh.arena.Link(idx).Load()
+	k.attention.Push(pidx, k.arena.Link(pidx))
+	k.holdAndTakeIn()
+	return true, true
+}
