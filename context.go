@@ -236,7 +236,7 @@ func (s *Scheduler) withDeadline(parent context.Context, now time.Duration, d ti
 	if c.sh.Closed() {
 		return context.WithDeadlineCause(parent, d, cause)
 	}
-	t, err := s.scheduleOn(c.sh, shard.Request{Now: now, Delay: delay + s.skew, Task: shard.Task{Func: fire}})
+	t, err := s.scheduleOn(c.sh, &shard.Request{Now: now, Delay: delay + s.skew, Task: shard.Task{Func: fire}})
 	if err != nil {
 		return context.WithDeadlineCause(parent, d, cause)
 	}

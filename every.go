@@ -99,5 +99,5 @@ func (s *Scheduler) every(sh *shard.Shard, key uint64, period time.Duration, mis
 	}
 	r := s.request(key, period, task)
 	r.Period, r.Missed = period, uint8(missed)
-	return s.scheduleOn(sh, r)
+	return s.scheduleOn(sh, &r)
 }

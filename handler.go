@@ -75,7 +75,9 @@ func (h Handler) AfterFunc(key uint64, delay time.Duration) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return h.s.scheduleOn(h.s.localShard(), h.s.request(key, delay, h.task()))
+	sh := h.s.localShard()
+	r := h.s.request(key, delay, h.task())
+	return h.s.scheduleOn(sh, &r)
 }
 
 // task returns the handler as a timer's task.

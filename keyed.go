@@ -178,7 +178,7 @@ func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task
 	return s.add(ix, key, func() (Timeout, error) {
 		r := s.request(key, delay, task)
 		r.Indexed, r.Routed = true, true
-		return s.scheduleOn(s.localShard(), r)
+		return s.scheduleOn(s.localShard(), &r)
 	})
 }
 

@@ -42,7 +42,7 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			}
 			r := s.request(1, delay, shard.Task{Func: func() { close(ran) }})
 			r.Indexed = true
-			tm, err := s.scheduleOn(s.shards[0], r)
+			tm, err := s.scheduleOn(s.shards[0], &r)
 			require.NoError(t, err)
 			switch end {
 			case "ran":
@@ -93,7 +93,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	first, err := s.add(&s.index[0], k, func() (Timeout, error) {
 		r := s.request(k, 0, shard.Task{Func: task})
 		r.Indexed = true
-		tm, err := s.scheduleOn(s.shards[0], r)
+		tm, err := s.scheduleOn(s.shards[0], &r)
 		if err != nil {
 			return tm, err
 		}

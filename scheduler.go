@@ -325,7 +325,7 @@ func (s *Scheduler) scheduleRouted(key uint64, delay time.Duration, task shard.T
 	sh := s.localShard()
 	r := s.request(key, delay, task)
 	r.Routed = true
-	return s.scheduleOn(sh, r)
+	return s.scheduleOn(sh, &r)
 }
 
 // AfterFunc runs task once, delay from now, on the shard of the P the
@@ -338,7 +338,9 @@ func (s *Scheduler) AfterFunc(delay time.Duration, task func()) (Timeout, error)
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return s.scheduleOn(s.localShard(), s.request(0, delay, shard.Task{Func: task}))
+	sh := s.localShard()
+	r := s.request(0, delay, shard.Task{Func: task})
+	return s.scheduleOn(sh, &r)
 }
 
 // request describes a timer due delay from now.
@@ -358,14 +360,14 @@ func (s *Scheduler) localShard() *shard.Shard {
 
 // scheduleOn schedules r on sh, borrowing pending tokens from other shards
 // and trying again while sh reports none.
-func (s *Scheduler) scheduleOn(sh *shard.Shard, r shard.Request) (Timeout, error) {
+func (s *Scheduler) scheduleOn(sh *shard.Shard, r *shard.Request) (Timeout, error) {
 	if sh.Closed() {
 		return Timeout{}, ErrStopped
 	}
 	var ref shard.Ref
 	var rej shard.Reject
 	for {
-		if ref, rej = sh.Schedule(&r); rej != shard.NoTokens || !s.borrowTokens(sh) {
+		if ref, rej = sh.Schedule(r); rej != shard.NoTokens || !s.borrowTokens(sh) {
 			break
 		}
 	}

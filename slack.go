@@ -30,7 +30,7 @@ func (s *Scheduler) ScheduleWithin(key uint64, delay, slack time.Duration, task 
 	}
 	r := s.request(key, delay, shard.Task{Func: task})
 	r.Slack, r.Routed = slack, true
-	return s.scheduleOn(s.localShard(), r)
+	return s.scheduleOn(s.localShard(), &r)
 }
 
 // ScheduleWithin is Scheduler.ScheduleWithin for a timer whose task is
@@ -43,5 +43,5 @@ func (h Handler) ScheduleWithin(key uint64, delay, slack time.Duration) (Timeout
 	}
 	r := h.s.request(key, delay, h.task())
 	r.Slack, r.Routed = slack, true
-	return h.s.scheduleOn(h.s.localShard(), r)
+	return h.s.scheduleOn(h.s.localShard(), &r)
 }

@@ -53,9 +53,6 @@ const (
 	// FlagSlack marks a timer whose deadline was chosen within its slack:
 	// the wheel may file it where it fires without cascading.
 	FlagSlack uint8 = 1 << iota
-	// FlagRouted marks a timer whose task runs on the shard its key
-	// routes to, wherever it was filed (package shard's cross.go).
-	FlagRouted
 	// FlagProxy marks a node that stands, in the wheel of a routed
 	// timer's shard, for that timer's node in another shard's arena: it
 	// is no timer itself.

@@ -59,7 +59,7 @@ func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 					sh.work.refiled++
 				}
 			}
-			sh.fileOrCross(idx, sh.arena.Slot(idx), n, s, t)
+			sh.fileOrCross(idx, n, s, t)
 			if sh.h.worker {
 				sh.work.filed++
 			}

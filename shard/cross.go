@@ -96,11 +96,12 @@ func (sh *Shard) routeOf(key uint64) *Shard {
 	return nil
 }
 
-// crossing reports whether node idx, pending at tick t, must cross now
-// rather than be filed at t: it is routed to another shard and t is
-// within level 0's reach (or past). It returns that shard. Holder only.
-func (sh *Shard) crossing(slot pool.Slot, n *pool.Node, t uint64) *Shard {
-	if slot.Flags()&pool.FlagRouted == 0 || t >= sh.h.w.elapsed+sh.h.w.size {
+// crossing reports whether node n, pending in state s at tick t, must
+// cross now rather than be filed at t: it is routed to another shard and t
+// is within level 0's reach (or past). It returns that shard. Holder
+// only.
+func (sh *Shard) crossing(n *pool.Node, s state, t uint64) *Shard {
+	if !s.routed() || t >= sh.h.w.elapsed+sh.h.w.size {
 		return nil
 	}
 	return sh.routeOf(n.Key)
@@ -156,9 +157,9 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 // fileOrCross files node idx (n, pending in state s at tick t, in no list)
 // at t, or crosses it if it is a routed timer due within level 0's reach.
 // Holder only.
-func (sh *Shard) fileOrCross(idx uint32, slot pool.Slot, n *pool.Node, s state, t uint64) {
+func (sh *Shard) fileOrCross(idx uint32, n *pool.Node, s state, t uint64) {
 	for {
-		k := sh.crossing(slot, n, t)
+		k := sh.crossing(n, s, t)
 		if k == nil {
 			sh.file(idx, n, t)
 			return

@@ -173,7 +173,7 @@ func (sh *Shard) cascade(l int, num uint64, limit int) {
 			// once its Cancel has finished.
 			t := max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed+1)
 			if s.status() == statusPending && !s.queued() {
-				if k := sh.crossing(sh.arena.Slot(idx), n, t); k != nil && sh.cross(k, idx, n, s) {
+				if k := sh.crossing(n, s, t); k != nil && sh.cross(k, idx, n, s) {
 					break
 				}
 			}
@@ -208,7 +208,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 			slot := sh.arena.Slot(idx)
 			if f := slot.Flags(); f&pool.FlagProxy != 0 {
 				return sh.expireProxy(idx, n)
-			} else if f&pool.FlagRouted != 0 && !s.queued() {
+			} else if s.routed() && !s.queued() {
 				// A routed timer met here (filed due, or reset earlier
 				// into level 0) crosses now; the next tick tries again
 				// if it cannot.

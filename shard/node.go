@@ -25,7 +25,7 @@ const (
 // startLife begins the next life of node n, which its caller has taken
 // from a free list and nobody else can reach, with the state of status and
 // deadline tick t plus flags, and returns its generation. The generation
-// is the node's Epoch and the 21-bit tag of its state: the tag counts
+// is the node's Epoch and the 20-bit tag of its state: the tag counts
 // lives, and Epoch counts the times the tag went round, stored before the
 // state, so that a reader who loads the state and then Epoch (see load)
 // never pairs a new tag with an old Epoch. Generation 0 is no life: a

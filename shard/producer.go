@@ -121,10 +121,14 @@ func (sh *Shard) isLocal(p int) bool {
 
 // flagsOf returns the state flags of the timer r describes.
 func flagsOf(r *Request) state {
+	var f state
 	if r.Indexed {
-		return indexedBit
+		f = indexedBit
 	}
-	return 0
+	if r.Routed && r.Period <= 0 {
+		f |= routedBit
+	}
+	return f
 }
 
 // fill writes the timer r describes on a node it has taken, slot, before
@@ -132,15 +136,8 @@ func flagsOf(r *Request) state {
 func (sh *Shard) fill(n *pool.Node, slot pool.Slot, r *Request) {
 	n.Key = r.Key
 	slot.SetTask(r.Task)
-	var f uint8
 	if r.Slack > 0 && r.Period <= 0 {
-		f = pool.FlagSlack
-	}
-	if r.Routed && r.Period <= 0 && sh.routeOf(r.Key) != nil {
-		f |= pool.FlagRouted
-	}
-	if f != 0 {
-		slot.SetFlags(f)
+		slot.SetFlags(pool.FlagSlack)
 	}
 }
 
@@ -163,8 +160,8 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 		startSeries(slot, rec, r, gen) // before it is filed: the holder reads it
 	}
 	sh.catchUp()
-	if r.Routed {
-		sh.fileOrCross(idx, slot, n, makeState(gen, statusPending, t)|fl, t)
+	if fl.routed() {
+		sh.fileOrCross(idx, n, makeState(gen, statusPending, t)|fl, t)
 	} else {
 		sh.file(idx, n, t)
 	}

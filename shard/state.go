@@ -11,7 +11,8 @@ import (
 // A node's state word is one 64-bit value, changed by CAS (and by the plain
 // stores noted below, made by the one goroutine that owns the node then):
 //
-//	bits 63..43  tag      low 21 bits of the node's generation
+//	bits 63..44  tag      low 20 bits of the node's generation
+//	bit  43      routed   a timer with a key, run on its key's shard (cross.go)
 //	bit  42      indexed  a ScheduleKey timer: its key index must hear of its end
 //	bit  41      queued   the node is on the attention stack
 //	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped, running, handed
@@ -72,7 +73,7 @@ import (
 // recycled: a handle's CAS expects the state word it loaded, and the node's
 // full 64-bit generation (pool.Node.Gen) is checked after that load, so a
 // stale handle could only win if, between those two atomic loads and its
-// CAS a few instructions later, the node lived a multiple of 2^21 further
+// CAS a few instructions later, the node lived a multiple of 2^20 further
 // lives (two million schedule+cancel pairs, tens of milliseconds at the
 // fastest) and the new life had the same status and deadline tick.
 //
@@ -84,7 +85,7 @@ const (
 	ticksMask  = 1<<ticksBits - 1
 	statusShft = ticksBits
 	statusMask = 7
-	tagShift   = 43
+	tagShift   = 44
 	tagBits    = 64 - tagShift
 	tagMask    = 1<<tagBits - 1
 
@@ -93,6 +94,9 @@ const (
 	// indexedBit marks a timer that Config.Unindex must hear of when its
 	// node is freed.
 	indexedBit = 1 << 42
+	// routedBit marks a routed timer (Request.Routed): its holders hand
+	// it over to its key's shard when it comes near (cross.go).
+	routedBit = 1 << 43
 )
 
 // Status values. new is what a producer writes for a node it queues.
@@ -130,6 +134,9 @@ func (s state) tagOK(g uint64) bool {
 
 // queued reports whether the node is on the attention stack.
 func (s state) queued() bool { return uint64(s)&queuedBit != 0 }
+
+// routed reports whether the timer runs on its key's shard (cross.go).
+func (s state) routed() bool { return uint64(s)&routedBit != 0 }
 
 // indexed reports whether the node's key index must hear of its end.
 func (s state) indexed() bool { return uint64(s)&indexedBit != 0 }

@@ -100,7 +100,7 @@ func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
 				continue // cancelled or reset meanwhile
 			}
 			t = sh.tickOf(ns)
-			sh.fileOrCross(idx, slot, n, ns, t)
+			sh.fileOrCross(idx, n, ns, t)
 			return t, true
 		case statusCancelled:
 			sh.freeNode(idx, n, s)
