@@ -124,3 +124,11 @@ func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
 		})
 	}
 }
+
+// settles polls s's totals until want holds: counters a holder keeps are
+// published by the shard goroutine's next pass, which Stats wakes an idle
+// goroutine for.
+func settles(t *testing.T, s *shardwheel.Scheduler, what string, want func(shardwheel.ShardStats) bool) {
+	t.Helper()
+	require.Eventually(t, func() bool { return want(s.Stats().Total) }, waitFor, pollEvery, what)
+}

@@ -417,11 +417,17 @@ func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
 // cancelled concurrently it is a snapshot, exact when the scheduler is
 // quiescent. A timer whose task is running no longer counts.
 func (s *Scheduler) Pending() int {
-	var live int64
+	// Every shard's ins, then every shard's outs: a token a timer gives
+	// back on one shard may let another shard accept one, and reading
+	// shard by shard could count both.
+	var in, out uint64
 	for _, sh := range s.shards {
-		live += sh.Live()
+		in += sh.Ins()
 	}
-	return int(max(live, 0))
+	for _, sh := range s.shards {
+		out += sh.Outs()
+	}
+	return int(in - min(out, in))
 }
 
 // Stop stops every shard, waits for their goroutines to return, and returns

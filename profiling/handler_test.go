@@ -248,8 +248,13 @@ func TestHandlerPage(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, tm.Cancel())
 	}
-	taken := s.Stats().Total.TakenBack
-	require.NotZero(t, taken)
+	// The shard goroutine publishes the holders' counts at its next pass,
+	// which Stats wakes it for.
+	var taken uint64
+	require.Eventually(t, func() bool {
+		taken = s.Stats().Total.TakenBack
+		return taken != 0
+	}, 10*time.Second, time.Millisecond)
 
 	rec := get(t, h, "/")
 	require.Equal(t, http.StatusOK, rec.Code)

@@ -73,7 +73,7 @@ func TestLevelOneSlotOfAMillionCascadesInBoundedShares(t *testing.T) {
 	}
 	sh.verify()
 	assert.Positive(t, peak)
-	assert.Equal(t, uint64(n), sh.Stats().Fired)
+	assert.Equal(t, uint64(n), sh.statsNow().Fired)
 	for i := range n {
 		if ran[i] != due[i] {
 			require.Equal(t, due[i], ran[i], "timer %d ran at the wrong tick", i)
@@ -102,8 +102,8 @@ func TestPassBudgetLetsDueTimersRunDuringABurst(t *testing.T) {
 	h.pass()
 	h.pass()
 	assert.False(t, h.sh.more)
-	assert.Equal(t, 3*passBudget, int(h.sh.Stats().Scheduled)-1)
-	assert.Zero(t, h.sh.Stats().Queued, "all taken in")
+	assert.Equal(t, 3*passBudget, int(h.sh.statsNow().Scheduled)-1)
+	assert.Zero(t, h.sh.statsNow().Queued, "all taken in")
 }
 
 // TestIdlePauseIsNotTickLag parks a shard with nothing to do for two
@@ -120,12 +120,12 @@ func TestIdlePauseIsNotTickLag(t *testing.T) {
 	_, rej := sched(h.sh, 1, 50*testTick, func() { h.fired[1] = h.clock.Now() })
 	require.Equal(t, Accepted, rej)
 	h.pass() // woken by the Schedule
-	assert.Zero(t, h.sh.Stats().TickLag.Count(), "a parked shard is not late")
+	assert.Zero(t, h.sh.statsNow().TickLag.Count(), "a parked shard is not late")
 	wake, _, timed := h.sh.plan()
 	require.True(t, timed)
 	h.clock.Advance(h.sh.tickTime(wake) - h.clock.Now())
 	h.pass()
-	lag := h.sh.Stats().TickLag
+	lag := h.sh.statsNow().TickLag
 	require.Equal(t, uint64(1), lag.Count())
 	assert.Zero(t, lag.Max(), "woken exactly at its tick")
 }
@@ -141,7 +141,7 @@ func TestLatenessIsMeasuredFromTheDeadlineTick(t *testing.T) {
 	h.clock.Advance(8 * testTick) // the worker reaches tick 5 three ticks late
 	h.pass()
 	require.Len(t, h.fired, 3)
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	require.Equal(t, uint64(3), st.Lateness.Count())
 	assert.Equal(t, int64(3*testTick), st.Lateness.Max())
 	assert.Equal(t, PassWork{Fired: 3}, st.SlowestPass, "the busiest pass and what it did")
@@ -327,5 +327,5 @@ func TestTransferCapAboveThePassBudget(t *testing.T) {
 		assert.Equal(t, s.more, sh.more, "pass %d", i)
 	}
 	assert.Equal(t, total, ran)
-	assert.Equal(t, uint64(2), sh.Stats().CapHits)
+	assert.Equal(t, uint64(2), sh.statsNow().CapHits)
 }

@@ -244,11 +244,12 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 				continue // Cancel or Reset won the race
 			}
 			task, key := slot.Task(), n.Key
-			sh.releaseToken()
 			sh.h.counts[cFired]++
 			// Published at once: a task may run long, holding the
-			// wheel, and Live must not count it pending meanwhile.
+			// wheel, and Live must not count it pending meanwhile;
+			// and before its token goes back (see Outs).
 			sh.stats.published[cFired].Store(sh.h.counts[cFired])
+			sh.releaseToken()
 			sh.work.fired++
 			sh.releaseNode(idx, n, fs)
 			sh.runTask(task, key, idx, gen, false)

@@ -26,7 +26,7 @@ func oneNode(t *testing.T) (*harness, uint32) {
 	h := newHarness(t)
 	r := h.schedule(0, time.Hour)
 	require.True(t, h.sh.Cancel(r))
-	require.EqualValues(t, 1, h.sh.Stats().TakenBack, "taken back: the next timer reuses the node")
+	require.EqualValues(t, 1, h.sh.statsNow().TakenBack, "taken back: the next timer reuses the node")
 	return h, r.idx
 }
 

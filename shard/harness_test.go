@@ -206,3 +206,16 @@ func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
 		})
 	}
 }
+
+// statsNow is Stats with the holder counters published first, as the
+// shard goroutine's next pass would: tests that drive the wheel without
+// that goroutine read them at once. It takes the wheel if it is free.
+func (sh *Shard) statsNow() Stats {
+	procPin()
+	if sh.tryHold() {
+		sh.publish()
+		sh.letGo()
+	}
+	procUnpin()
+	return sh.Stats()
+}

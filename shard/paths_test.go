@@ -32,7 +32,7 @@ func TestSweepFreesHeldNodesAndStaleHandlesStayInert(t *testing.T) {
 	for _, r := range held {
 		require.True(t, h.sh.Cancel(r)) // none is the last filed: all held
 	}
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	require.Equal(t, 20, st.HeldCancelled)
 	require.Zero(t, st.Swept)
 	// Filing pays the sweep: a step visits more nodes than the arena has.
@@ -40,7 +40,7 @@ func TestSweepFreesHeldNodesAndStaleHandlesStayInert(t *testing.T) {
 	for i := 40; i < 40+sweepStep/sweepPerFiled+64; i++ {
 		later = append(later, h.schedule(i, time.Hour))
 	}
-	st = h.sh.Stats()
+	st = h.sh.statsNow()
 	assert.Zero(t, st.HeldCancelled, "the sweep freed every held node")
 	assert.EqualValues(t, 20, st.Swept)
 	assert.NotZero(t, st.Sweeps)
@@ -91,13 +91,13 @@ func TestQueuedTimerResetAndCancelled(t *testing.T) {
 			resetAt := h.clock.Now()
 			require.True(t, h.sh.Reset(r, c.reset))
 			require.True(t, h.sh.Cancel(cancelled))
-			assert.Equal(t, 2, h.sh.Stats().Queued)
+			assert.Equal(t, 2, h.sh.statsNow().Queued)
 			unhold()
 			h.step(c.first + c.reset + 2*testTick)
 			require.Contains(t, h.fired, 1)
 			assert.GreaterOrEqual(t, h.fired[1], resetAt+c.reset, "never before its last deadline")
 			assert.LessOrEqual(t, h.fired[1], resetAt+c.reset+2*testTick)
-			st := h.sh.Stats()
+			st := h.sh.statsNow()
 			assert.Zero(t, st.Queued)
 			assert.Zero(t, st.HeldCancelled, "the cancelled one was freed when taken in")
 			assert.Zero(t, h.pending())
@@ -119,7 +119,7 @@ func TestOtherPsTimersGoThroughTheQueue(t *testing.T) {
 	cancelled, rej := sched(h.sh, 2, 5*testTick, func() { t.Error("cancelled timer ran") })
 	require.Equal(t, Accepted, rej)
 	at := h.clock.Now()
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.Equal(t, 2, st.Queued, "queued, not filed")
 	assert.Zero(t, h.sh.h.w.count)
 	assert.Less(t, h.sh.sleepUntil.Load(), uint64(1<<62), "the shard goroutine was told to wake")
@@ -128,7 +128,7 @@ func TestOtherPsTimersGoThroughTheQueue(t *testing.T) {
 	h.step(7 * testTick)
 	require.Contains(t, h.fired, 1)
 	assert.GreaterOrEqual(t, h.fired[1], at+5*testTick)
-	assert.Zero(t, h.sh.Stats().Queued)
+	assert.Zero(t, h.sh.statsNow().Queued)
 	assert.Zero(t, h.pending())
 }
 
@@ -159,14 +159,14 @@ func TestStopClaimsQueuedAndFiledNotHeld(t *testing.T) {
 	}
 	unhold()
 	want[held[9]] = true
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	require.Equal(t, 9, st.HeldCancelled)
 	require.Equal(t, 5, st.Queued)
 	h.sh.Close()
 	got := map[Ref]bool{}
 	h.sh.Drain(func(r Ref, _ uint64, _ time.Duration, _ Task) bool { got[r] = true; return true })
 	assert.Equal(t, want, got)
-	st = h.sh.Stats()
+	st = h.sh.statsNow()
 	assert.EqualValues(t, len(want), st.Stopped)
 	assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "Stats add up")
 	assert.Zero(t, h.pending())
@@ -240,7 +240,7 @@ func TestCancelRacingTheSweepAndExpiry(t *testing.T) {
 					"producer %d timer %d: ran %d, cancelled %d", p, i, ran[p][i].Load(), cancelled[p][i].Load())
 			}
 		}
-		st := sh.Stats()
+		st := sh.statsNow()
 		assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
 		t.Logf("cancelled %d, swept %d in %d sweeps, taken back %d", st.Cancelled, st.Swept, st.Sweeps, st.TakenBack)
 	})

@@ -65,7 +65,7 @@ func TestSeriesRunsOnItsGrid(t *testing.T) {
 			}
 			assert.True(t, h.sh.Pending(r))
 			assert.EqualValues(t, 1, h.pending(), "a series is one timer")
-			st := h.sh.Stats()
+			st := h.sh.statsNow()
 			assert.EqualValues(t, len(runs), st.PeriodicRuns)
 			assert.Zero(t, st.Fired, "runs are not fired timers")
 			require.True(t, h.sh.Cancel(r))
@@ -98,7 +98,7 @@ func TestSeriesPolicies(t *testing.T) {
 			case BurstMissed:
 				require.Equal(t, []time.Duration{55 * testTick, 55 * testTick, 55 * testTick, 55 * testTick, 55 * testTick}, runs)
 			}
-			st := h.sh.Stats()
+			st := h.sh.statsNow()
 			assert.EqualValues(t, 4, st.PeriodicMissed)
 			assert.EqualValues(t, len(runs), st.PeriodicRuns)
 			runs = nil
@@ -109,7 +109,7 @@ func TestSeriesPolicies(t *testing.T) {
 			case DelayMissed:
 				require.Equal(t, []time.Duration{65 * testTick, 75 * testTick, 85 * testTick}, runs, "the grid restarted at the run")
 			}
-			assert.EqualValues(t, 4, h.sh.Stats().PeriodicMissed, "nothing missed on time")
+			assert.EqualValues(t, 4, h.sh.statsNow().PeriodicMissed, "nothing missed on time")
 		})
 	}
 }
@@ -147,7 +147,7 @@ func TestSeriesSlowTask(t *testing.T) {
 				// the grid restarts at 35: 45, 55.
 				require.Equal(t, []time.Duration{10 * testTick, 45 * testTick, 55 * testTick}, runs)
 			}
-			assert.EqualValues(t, 2, h.sh.Stats().PeriodicMissed)
+			assert.EqualValues(t, 2, h.sh.statsNow().PeriodicMissed)
 		})
 	}
 }
@@ -196,7 +196,7 @@ func TestSeriesCancel(t *testing.T) {
 			require.Equal(t, 2, runs, "no run after the Cancel")
 			assert.Zero(t, h.pending())
 			assert.Zero(t, h.sh.h.w.count)
-			st := h.sh.Stats()
+			st := h.sh.statsNow()
 			assert.EqualValues(t, 1, st.Cancelled)
 			assert.Zero(t, st.HeldCancelled, "the node was freed")
 		})
@@ -260,7 +260,7 @@ func TestSeriesQueued(t *testing.T) {
 	unhold()
 	h.step(25 * testTick)
 	require.Equal(t, []time.Duration{10 * testTick, 20 * testTick}, runs)
-	require.EqualValues(t, 8, h.sh.Stats().PeriodicRuns, "2 + 6 runs of the reset one")
+	require.EqualValues(t, 8, h.sh.statsNow().PeriodicRuns, "2 + 6 runs of the reset one")
 	require.True(t, h.sh.Cancel(r))
 	require.True(t, h.sh.Cancel(r2))
 }
@@ -297,7 +297,7 @@ func TestSeriesExecutorNeverOverlaps(t *testing.T) {
 			f() // the task runs at 55 and returns: the series goes back to the wheel
 			run, _ = h.sh.Running(r)
 			require.False(t, run)
-			require.EqualValues(t, 4, h.sh.Stats().PeriodicMissed)
+			require.EqualValues(t, 4, h.sh.statsNow().PeriodicMissed)
 			h.pass()
 			// Drain the executor at each pass from here on.
 			for h.clock.Now()-start < 90*testTick {
@@ -358,7 +358,7 @@ func TestSeriesExecutorCancelInFlight(t *testing.T) {
 			require.Equal(t, 1, runs)
 			assert.Zero(t, h.pending())
 			assert.Zero(t, h.sh.h.w.count)
-			assert.Zero(t, h.sh.Stats().HeldCancelled, "freed")
+			assert.Zero(t, h.sh.statsNow().HeldCancelled, "freed")
 		})
 	}
 }
@@ -426,7 +426,7 @@ func TestSeriesRunIsCountedWhenItStarts(t *testing.T) {
 			runs := uint64(0)
 			_, rej := schedSeries(h.sh, 1, testTick, missed, func() {
 				runs++
-				assert.Equal(t, runs, h.sh.Stats().PeriodicRuns, "seen from inside run %d", runs)
+				assert.Equal(t, runs, h.sh.statsNow().PeriodicRuns, "seen from inside run %d", runs)
 			})
 			require.Equal(t, Accepted, rej)
 			h.step(3 * testTick)

@@ -54,7 +54,7 @@ func TestSpikeGivesBlocksBack(t *testing.T) {
 			break
 		}
 	}
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.Equal(t, base, int(h.sh.Live()))
 	assert.Positive(t, st.BlocksReleased)
 	assert.Equal(t, uint64(spike+base), st.Scheduled)
@@ -75,7 +75,7 @@ func TestSpikeGivesBlocksBack(t *testing.T) {
 		require.Equal(t, Accepted, rej)
 	}
 	assert.LessOrEqual(t, h.sh.arena.HighWater(), hw, "the second spike made the first one's blocks again")
-	assert.Positive(t, h.sh.Stats().BlocksRemade)
+	assert.Positive(t, h.sh.statsNow().BlocksRemade)
 	for _, r := range refs {
 		require.False(t, h.sh.Pending(r), "a first-spike handle must not name a second-spike timer")
 		require.False(t, h.sh.Cancel(r))
@@ -106,7 +106,7 @@ func TestSteadyChurnKeepsItsNodes(t *testing.T) {
 		h.pass()
 	}
 	assert.Equal(t, uint32(noLimit), h.sh.h.limit)
-	assert.Zero(t, h.sh.Stats().BlocksReleased)
+	assert.Zero(t, h.sh.statsNow().BlocksReleased)
 }
 
 // When the wheel needs more nodes than lie below a lowered limit, the

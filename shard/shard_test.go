@@ -161,7 +161,7 @@ func TestCancelAtOnceTakesTheNodeBack(t *testing.T) {
 	require.Equal(t, 1, h.sh.h.w.count)
 	require.True(t, h.sh.Cancel(r))
 	assert.Zero(t, h.sh.h.w.count, "taken back")
-	assert.EqualValues(t, 1, h.sh.Stats().TakenBack)
+	assert.EqualValues(t, 1, h.sh.statsNow().TakenBack)
 	r2 := h.schedule(2, time.Hour)
 	assert.Equal(t, r.idx, r2.idx, "the freed node is the next one handed out")
 	assert.Equal(t, r.gen+1, r2.gen, "in a new generation")
@@ -169,13 +169,13 @@ func TestCancelAtOnceTakesTheNodeBack(t *testing.T) {
 	r3 := h.schedule(3, 5*testTick)
 	require.True(t, h.sh.Cancel(r2), "not the last filed")
 	assert.Equal(t, 2, h.sh.h.w.count, "held: a Cancel only marks the node")
-	assert.Equal(t, 1, h.sh.Stats().HeldCancelled)
+	assert.Equal(t, 1, h.sh.statsNow().HeldCancelled)
 	require.True(t, h.sh.Cancel(r3))
 	assert.Equal(t, 1, h.sh.h.w.count, "the last filed is taken back")
-	assert.EqualValues(t, 2, h.sh.Stats().TakenBack)
+	assert.EqualValues(t, 2, h.sh.statsNow().TakenBack)
 	h.runOut()
 	assert.Zero(t, h.sh.h.w.count, "the wheel met it: freed")
-	assert.Zero(t, h.sh.Stats().HeldCancelled)
+	assert.Zero(t, h.sh.statsNow().HeldCancelled)
 }
 
 func TestStaleHandleNeverTouchesRecycledNode(t *testing.T) {

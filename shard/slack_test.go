@@ -56,7 +56,7 @@ func TestSlackTimerSkipsTheCascade(t *testing.T) {
 		_, rej := schedSlack(h.sh, 1, 300*testTick, slack, func() { ran = h.clock.Now() - start })
 		require.Equal(t, Accepted, rej)
 		h.step(400 * testTick)
-		st := h.sh.Stats()
+		st := h.sh.statsNow()
 		if slack == 0 {
 			assert.Equal(t, 300*testTick, ran, "exact")
 			assert.NotZero(t, st.Refiled, "cascaded")
@@ -173,7 +173,7 @@ func TestSlackTakeBackAndSweep(t *testing.T) {
 		h.step(testTick)
 	}
 	assert.Zero(t, h.sh.h.w.count, "swept")
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.EqualValues(t, 64, st.TakenBack+st.Swept)
 	h.step(400 * testTick)
 }

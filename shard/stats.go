@@ -143,18 +143,14 @@ func (sh *Shard) publish() {
 	}
 }
 
-// refresh publishes the holder's counters now if nobody holds the wheel,
-// so that a quiescent shard's Stats and Live are exact. It never waits: a
-// held wheel keeps the last published figures, at most one pass old. It
-// files nothing: what producers push meanwhile is the shard goroutine's
-// to take in (letGo).
-func (sh *Shard) refresh() {
-	procPin()
-	if sh.tryHold() {
-		sh.publish()
-		sh.letGo()
+// nudge wakes a shard goroutine that sleeps past the next tick, so that a
+// pass publishes what holders have counted since its last one (publish):
+// the holder counters a reader sees trail by a pass at most, and a reader
+// writes no line a Schedule or Cancel writes. Any goroutine; never waits.
+func (sh *Shard) nudge() {
+	if until := sh.sleepUntil.Load(); until > sh.plannedAt.Load()+1 {
+		sh.signal()
 	}
-	procUnpin()
 }
 
 // laneSums adds up the lanes' counters.
@@ -188,13 +184,17 @@ func (sh *Shard) sumLanes() laneSums {
 // go: then they trail the published count by a little, which their 30-bit
 // difference shows as half the range or more.
 func (sh *Shard) scheduledNow(l laneSums) uint64 {
-	pub := sh.stats.published[cScheduled].Load()
-	low := sh.own.Load() >> ownCountShift & ownCountMask
-	held := pub
-	if ahead := (low - pub) & ownCountMask; ahead < 1<<(ownCountBits-1) {
-		held += ahead
-	}
+	held := heldCount(sh.stats.published[cScheduled].Load(), sh.own.Load()>>ownCountShift&ownCountMask)
 	return held + l.queued - min(l.undone, held+l.queued)
+}
+
+// heldCount returns the timers holders filed at once, from the published
+// count pub and the low bits own carries (see scheduledNow).
+func heldCount(pub, low uint64) uint64 {
+	if ahead := (low - pub) & ownCountMask; ahead < 1<<(ownCountBits-1) {
+		pub += ahead
+	}
+	return pub
 }
 
 // reportScheduled returns the Scheduled figure Stats reports for the exact
@@ -213,22 +213,48 @@ func (sh *Shard) reportScheduled(v uint64) uint64 {
 	}
 }
 
+// Ins and Outs split Live in two, for a reader that sums several shards:
+// read every shard's Ins, then every shard's Outs, and the difference is
+// at most the timers that were pending at one moment between the two
+// reads, never more (each count only grows, and a timer is counted out
+// after it was counted in). Any goroutine; they write nothing.
+func (sh *Shard) Ins() uint64 {
+	pub := sh.stats.published[cScheduled].Load()
+	low := sh.own.Load() >> ownCountShift & ownCountMask
+	var queued uint64
+	for i := range sh.lanes {
+		queued += sh.lanes[i].queued.Load()
+	}
+	return heldCount(pub, low) + queued
+}
+
+// Outs is the other half of Live (see Ins): timers fired, cancelled,
+// stopped, and Schedules that Stop undid. A timer's out is counted before
+// its pending token is given back, so Ins minus Outs never exceeds
+// WithMaxPending's limit.
+func (sh *Shard) Outs() uint64 {
+	var out uint64
+	for i := range sh.lanes {
+		l := &sh.lanes[i]
+		out += l.undone.Load() + l.cancels.Load()
+	}
+	return out + sh.stats.published[cFired].Load() + sh.crossedFired.Load() + sh.stopped.Load()
+}
+
 // Live returns the timers accepted and not yet ended: scheduled, less
-// fired, cancelled and stopped. While timers are being scheduled
-// and cancelled concurrently it is a snapshot, exact when the shard is
+// fired, cancelled and stopped (Ins, then Outs). While timers are being
+// scheduled and cancelled concurrently it is at most what was pending at
+// one moment during the call, never negative; exact when the shard is
 // quiescent. Any goroutine.
 func (sh *Shard) Live() int64 {
-	sh.refresh()
-	p := &sh.stats.published
-	l := sh.sumLanes()
-	out := p[cFired].Load() + sh.crossedFired.Load() + l.cancels + sh.stopped.Load()
-	return int64(sh.scheduledNow(l)) - int64(out)
+	in := sh.Ins()
+	return int64(in - min(sh.Outs(), in))
 }
 
 // Stats returns a snapshot of the shard's statistics. Safe for concurrent
 // use; it never waits for the shard.
 func (sh *Shard) Stats() Stats {
-	sh.refresh()
+	sh.nudge()
 	p := &sh.stats.published
 	l := sh.sumLanes()
 	var st Stats

@@ -18,12 +18,12 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 		refs = append(refs, r)
 	}
 	unhold()
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.Equal(t, uint64(10), st.Scheduled)
 	assert.Equal(t, 10, st.Queued, "nothing taken yet")
 
 	h.pass() // takes 4: the cap
-	st = h.sh.Stats()
+	st = h.sh.statsNow()
 	assert.Equal(t, 6, st.Queued)
 	assert.Equal(t, 10, st.Resident)
 	assert.Equal(t, 4, st.TransferLast)
@@ -39,7 +39,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	unhold()
 	h.step(10 * testTick)
 
-	st = h.sh.Stats()
+	st = h.sh.statsNow()
 	assert.Equal(t, uint64(8), st.Fired, "7 timers and the panicking one")
 	assert.Equal(t, uint64(2), st.Cancelled)
 	assert.Equal(t, uint64(1), st.Reset)
@@ -58,7 +58,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 
 	h.sh.Close()
 	h.sh.Drain(func(Ref, uint64, time.Duration, Task) bool { return true })
-	assert.Equal(t, uint64(1), h.sh.Stats().Stopped)
+	assert.Equal(t, uint64(1), h.sh.statsNow().Stopped)
 }
 
 func TestStatsTickLagAndSkippedTicks(t *testing.T) {
@@ -72,7 +72,7 @@ func TestStatsTickLagAndSkippedTicks(t *testing.T) {
 	require.LessOrEqual(t, wake, start+50)
 	h.clock.Advance(time.Duration(wake-start)*testTick + 3*testTick)
 	h.pass()
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.Equal(t, uint64(1), st.Ticks)
 	assert.Greater(t, wake-start, uint64(10), "a far timer lets the worker sleep")
 	assert.Equal(t, wake-start+2, st.TicksSkipped, "an idle shard does not process empty ticks")
@@ -86,7 +86,7 @@ func TestStatsOffRecordsNoDistributions(t *testing.T) {
 		h.schedule(i, testTick)
 	}
 	h.step(3 * testTick)
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.Equal(t, uint64(40), st.Fired, "counters are always kept")
 	assert.Zero(t, st.Lateness.Count())
 	assert.Zero(t, st.TaskTime.Count())
@@ -103,22 +103,22 @@ func TestStatsScheduledNeverGoesBackwards(t *testing.T) {
 		unhold := holdWheel(t, h.sh)
 		h.sh.h.counts[cScheduled] = publishEvery // filed before this hold
 		unhold()
-		require.Equal(t, uint64(publishEvery), h.sh.Stats().Scheduled)
+		require.Equal(t, uint64(publishEvery), h.sh.statsNow().Scheduled)
 
 		unhold = holdWheel(t, h.sh)
 		h.sh.countFiled() // reaches 2^20: published while still held
-		assert.Equal(t, uint64(publishEvery+1), h.sh.Stats().Scheduled, "while held")
+		assert.Equal(t, uint64(publishEvery+1), h.sh.statsNow().Scheduled, "while held")
 		unhold()
-		assert.Equal(t, uint64(publishEvery+1), h.sh.Stats().Scheduled, "after")
+		assert.Equal(t, uint64(publishEvery+1), h.sh.statsNow().Scheduled, "after")
 	})
 	t.Run("a Schedule undone by Stop after a reader counted it", func(t *testing.T) {
 		h := newHarness(t)
 		ref := h.schedule(1, time.Hour)
-		require.Equal(t, uint64(1), h.sh.Stats().Scheduled)
+		require.Equal(t, uint64(1), h.sh.statsNow().Scheduled)
 		h.sh.Close()
 		require.True(t, h.sh.undo(ref, &h.sh.lanes[0]))
 		assert.Zero(t, h.sh.scheduledNow(h.sh.sumLanes()), "the exact count")
-		assert.Equal(t, uint64(1), h.sh.Stats().Scheduled, "the reported one")
+		assert.Equal(t, uint64(1), h.sh.statsNow().Scheduled, "the reported one")
 	})
 	t.Run("a reading that met an undo but not its push", func(t *testing.T) {
 		h := newHarness(t)

@@ -88,8 +88,8 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 			// the task, which nobody writes again: a stopped node is
 			// never freed.
 			if claim(n, s) {
+				sh.stopped.Add(1) // before the token goes back (see Outs)
 				sh.releaseToken()
-				sh.stopped.Add(1)
 				r := sh.ref(idx, gen)
 				if keep(r, n.Key, sh.due(s, now), sh.arena.Task(idx)) {
 					claimed[idx/64].Or(1 << (idx % 64)) // after the CAS: see Claimed

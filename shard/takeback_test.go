@@ -33,7 +33,7 @@ func TestCancelTakesBackTheLastFiled(t *testing.T) {
 	}
 	r := sched(1)
 	require.True(t, h.sh.Cancel(r))
-	st := h.sh.Stats()
+	st := h.sh.statsNow()
 	assert.Equal(t, uint64(1), st.TakenBack)
 	assert.Zero(t, st.Resident, "taken back: nothing held")
 	r2 := sched(2)
@@ -45,13 +45,13 @@ func TestCancelTakesBackTheLastFiled(t *testing.T) {
 	below := sched(3)
 	sched(4)
 	require.True(t, h.sh.Cancel(below), "filed before the last: cancelled, held")
-	assert.Equal(t, uint64(1), h.sh.Stats().TakenBack)
-	assert.Equal(t, 1, h.sh.Stats().HeldCancelled)
+	assert.Equal(t, uint64(1), h.sh.statsNow().TakenBack)
+	assert.Equal(t, 1, h.sh.statsNow().HeldCancelled)
 
 	indexed, rej := schedIndexed(h.sh, 5, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
 	require.True(t, h.sh.Cancel(indexed), "indexed, entry kept: the shard must unindex it")
-	assert.Equal(t, uint64(1), h.sh.Stats().TakenBack, "an indexed timer goes through the attention stack")
+	assert.Equal(t, uint64(1), h.sh.statsNow().TakenBack, "an indexed timer goes through the attention stack")
 	h.pass()
 	assert.Equal(t, []uint64{5}, unindexed, "freed, and its index told, at the next pass")
 
@@ -59,11 +59,11 @@ func TestCancelTakesBackTheLastFiled(t *testing.T) {
 	queued := sched(6)
 	require.True(t, h.sh.Cancel(queued), "cancelled in the queue")
 	unhold()
-	st = h.sh.Stats()
+	st = h.sh.statsNow()
 	assert.Equal(t, uint64(1), st.TakenBack)
 	assert.Equal(t, 1, st.Queued)
 	h.pass()
-	st = h.sh.Stats()
+	st = h.sh.statsNow()
 	assert.Equal(t, uint64(4), st.Cancelled)
 	assert.Zero(t, st.Queued)
 	// Timer 3, held cancelled, is more than a quarter of this small wheel:
@@ -140,7 +140,7 @@ func TestCancelRacingTheShardGoroutine(t *testing.T) {
 				require.Equal(t, 1, ends, "producer %d timer %d: ran %d, cancelled %v", p, i, ran[p][i].Load(), cancelled[p][i])
 			}
 		}
-		st := sh.Stats()
+		st := sh.statsNow()
 		assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
 		assert.LessOrEqual(t, st.TakenBack, st.Cancelled)
 		if procs == 1 {
@@ -248,7 +248,7 @@ func TestSharedLanesAfterGOMAXPROCSRaise(t *testing.T) {
 				require.Eventually(t, func() bool { return sh.Tokens() == 1<<40 }, 20*time.Second, time.Millisecond,
 					"every timer must end")
 				require.Eventually(t, func() bool {
-					st := sh.Stats()
+					st := sh.statsNow()
 					return st.Scheduled == st.Fired+st.Cancelled && st.Queued == 0 && st.Resident == 0
 				}, 10*time.Second, time.Millisecond, "the worker publishes every end")
 				sh.Close()
@@ -260,7 +260,7 @@ func TestSharedLanesAfterGOMAXPROCSRaise(t *testing.T) {
 							"producer %d timer %d: ran %d, cancelled %d", p, i, o.ran.Load(), o.cancelled.Load())
 					}
 				}
-				st := sh.Stats()
+				st := sh.statsNow()
 				assert.Equal(t, uint64(producers*rounds), st.Scheduled)
 				assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
 				assert.LessOrEqual(t, st.TakenBack, st.Cancelled)
@@ -399,7 +399,7 @@ func runDrainRace(t *testing.T, lanes int) {
 			require.Equal(t, int32(1), claimCalls[p][i].Load(), "producer %d timer %d: Claimed's task calls another timer's task", p, i)
 		}
 	}
-	st := sh.Stats()
+	st := sh.statsNow()
 	assert.Equal(t, accepted, st.Scheduled)
 	assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "Stats add up")
 	assert.Equal(t, uint64(len(claimed)), st.Stopped)
