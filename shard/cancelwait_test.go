@@ -273,7 +273,8 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 }
 
 // TestExecRunsArePooled: with an executor, runs reuse their records: a
-// shard that ran many timers, a few at a time, made a few.
+// shard that ran many timers, a few at a time, made a few, and every run
+// left the run table when it returned.
 func TestExecRunsArePooled(t *testing.T) {
 	sh, clock := startShardWith(t, executors["goroutine"])
 	var ran atomic.Int64
@@ -282,14 +283,122 @@ func TestExecRunsArePooled(t *testing.T) {
 		require.Equal(t, Accepted, rej)
 		advanceUntil(t, clock, func() bool { return ran.Load() == int64(i+1) })
 	}
-	runs := *sh.runs.Load()
-	assert.Less(t, len(runs), 10)
-	require.Eventually(t, func() bool {
-		for _, r := range runs {
-			if r.word.Load() != 0 {
-				return false
+	require.Eventually(t, func() bool { return runsPublished(sh) == 0 }, waitFor, pollEvery, "every run ended")
+	sh.Close()
+	<-sh.Exited()
+	assert.Less(t, sh.runs.made, 10)
+}
+
+// runsPublished returns the run words in sh's run tables.
+func runsPublished(sh *Shard) int {
+	n := 0
+	for tab := sh.runTab.Load(); tab != nil; tab = tab.older.Load() {
+		for i := range tab.words {
+			if tab.words[i].Load() != 0 {
+				n++
 			}
 		}
-		return true
-	}, waitFor, pollEvery, "every run ended")
+	}
+	return n
+}
+
+// handOverBurst hands n timers, all due at the same tick, to an executor
+// that keeps every run in flight (it holds the funcs it is given), and
+// returns the bytes and allocations the shard goroutine's pass made. The
+// held runs are run, and so returned, before it returns.
+func handOverBurst(t *testing.T, sh *Shard, clock *ManualClock, held *[]func(), n int) (bytes, mallocs uint64) {
+	t.Helper()
+	var ran atomic.Int64
+	task := func() { ran.Add(1) }
+	for i := range n {
+		_, rej := sched(sh, uint64(i), testTick, task)
+		require.Equal(t, Accepted, rej)
+	}
+	clock.Advance(testTick)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	passNow(sh)
+	runtime.ReadMemStats(&after)
+	require.Len(t, *held, n, "every run handed over")
+	for _, f := range *held {
+		f()
+	}
+	*held = (*held)[:0]
+	require.EqualValues(t, n, ran.Load())
+	return after.TotalAlloc - before.TotalAlloc, after.Mallocs - before.Mallocs
+}
+
+// TestExecutorHandOverIsLinear: handing a burst of timers to an executor
+// costs each timer the same, however many runs are in flight, and a
+// burst after the runs returned allocates nothing (where the goroutine
+// token is cheap): twice the burst costs about twice the bytes, not four
+// times (each new run record once copied the list of all of them).
+func TestExecutorHandOverIsLinear(t *testing.T) {
+	const n = 2000
+	burst := func(sizes ...int) (bytes, mallocs []uint64) {
+		held := make([]func(), 0, 2*n)
+		sh, clock := benchShard(t, func(c *Config) {
+			c.FirstBlock = 4 * n
+			c.Run = func(f func()) { held = append(held, f) }
+		})
+		for _, size := range sizes {
+			b, m := handOverBurst(t, sh, clock, &held, size)
+			bytes, mallocs = append(bytes, b), append(mallocs, m)
+		}
+		return bytes, mallocs
+	}
+	small, _ := burst(n)
+	large, mallocs := burst(2*n, 2*n)
+	t.Logf("hand-over on a fresh shard: %d timers %d B (%.0f B/timer), %d timers %d B (%.0f B/timer); again: %d B, %d allocations",
+		n, small[0], float64(small[0])/n, 2*n, large[0], float64(large[0])/(2*n), large[1], mallocs[1])
+	assert.Less(t, float64(large[0])/(2*n), 512.0, "bytes per timer handed over")
+	assert.Less(t, float64(large[0]), 2.5*float64(small[0])+64<<10, "twice the timers, about twice the bytes")
+	if CheapGoroutineToken {
+		assert.Less(t, float64(mallocs[1])/(2*n), 0.01, "a burst the shard has seen before allocates nothing per run")
+	}
+}
+
+// TestExecutorBurstIsGivenBack: once a burst of runs has returned, the
+// shard goroutine unlinks the run tables it grew through at its next look
+// (a second of ticks later), and within four seconds gives back the
+// execRuns and the large table: a CancelWait then looks at one small
+// table, as before the burst, and the shard keeps runKeepMin records.
+// Parked with nothing due, it still wakes for those looks.
+func TestExecutorBurstIsGivenBack(t *testing.T) {
+	const n = 20000
+	var held []func()
+	sh, clock := benchShard(t, func(c *Config) {
+		c.FirstBlock = n
+		c.Run = func(f func()) { held = append(held, f) }
+	})
+	heldBurst(t, sh, clock, n)
+	tables := func() (n, buckets int) {
+		for tab := sh.runTab.Load(); tab != nil; tab = tab.older.Load() {
+			n, buckets = n+1, buckets+tab.buckets()
+		}
+		return n, buckets
+	}
+	grown, _ := tables()
+	assert.Greater(t, grown, 1, "the burst grew the table")
+	assert.Equal(t, n, runsPublished(sh))
+	runHeld(&held)
+	assert.Zero(t, runsPublished(sh))
+	// Play the shard goroutine: pass whenever it planned to wake, until
+	// it parks untimed.
+	start := clock.Now()
+	for sh.timed {
+		require.LessOrEqual(t, clock.Now()-start, 4*time.Second, "still looking")
+		clock.Advance(max(sh.tickTime(sh.wakeTick)-clock.Now(), 0))
+		passNow(sh)
+		if clock.Now() >= start+time.Second {
+			chain, _ := tables()
+			require.Equal(t, 1, chain, "a second later, one table")
+		}
+	}
+	t.Logf("everything given back %v after the burst", clock.Now()-start)
+	chain, buckets := tables()
+	assert.Equal(t, 1, chain)
+	assert.LessOrEqual(t, buckets, 2*runBucketsFor(runKeepMin), "the large table replaced")
+	assert.Equal(t, runKeepMin, sh.runs.made, "the burst's records given back")
+	assert.False(t, sh.runs.wake, "nothing left to give back")
 }

@@ -171,12 +171,12 @@ type Shard struct {
 
 	_ [pad.CacheLineSize]byte
 
-	// The executor's runs (cancelwait.go): runs lists every execRun
-	// ever made (copy on write by the shard goroutine, read by
-	// waiters); runFree is the stack on which runs give their execRun
-	// back, pushed (CAS) by whatever goroutine ran the task and taken
-	// whole (Swap) by the shard goroutine. Used only with Config.Run.
-	runs    atomic.Pointer[[]*execRun]
+	// The executor's runs (cancelwait.go): runTab is the newest run
+	// table (stored by the shard goroutine, read by waiters); runFree is
+	// the stack on which runs give their execRun back, pushed (CAS) by
+	// whatever goroutine ran the task and taken whole (Swap) by the
+	// shard goroutine. Used only with Config.Run.
+	runTab  atomic.Pointer[runTable]
 	runFree atomic.Pointer[execRun]
 
 	_ [pad.CacheLineSize]byte
@@ -196,7 +196,7 @@ type Shard struct {
 	wakeTick  uint64   // the tick the goroutine last planned to process next
 	lastTick  uint64   // the last tick a pass reached; written holding the wheel
 	quieted   bool     // quiet is closed
-	runSpare  *execRun // idle execRuns the shard goroutine holds (takeRun)
+	runs      runPool  // the execRuns it holds (cancelwait.go)
 	trace     tracer   // the execution tracer's view of passes (trace.go)
 }
 
