@@ -288,11 +288,11 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 	// their queues, and their goroutines file, run and sweep them: rounds
 	// of timers an hour away, all cancelled, on those shards alone.
 	runtime.GOMAXPROCS(1)
-	n := 20000
-	if raceEnabled || testing.Short() {
-		n = 4000
-	}
-	const rounds, flat = 30, 6
+	// n and the rounds are such that the arenas reach their bound (a
+	// round's timers and the holder's free list) within the rounds before
+	// the last flat ones, whose heap then does not move: an arena grows by
+	// doubling blocks, so a smaller n would reach it in many more rounds.
+	const n, rounds, flat = 20000, 16, 6
 	var heap []uint64
 	for range rounds {
 		for shard := 1; shard < s.Shards(); shard++ {
