@@ -42,7 +42,8 @@
 //     beyond MaxDelay is clamped to MaxDelay (795 days at a 1ms tick, 21.8
 //     years at 10ms).
 //   - A panicking task is recovered and reported to the panic handler; its
-//     shard keeps running.
+//     shard keeps running. So does the shard of a task that calls
+//     runtime.Goexit (reported as ErrTaskGoexit).
 //
 // # Contexts
 //
@@ -99,6 +100,11 @@ var (
 	// ErrTooManyHandlers is returned by NewHandler when the Scheduler
 	// holds MaxHandlers handlers already.
 	ErrTooManyHandlers = fmt.Errorf("shardwheel: a Scheduler holds at most %d handlers", MaxHandlers)
+	// ErrTaskGoexit is the value the panic handler (WithPanicHandler, or
+	// the logger) receives for a task that called runtime.Goexit instead
+	// of returning, as t.FailNow does in a test's timer: the task's shard
+	// goes on running its other timers, and Stats counts it in Panics.
+	ErrTaskGoexit = shard.ErrGoexit
 
 	errShardFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, ShardCapacity)
 )

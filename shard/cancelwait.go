@@ -130,19 +130,56 @@ type execRun struct {
 	// the execRun back (collectRuns).
 	tab  *runTable
 	slot int
-	next *execRun // runFree's and runPool.spare's link
+	// exited is set by a run whose task called runtime.Goexit on another
+	// goroutine than the shard's, for the shard goroutine to count.
+	exited bool
+	next   *execRun // runFree's and runPool.spare's link
 }
 
 // exec runs the task and finishes the run, even if the task panics (the
-// panic goes on to the executor, which must recover it).
+// panic goes on to the executor, which must recover it: it is recovered
+// here only to finish the run first, and raised again with its value) or
+// calls runtime.Goexit (see goexited).
 func (r *execRun) exec() {
-	r.tab.gs[r.slot].Store(goroutineToken())
-	defer r.finish()
+	me := goroutineToken()
+	r.tab.gs[r.slot].Store(me)
+	returned := false
+	defer func() {
+		if returned {
+			r.finish()
+			return
+		}
+		if v := recover(); v != nil {
+			r.finish()
+			panic(v)
+		}
+		r.goexited(me)
+	}()
 	if f := r.task.Func; f != nil {
 		f()
+	} else {
+		r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
+	}
+	returned = true
+}
+
+// goexited finishes a run whose task called runtime.Goexit on the
+// goroutine whose token is me, for exec. On the shard goroutine (an
+// executor that runs tasks inside its run call) runTask reports it, as
+// the Goexit goes on through it. On another goroutine it is reported here,
+// the shard goroutine counts it (Panics) when it takes the execRun back,
+// and it is woken to do so. recover returns nil for a Goexit, and for a
+// nil panic only under GODEBUG=panicnil=1, which is then taken for one.
+func (r *execRun) goexited(me uintptr) {
+	sh := r.sh
+	if me == sh.g.Load() {
+		r.finish()
 		return
 	}
-	r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
+	reportPanic(sh.cfg.OnPanic, ErrGoexit)
+	r.exited = true
+	r.finish()
+	sh.signal()
 }
 
 // finish ends a run whose task has returned: a periodic timer's series is
@@ -292,13 +329,17 @@ type runPool struct {
 	wake   bool
 }
 
-// collectRuns takes the execRuns runs gave back onto the spare list, and
-// unlinks the older run tables that no run is published in any more.
-// Shard goroutine.
+// collectRuns takes the execRuns runs gave back onto the spare list,
+// counts the Goexits they saw, and unlinks the older run tables that no
+// run is published in any more. Shard goroutine, holding the wheel.
 func (sh *Shard) collectRuns() {
 	emptied := false
 	for r := sh.runFree.Swap(nil); r != nil; {
 		next := r.next
+		if r.exited {
+			sh.h.counts[cPanics]++
+			r.exited = false
+		}
 		r.tab.live--
 		emptied = emptied || r.tab.live == 0
 		r.tab, r.next, sh.runs.spare = nil, sh.runs.spare, r
@@ -379,8 +420,9 @@ func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
 	return nt
 }
 
-// trimRuns gives back what a burst of hand-overs left, once a second of
-// ticks (sweepCheck): the idle execRuns beyond what the last two windows
+// trimRuns takes back the execRuns runs gave back since the last pass,
+// and gives back what a burst of hand-overs left, once a second of ticks
+// (sweepCheck): the idle execRuns beyond what the last two windows
 // needed at once (and runKeepMin), the tables nothing is published in any
 // more (collectRuns), and a table far larger than those runs need, which
 // it replaces with one that fits. In steady state it gives back nothing,
@@ -389,7 +431,13 @@ func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
 // goroutine for them (wake). The shard goroutine, in its pass.
 func (sh *Shard) trimRuns() {
 	p, e := &sh.runs, sh.h.w.elapsed
-	if p.made == 0 || e < p.trimAt {
+	if p.made == 0 {
+		return
+	}
+	if e < p.trimAt {
+		if sh.runFree.Load() != nil {
+			sh.collectRuns() // a run's Goexit counts by the pass's end
+		}
 		return
 	}
 	p.trimAt = e + sh.sweepCheck

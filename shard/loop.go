@@ -11,7 +11,7 @@ import (
 // parts of stats.go it names runs on the shard goroutine only.
 
 func (sh *Shard) run() {
-	defer close(sh.exited)
+	defer sh.runEnded() // closes exited, or starts a successor (goexit.go)
 	sh.gid.Store(GoroutineID())
 	sh.g.Store(goroutineToken())
 	if sh.cfg.Pin != nil {

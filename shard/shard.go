@@ -196,6 +196,7 @@ type Shard struct {
 	wakeTick  uint64   // the tick the goroutine last planned to process next
 	lastTick  uint64   // the last tick a pass reached; written holding the wheel
 	quieted   bool     // quiet is closed
+	goexit    uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
 	runs      runPool  // the execRuns it holds (cancelwait.go)
 	trace     tracer   // the execution tracer's view of passes (trace.go)
 }

@@ -18,7 +18,8 @@ func (sh *Shard) Close() {
 }
 
 // Exited returns a channel that is closed when the shard goroutine has
-// returned. That goroutine itself must not wait on it (see IsWorker).
+// returned (the last of them, if a task's runtime.Goexit replaced it: see
+// goexit.go). That goroutine itself must not wait on it (see IsWorker).
 func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 
 // Quiet reports, after Close, whether the shard goroutine will fire no
