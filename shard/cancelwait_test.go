@@ -402,3 +402,78 @@ func TestExecutorBurstIsGivenBack(t *testing.T) {
 	assert.Equal(t, runKeepMin, sh.runs.made, "the burst's records given back")
 	assert.False(t, sh.runs.wake, "nothing left to give back")
 }
+
+// TestCancelWaitDuringABurst: thousands of runs in flight at once on
+// executor goroutines (the run table grows through a chain of tables
+// while they are handed over), with goroutines calling CancelWait on them
+// and on timers not due yet meanwhile: each CancelWait on a run in flight
+// returns once its task has returned, each on a pending timer cancels it,
+// and once the runs have returned the shard goroutine's looks leave one
+// table, with nothing published in it.
+func TestCancelWaitDuringABurst(t *testing.T) {
+	n := 20000
+	if raceEnabled || testing.Short() {
+		n = 3000
+	}
+	sh, clock := startShardWith(t, executors["goroutine"])
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var started, done atomic.Int64
+	type timer struct {
+		r        Ref
+		finished atomic.Bool
+	}
+	burst := make([]*timer, n)
+	for i := range burst {
+		tm := &timer{}
+		r, rej := sched(sh, uint64(i), testTick, func() {
+			started.Add(1)
+			<-release
+			tm.finished.Store(true)
+			done.Add(1)
+		})
+		require.Equal(t, Accepted, rej)
+		tm.r = r
+		burst[i] = tm
+	}
+	far := make([]Ref, n/10)
+	for i := range far {
+		r, rej := sched(sh, uint64(i), time.Hour, func() { t.Error("a cancelled timer ran") })
+		require.Equal(t, Accepted, rej)
+		far[i] = r
+	}
+	advanceUntil(t, clock, func() bool { return started.Load() > int64(n/2) })
+	chain := 0
+	for tab := sh.runTab.Load(); tab != nil; tab = tab.older.Load() {
+		chain++
+	}
+	t.Logf("%d runs started, %d tables", started.Load(), chain)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 * 16 {
+				tm := burst[i]
+				ok, err := sh.CancelWait(context.Background(), tm.r)
+				assert.NoError(t, err)
+				assert.False(t, ok, "a run in flight is not cancelled")
+				assert.True(t, tm.finished.Load(), "CancelWait returned before its task did")
+			}
+			for i := w; i < len(far); i += 8 {
+				ok, err := sh.CancelWait(context.Background(), far[i])
+				assert.NoError(t, err)
+				assert.True(t, ok)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return sh.waiters.Load() > 0 }, waitFor, pollEvery)
+	advanceUntil(t, clock, func() bool { return started.Load() == int64(n) })
+	free()
+	wg.Wait()
+	require.Eventually(t, func() bool { return done.Load() == int64(n) }, waitFor, pollEvery)
+	advanceUntil(t, clock, func() bool {
+		tab := sh.runTab.Load()
+		return runsPublished(sh) == 0 && tab.older.Load() == nil
+	})
+}
