@@ -130,10 +130,7 @@ type execRun struct {
 	// the execRun back (collectRuns).
 	tab  *runTable
 	slot int
-	// exited is set by a run whose task called runtime.Goexit on another
-	// goroutine than the shard's, for the shard goroutine to count.
-	exited bool
-	next   *execRun // runFree's and runPool.spare's link
+	next *execRun // runFree's and runPool.spare's link
 }
 
 // exec runs the task and finishes the run, even if the task panics (the
@@ -166,20 +163,27 @@ func (r *execRun) exec() {
 // goexited finishes a run whose task called runtime.Goexit on the
 // goroutine whose token is me, for exec. On the shard goroutine (an
 // executor that runs tasks inside its run call) runTask reports it, as
-// the Goexit goes on through it. On another goroutine it is reported here,
-// the shard goroutine counts it (Panics) when it takes the execRun back,
-// and it is woken to do so. recover returns nil for a Goexit, and for a
-// nil panic only under GODEBUG=panicnil=1, which is then taken for one.
+// the Goexit goes on through it. On another goroutine it is reported
+// here, and the shard goroutine, woken, counts it (Panics) in its pass
+// (countExits). recover returns nil for a Goexit, and for a nil panic
+// only under GODEBUG=panicnil=1, which is then taken for one.
 func (r *execRun) goexited(me uintptr) {
 	sh := r.sh
+	r.finish()
 	if me == sh.g.Load() {
-		r.finish()
 		return
 	}
 	reportPanic(sh.cfg.OnPanic, ErrGoexit)
-	r.exited = true
-	r.finish()
+	sh.runExits.Add(1)
 	sh.signal()
+}
+
+// countExits counts in Panics the Goexits of tasks on executors'
+// goroutines (goexited). The shard goroutine, in its pass.
+func (sh *Shard) countExits() {
+	if sh.runExits.Load() != 0 {
+		sh.h.counts[cPanics] += sh.runExits.Swap(0)
+	}
 }
 
 // finish ends a run whose task has returned: a periodic timer's series is
@@ -209,9 +213,10 @@ func (r *execRun) finish() {
 //
 // A runTable is an open hash set of run words: buckets of runBucket
 // slots, one cache line of words each. A run word goes in one of the two
-// buckets its two hashes name (bucketsOf), the one with more free slots
-// (word 0): with two choices a table fills to about 70% before a bucket
-// overflows, where with one it would overflow at 15-30%. gs holds, slot
+// buckets its two hashes name (bucketsOf), the first while it is at most
+// half full, else the one with more free slots (word 0): with two choices
+// a table fills to about 70% before a bucket overflows, where with one it
+// would overflow at 15-30%. gs holds, slot
 // for slot, the token of the goroutine running the task, 0 until it
 // starts. Only the shard goroutine adds words (publishRun), and it never
 // moves one: a run's word stays in its slot until the run, on whatever
@@ -281,12 +286,15 @@ func (t *runTable) bucketsOf(word uint64) (a, b int) {
 		int((word*0xc2b2ae3d27d4eb4f)>>t.shift) * runBucket
 }
 
-// free returns the free slots of the bucket starting at slot b, and the
-// first of them.
-func (t *runTable) free(b int) (n, first int) {
-	for i := b + runBucket - 1; i >= b; i-- {
+// free returns the free slots of the bucket starting at slot b, counting
+// no further than enough, and the first of them.
+func (t *runTable) free(b, enough int) (n, first int) {
+	for i := b; i < b+runBucket && n < enough; i++ {
 		if t.words[i].Load() == 0 {
-			n, first = n+1, i
+			if n == 0 {
+				first = i
+			}
+			n++
 		}
 	}
 	return n, first
@@ -329,17 +337,13 @@ type runPool struct {
 	wake   bool
 }
 
-// collectRuns takes the execRuns runs gave back onto the spare list,
-// counts the Goexits they saw, and unlinks the older run tables that no
-// run is published in any more. Shard goroutine, holding the wheel.
+// collectRuns takes the execRuns runs gave back onto the spare list, and
+// unlinks the older run tables that no run is published in any more.
+// Shard goroutine.
 func (sh *Shard) collectRuns() {
 	emptied := false
 	for r := sh.runFree.Swap(nil); r != nil; {
 		next := r.next
-		if r.exited {
-			sh.h.counts[cPanics]++
-			r.exited = false
-		}
 		r.tab.live--
 		emptied = emptied || r.tab.live == 0
 		r.tab, r.next, sh.runs.spare = nil, sh.runs.spare, r
@@ -385,10 +389,13 @@ func (sh *Shard) takeRun() *execRun {
 	return r
 }
 
-// publishRun publishes r's run word in the run table, in the freer of its
-// two buckets. It makes a larger table first when the runs out of the
-// pool (in flight, or given back and not collected yet) would fill more
-// than half of this one, and when both buckets are full. Shard goroutine.
+// publishRun publishes r's run word in the run table: in its first
+// bucket while that is at most half full, else in the freer of its two
+// (which balances them about as well as always taking the freer, and
+// reads one bucket, not two, in a table that is mostly empty). It makes a
+// larger table first when the runs out of the pool (in flight, or given
+// back and not collected yet) would fill more than half of this one, and
+// when both buckets are full. Shard goroutine.
 func (sh *Shard) publishRun(r *execRun, word uint64) {
 	t := sh.runTab.Load()
 	if out := sh.runs.made - sh.runs.idle; t == nil || 2*out > len(t.words) {
@@ -396,9 +403,11 @@ func (sh *Shard) publishRun(r *execRun, word uint64) {
 	}
 	for {
 		a, b := t.bucketsOf(word)
-		na, ia := t.free(a)
-		if nb, ib := t.free(b); nb > na {
-			na, ia = nb, ib
+		na, ia := t.free(a, runBucket/2)
+		if na < runBucket/2 {
+			if nb, ib := t.free(b, runBucket); nb > na {
+				na, ia = nb, ib
+			}
 		}
 		if na > 0 {
 			t.words[ia].Store(word)
@@ -420,9 +429,8 @@ func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
 	return nt
 }
 
-// trimRuns takes back the execRuns runs gave back since the last pass,
-// and gives back what a burst of hand-overs left, once a second of ticks
-// (sweepCheck): the idle execRuns beyond what the last two windows
+// trimRuns gives back what a burst of hand-overs left, once a second of
+// ticks (sweepCheck): the idle execRuns beyond what the last two windows
 // needed at once (and runKeepMin), the tables nothing is published in any
 // more (collectRuns), and a table far larger than those runs need, which
 // it replaces with one that fits. In steady state it gives back nothing,
@@ -431,13 +439,7 @@ func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
 // goroutine for them (wake). The shard goroutine, in its pass.
 func (sh *Shard) trimRuns() {
 	p, e := &sh.runs, sh.h.w.elapsed
-	if p.made == 0 {
-		return
-	}
-	if e < p.trimAt {
-		if sh.runFree.Load() != nil {
-			sh.collectRuns() // a run's Goexit counts by the pass's end
-		}
+	if p.made == 0 || e < p.trimAt {
 		return
 	}
 	p.trimAt = e + sh.sweepCheck

@@ -103,6 +103,7 @@ func (sh *Shard) passBody() bool {
 	}
 	sh.cascadeAhead()
 	sh.sweepHeld()
+	sh.countExits()
 	sh.trimRuns()
 	sh.recordPass(now)
 	sh.publish()

@@ -175,9 +175,12 @@ type Shard struct {
 	// table (stored by the shard goroutine, read by waiters); runFree is
 	// the stack on which runs give their execRun back, pushed (CAS) by
 	// whatever goroutine ran the task and taken whole (Swap) by the
-	// shard goroutine. Used only with Config.Run.
-	runTab  atomic.Pointer[runTable]
-	runFree atomic.Pointer[execRun]
+	// shard goroutine; runExits counts the Goexits of tasks on executors'
+	// goroutines, added by them and taken (Swap) by the shard goroutine.
+	// Used only with Config.Run.
+	runTab   atomic.Pointer[runTable]
+	runFree  atomic.Pointer[execRun]
+	runExits atomic.Uint64
 
 	_ [pad.CacheLineSize]byte
 
