@@ -45,7 +45,7 @@ import "errors"
 // the shard's (unless the executor runs the task inside its run call, on
 // the shard goroutine, which is the case above): the run's own deferred
 // call sees it, reports it, and finishes the run as a return would; the
-// shard goroutine counts it when it takes the run back (collectRuns).
+// shard goroutine, woken, counts it in its pass (countExits).
 
 // ErrGoexit is the value the panic handler receives for a task that called
 // runtime.Goexit instead of returning.
