@@ -164,16 +164,18 @@ func (r *execRun) exec() {
 // goroutine whose token is me, for exec. On the shard goroutine (an
 // executor that runs tasks inside its run call) runTask reports it, as
 // the Goexit goes on through it. On another goroutine it is reported
-// here, and the shard goroutine, woken, counts it (Panics) in its pass
+// here, while the run is still published, as runTask reports a panic,
+// and the shard goroutine, woken, counts it (Panics) in its pass
 // (countExits). recover returns nil for a Goexit, and for a nil panic
 // only under GODEBUG=panicnil=1, which is then taken for one.
 func (r *execRun) goexited(me uintptr) {
 	sh := r.sh
-	r.finish()
 	if me == sh.g.Load() {
+		r.finish()
 		return
 	}
 	reportPanic(sh.cfg.OnPanic, ErrGoexit)
+	r.finish()
 	sh.runExits.Add(1)
 	sh.signal()
 }
