@@ -62,7 +62,9 @@ type Config struct {
 	// Handlers, required for handler timers, is the table of handlers
 	// their tasks name; shards of one scheduler share it.
 	Handlers *Handlers
-	// OnPanic receives the value of a panicking task (or Run). Required.
+	// OnPanic receives the value of a panicking task (or Run), and
+	// ErrGoexit for a task that calls runtime.Goexit, on an executor's
+	// goroutine too (goexit.go). Required.
 	OnPanic func(v any)
 	// Stats turns on the latency histograms (tick lag, lateness, pass
 	// time, task time), which cost a clock read per pass, per 64 tasks
