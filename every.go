@@ -62,8 +62,10 @@ var (
 // from the call with period d (and returns false, changing nothing, for
 // d <= 0); Pending is true while the series lives; Deadline is its next
 // run's tick (a run's own while it runs); Stop returns a live series
-// once, and its Task is task. The series is one timer in Pending and in
-// Stats (Scheduled, then Cancelled or Stopped); its runs are not Fired.
+// once, and its Task is task, except with WithExecutor a series whose run
+// the executor holds, which Stop ends without returning it: that run is
+// its last (see Stop). The series is one timer in Pending and in Stats
+// (Scheduled, then Cancelled or Stopped); its runs are not Fired.
 //
 // It returns ErrNilTask for a nil task, ErrBadPeriod for a period <= 0,
 // ErrBadMissed for an unknown policy, and Schedule's errors otherwise. It

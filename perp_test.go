@@ -3,6 +3,7 @@ package shardwheel_test
 import (
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -200,4 +201,153 @@ func TestGOMAXPROCSChangesWhileTimersRun(t *testing.T) {
 	}
 	st := s.Stats().Total
 	assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled, "Stats add up")
+}
+
+// TestGOMAXPROCSDownAndUp: GOMAXPROCS goes from 4 to 1, up to 8 and back
+// to 2 under a Scheduler made with a shard per P (as the runtime does from
+// cgroup limits since Go 1.25). At each step goroutines schedule timers
+// without a key and by key on every shard, some due soon, some an hour
+// away, and cancel some: every timer due soon runs once and never early,
+// every cancel of a pending timer works, and Pending returns to 0. While
+// only one P is left, the shards whose Ps went away still sweep the timers
+// filed on them before and run the timers whose keys route to them: many
+// rounds of those leave the memory flat.
+func TestGOMAXPROCSDownAndUp(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
+	require.Equal(t, 4, s.Shards())
+	keys := make([][]uint64, s.Shards())
+	for i := range keys {
+		keys[i] = keysFor(s, i, 64)
+	}
+	type timer struct {
+		at    time.Time
+		delay time.Duration
+		ran   atomic.Int32
+		early atomic.Bool
+	}
+	var all []*timer
+	var allMu sync.Mutex
+	step := func(procs int) {
+		runtime.GOMAXPROCS(procs)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				var mine []*timer
+				for i := range 400 {
+					tr := &timer{at: time.Now(), delay: time.Duration(i%20) * time.Millisecond}
+					task := func() {
+						if time.Since(tr.at) < tr.delay {
+							tr.early.Store(true)
+						}
+						tr.ran.Add(1)
+					}
+					var err error
+					if i%2 == 0 {
+						_, err = s.AfterFunc(tr.delay, task)
+					} else {
+						_, err = s.Schedule(keys[(g+i)%len(keys)][i%64], tr.delay, task)
+					}
+					if !assert.NoError(t, err) {
+						return
+					}
+					mine = append(mine, tr)
+					if i%5 == 0 { // an hour away, then cancelled: on every shard
+						far, err := s.Schedule(keys[i%len(keys)][g], time.Hour, func() { t.Error("a cancelled timer ran") })
+						if !assert.NoError(t, err) {
+							return
+						}
+						assert.True(t, far.Cancel(), "a pending timer's cancel")
+					}
+				}
+				allMu.Lock()
+				all = append(all, mine...)
+				allMu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	for _, procs := range []int{4, 1, 8, 2} {
+		step(procs)
+	}
+	require.Eventually(t, func() bool {
+		for _, tr := range all {
+			if tr.ran.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	}, waitFor, pollEvery, "every timer due soon ran")
+	for i, tr := range all {
+		require.EqualValues(t, 1, tr.ran.Load(), "timer %d", i)
+		require.False(t, tr.early.Load(), "timer %d ran early", i)
+	}
+	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
+
+	// One P left: shards 1 to 3 have lost theirs. Timers filed there
+	// while they had it stay theirs: their goroutines sweep them once
+	// cancelled, and give the memory back. Timers with keys routed there
+	// are filed on shard 0 and cross near their deadline: rounds of them,
+	// due soon, leave every shard's memory flat.
+	var filed [][]shardwheel.Timeout
+	var filedMu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 { // goroutines on every P: their timers land on every shard
+		wg.Go(func() {
+			mine := make([]shardwheel.Timeout, 0, 20000)
+			for range cap(mine) {
+				tm, err := s.AfterFunc(time.Hour, noop)
+				require.NoError(t, err)
+				mine = append(mine, tm)
+			}
+			filedMu.Lock()
+			filed = append(filed, mine)
+			filedMu.Unlock()
+		})
+	}
+	wg.Wait()
+	before := s.Stats()
+	runtime.GOMAXPROCS(1)
+	for _, mine := range filed {
+		for _, tm := range mine {
+			require.True(t, tm.Cancel())
+		}
+	}
+	require.Eventually(t, func() bool {
+		st := s.Stats()
+		for i, sh := range st.Shards {
+			if before.Shards[i].Resident > 10000 && (sh.HeldCancelled > 2000 || sh.Sweeps == before.Shards[i].Sweeps) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, pollEvery, "every shard that held many timers swept them, its P gone or not")
+
+	const n, rounds, flat = 5000, 12, 5
+	var heap []uint64
+	for range rounds {
+		var done sync.WaitGroup
+		for shard := 1; shard < s.Shards(); shard++ {
+			for i := range n {
+				done.Add(1)
+				_, err := s.Schedule(keys[shard][i%64], time.Duration(i%3)*time.Millisecond, done.Done)
+				require.NoError(t, err)
+			}
+		}
+		done.Wait()
+		heap = append(heap, heapInUse())
+	}
+	t.Logf("heap after each round: %v", heap)
+	last := heap[rounds-flat:]
+	assert.Less(t, slices.Max(last)-slices.Min(last), uint64(n)*8, "the last %d rounds grow nothing", flat)
+	st := s.Stats()
+	assert.Positive(t, st.Total.Crossed, "the timers crossed to their keys' shards")
+	var probes sync.WaitGroup
+	for shard := 1; shard < s.Shards(); shard++ {
+		probes.Add(1)
+		_, err := s.Schedule(keys[shard][0], time.Millisecond, probes.Done)
+		require.NoError(t, err)
+	}
+	probes.Wait() // each shard still runs its timers
+	assert.Zero(t, s.Pending())
 }

@@ -31,8 +31,9 @@
 //     tasks; Stats shows it.
 //   - Exactly once: every timer Schedule accepted ends in exactly one way:
 //     its task ran once, one Cancel returned true for it, or Stop claimed
-//     it (returned it, or handed it over: see Stop). Pending counts the
-//     timers that have not ended yet.
+//     it (returned it, or handed it over, or, for a series whose run an
+//     executor holds, left that run as its last: see Stop). Pending counts
+//     the timers that have not ended yet.
 //   - Stale handles are inert: once a timer has ended, its Timeout reports
 //     not pending, and Cancel and Reset on it return false, even after the
 //     node behind it was reused for another timer.
@@ -41,7 +42,8 @@
 //     beyond MaxDelay is clamped to MaxDelay (795 days at a 1ms tick, 21.8
 //     years at 10ms).
 //   - A panicking task is recovered and reported to the panic handler; its
-//     shard keeps running.
+//     shard keeps running. So does the shard of a task that calls
+//     runtime.Goexit (reported as ErrTaskGoexit).
 //
 // # Contexts
 //
@@ -98,6 +100,11 @@ var (
 	// ErrTooManyHandlers is returned by NewHandler when the Scheduler
 	// holds MaxHandlers handlers already.
 	ErrTooManyHandlers = fmt.Errorf("shardwheel: a Scheduler holds at most %d handlers", MaxHandlers)
+	// ErrTaskGoexit is the value the panic handler (WithPanicHandler, or
+	// the logger) receives for a task that called runtime.Goexit instead
+	// of returning, as t.FailNow does in a test's timer: the task's shard
+	// goes on running its other timers, and Stats counts it in Panics.
+	ErrTaskGoexit = shard.ErrGoexit
 
 	errShardFull = fmt.Errorf("%w: the shard holds %d timers, its capacity", ErrTooManyPending, ShardCapacity)
 )
@@ -452,6 +459,15 @@ func (s *Scheduler) Pending() int {
 // panic handler; an executor that runs tasks on other goroutines must
 // recover their panics itself. Shutdown is Stop with a bound on this wait.
 //
+// A periodic series (Every) is returned between its runs. With
+// WithExecutor, a series whose run the executor holds when Stop claims it
+// (handed over, its task started or not) is not returned: that run, which
+// may start after Stop returns, is its last, and Stats counts the series
+// as stopped. So what Stop returns never runs twice: a returned series'
+// Task is not also in the executor's hands. (Inline, a run in progress
+// has returned by the time Stop does, unless the task called Stop itself
+// or Shutdown gave up on it.)
+//
 // Stop is idempotent: only the first call returns timers; a later call
 // waits until the first is completely done (every shard goroutine has
 // returned, including one whose task called Stop and is still running) and
@@ -616,7 +632,10 @@ func (t Timeout) Pending() bool {
 
 // Task returns the task of a timer that Stop or Shutdown returned, so that
 // its work can be handed elsewhere (or run: calling it does not revive the
-// timer, which never runs). For every other timer (pending, ended in any
+// timer, which never runs). For a periodic series it is the series' task,
+// which the scheduler runs no more: with WithExecutor, Stop returns no
+// series whose run the executor still holds, so calling it never
+// duplicates such a run (see Stop). For every other timer (pending, ended in any
 // other way) and for the zero Timeout it returns nil: a shard drops a task
 // when its timer ends. A stopped Scheduler keeps the tasks of the timers
 // Stop returned, for Task, for as long as the Scheduler or a Timeout of it

@@ -82,7 +82,9 @@ type ShardStats struct {
 	// SlowestPass is the longest pass the shard made and what it did:
 	// the cause of the worst stall a shard had.
 	SlowestPass PassWork `json:"slowest_pass"`
-	// Panics counts tasks that panicked.
+	// Panics counts tasks that panicked (those an executor ran on its
+	// own goroutines aside: their panics are the executor's), and tasks
+	// that called runtime.Goexit (ErrTaskGoexit), wherever they ran.
 	Panics uint64 `json:"panics"`
 	// PeriodicRuns counts the runs of periodic timers' tasks (Every):
 	// Fired does not count them, since a series is one timer however

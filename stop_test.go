@@ -519,3 +519,50 @@ func TestTaskOfAHandedOverTimerIsNil(t *testing.T) {
 	assert.NotContains(t, out, tm)
 	assert.Nil(t, tm.Task(), "Task of a timer Stop did not return")
 }
+
+// TestStopLeavesAnExecutorsSeriesRunToIt: with an executor, Stop does not
+// return a series whose run the executor holds (handed over, started or
+// not): that run, which may start after Stop returns, is its last. A
+// series between runs is returned, and its Task runs it once. Whatever
+// the caller runs (the held runs, the returned tasks), no series runs
+// twice from one Stop, and Stats counts both as stopped.
+func TestStopLeavesAnExecutorsSeriesRunToIt(t *testing.T) {
+	var mu sync.Mutex
+	var held []func()
+	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond),
+		shardwheel.WithExecutor(func(f func()) {
+			mu.Lock()
+			held = append(held, f)
+			mu.Unlock()
+		}))
+	require.NoError(t, err)
+	var inFlightRuns, idleRuns atomic.Int64
+	inFlight, err := s.Every(1, time.Millisecond, shardwheel.SkipMissed, func() { inFlightRuns.Add(1) })
+	require.NoError(t, err)
+	idle, err := s.Every(2, time.Hour, shardwheel.SkipMissed, func() { idleRuns.Add(1) })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(held) == 1
+	}, waitFor, pollEvery, "the executor holds the first run")
+	got := s.Stop()
+	assert.Equal(t, []shardwheel.Timeout{idle}, got, "only the series between runs")
+	assert.False(t, inFlight.Pending())
+	assert.Nil(t, inFlight.Task())
+	mu.Lock()
+	for _, f := range held {
+		f() // the run the executor held still runs: the series' last
+	}
+	mu.Unlock()
+	for _, tm := range got {
+		tm.Task()()
+	}
+	assert.EqualValues(t, 1, inFlightRuns.Load(), "the held run, and nothing else")
+	assert.EqualValues(t, 1, idleRuns.Load(), "the returned task")
+	assert.False(t, inFlight.Cancel())
+	st := s.Stats().Total
+	assert.EqualValues(t, 2, st.Stopped)
+	assert.EqualValues(t, 2, st.Scheduled)
+	assert.Zero(t, s.Pending())
+}

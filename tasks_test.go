@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/shardwheel/shardwheel"
 )
@@ -96,4 +98,103 @@ func TestBlockingTaskDelaysButNeverReorders(t *testing.T) {
 	st := s.Stats()
 	assert.GreaterOrEqual(t, time.Duration(st.Total.TickLag.Max()), block/2, "the stall shows as tick lag")
 	assert.GreaterOrEqual(t, time.Duration(st.Total.Lateness.Max()), block/2, "and as lateness")
+}
+
+// TestGoexitingTaskLeavesItsShardRunning: a task that calls runtime.Goexit
+// (as t.FailNow does) and one that panics with nil, inline or through an
+// executor, are reported to the panic handler and counted in Panics, once
+// each; their shard goes on running its other timers, never early, and a
+// series whose runs do it goes on too. Stop still returns what is pending
+// and leaves no goroutine behind.
+func TestGoexitingTaskLeavesItsShardRunning(t *testing.T) {
+	isGoexit := func(t *testing.T, v any) {
+		err, ok := v.(error)
+		require.True(t, ok, "reported %T %v", v, v)
+		assert.ErrorIs(t, err, shardwheel.ErrTaskGoexit)
+	}
+	isNilPanic := func(t *testing.T, v any) {
+		var pe *runtime.PanicNilError
+		err, ok := v.(error)
+		require.True(t, ok, "reported %T %v", v, v)
+		assert.ErrorAs(t, err, &pe)
+	}
+	goexit := func() { runtime.Goexit() }
+	panicNil := func() { panic(nil) } //nolint:govet // the point of the test
+	executors := map[string][]shardwheel.Option{
+		"inline":        nil,
+		"inline-pinned": {shardwheel.WithAffinity(true)},
+		"in-run":        {shardwheel.WithExecutor(func(f func()) { f() })},
+		"goroutine":     {shardwheel.WithExecutor(func(f func()) { go f() })},
+	}
+	for name, exec := range executors {
+		for _, c := range []struct {
+			kind  string
+			abort func()
+			check func(*testing.T, any)
+		}{{"goexit", goexit, isGoexit}, {"panic-nil", panicNil, isNilPanic}} {
+			if c.kind == "panic-nil" && name == "goroutine" {
+				continue // the executor's goroutine panics: the executor's to recover
+			}
+			t.Run(name+"/"+c.kind, func(t *testing.T) {
+				defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+				var mu sync.Mutex
+				var reported []any
+				opts := append([]shardwheel.Option{shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond),
+					shardwheel.WithPanicHandler(func(v any) {
+						mu.Lock()
+						reported = append(reported, v)
+						mu.Unlock()
+					})}, exec...)
+				s, err := shardwheel.New(opts...)
+				require.NoError(t, err)
+				const aborts = 4 // one one-shot timer, three runs of a series
+				var ran atomic.Int64
+				var early atomic.Int64
+				schedule := func(n int) {
+					for i := range n {
+						d := time.Duration(i%8) * time.Millisecond
+						at := time.Now()
+						_, err := s.Schedule(uint64(i), d, func() {
+							if time.Since(at) < d {
+								early.Add(1)
+							}
+							ran.Add(1)
+						})
+						require.NoError(t, err)
+					}
+				}
+				_, err = s.Schedule(0, 0, c.abort)
+				require.NoError(t, err)
+				var beats atomic.Int64
+				hb, err := s.Every(0, time.Millisecond, shardwheel.SkipMissed, func() {
+					if beats.Add(1) <= aborts-1 {
+						c.abort()
+					}
+				})
+				require.NoError(t, err)
+				schedule(100)
+				require.Eventually(t, func() bool { return ran.Load() == 100 && beats.Load() > aborts }, waitFor, pollEvery,
+					"timers on the shard ran: %d of 100, %d beats", ran.Load(), beats.Load())
+				require.True(t, hb.Cancel(), "the series lives on")
+				require.Eventually(t, func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return len(reported) >= aborts && s.Stats().Total.Panics >= aborts
+				}, waitFor, pollEvery)
+				schedule(100) // after the shard goroutine was replaced
+				require.Eventually(t, func() bool { return ran.Load() == 200 }, waitFor, pollEvery)
+				assert.Zero(t, early.Load(), "timers ran early")
+				hour, err := s.Schedule(1, time.Hour, noop)
+				require.NoError(t, err)
+				assert.Equal(t, []shardwheel.Timeout{hour}, s.Stop())
+				mu.Lock()
+				defer mu.Unlock()
+				assert.Len(t, reported, aborts, "each reported once")
+				for _, v := range reported {
+					c.check(t, v)
+				}
+				assert.EqualValues(t, aborts, s.Stats().Total.Panics)
+			})
+		}
+	}
 }

@@ -132,7 +132,7 @@ func TestKnownValues(t *testing.T) {
 			{Name: "shardwheel.timer.cancelled", Unit: "{timer}", Description: "Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.", Data: sum(true, 1, 2)},
 			{Name: "shardwheel.timer.resets", Unit: "{reset}", Description: "Successful Reset calls.", Data: sum(true, 1, 0)},
 			{Name: "shardwheel.timer.stopped", Unit: "{timer}", Description: "Timers claimed by Stop, which never ran.", Data: sum(true, stopped[0], stopped[1])},
-			{Name: "shardwheel.task.panics", Unit: "{panic}", Description: "Tasks that panicked.", Data: sum(true, 1, 0)},
+			{Name: "shardwheel.task.panics", Unit: "{panic}", Description: "Tasks that panicked or called runtime.Goexit.", Data: sum(true, 1, 0)},
 			{Name: "shardwheel.task.lateness.count", Unit: "{task}", Description: "How late tasks started versus their deadline rounded up to the tick grid. Count of the durations recorded.", Data: sum(true, 0, 0)},
 		}
 		for _, w := range want {

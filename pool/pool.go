@@ -360,7 +360,11 @@ func (a *Arena) FindSlot(idx uint32) (Slot, bool) {
 	}
 	var b *block
 	if idx >= a.bigFirst {
-		b = a.table(false)[idx>>a.bigBits-1].b.Load()
+		t := a.table(false)
+		if t == nil {
+			return Slot{}, false // a producer is making the table
+		}
+		b = t[idx>>a.bigBits-1].b.Load()
 		idx &= a.bigFirst - 1
 	} else {
 		var blk uint32

@@ -198,3 +198,14 @@ func TestHeadTagDefeatsABA(t *testing.T) {
 		a.PutChain(0, &c)
 	}
 }
+
+// TestFindBeforeTableMade covers the moment between the first big index's
+// FAA of the high-water mark and the making of the big block table.
+func TestFindBeforeTableMade(t *testing.T) {
+	a := New(64, 1)
+	a.fresh.Store(uint64(a.bigFirst) + 1) // as if a producer had taken bigFirst and not made the table yet
+	assert.Nil(t, a.Find(a.bigFirst))
+	s, n := a.Span(a.bigFirst)
+	assert.False(t, s.Installed())
+	assert.Equal(t, int(a.bigFirst), n)
+}

@@ -100,7 +100,7 @@ shardwheel_timers_cancelled_total{shard="1"} 2
 # TYPE shardwheel_timer_resets_total counter
 shardwheel_timer_resets_total{shard="0"} 1
 shardwheel_timer_resets_total{shard="1"} 0
-# HELP shardwheel_task_panics_total Tasks that panicked.
+# HELP shardwheel_task_panics_total Tasks that panicked or called runtime.Goexit.
 # TYPE shardwheel_task_panics_total counter
 shardwheel_task_panics_total{shard="0"} 1
 shardwheel_task_panics_total{shard="1"} 0

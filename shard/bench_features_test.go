@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -256,4 +257,102 @@ func BenchmarkCancelWait(b *testing.B) {
 			}
 		}
 	})
+}
+
+// heldBurst schedules n timers due at the next tick on sh, whose executor
+// appends the runs it is given to *held, and passes that tick: every run
+// stays in flight until the caller runs what *held holds, as with an
+// executor whose workers are all busy.
+func heldBurst(b testing.TB, sh *Shard, clock *ManualClock, n int) {
+	f := func() {}
+	for i := range n {
+		if _, rej := sched(sh, uint64(i), time.Millisecond, f); rej != Accepted {
+			b.Fatal(rej)
+		}
+	}
+	clock.Advance(time.Millisecond)
+	passNow(sh)
+}
+
+// runHeld runs the runs an executor held, in the order it got them.
+func runHeld(held *[]func()) {
+	for _, f := range *held {
+		f()
+	}
+	*held = (*held)[:0]
+}
+
+// BenchmarkExecutorBurst: the shard's cost to hand a burst of n timers,
+// all due at the same tick, to an executor whose workers are busy (it
+// holds every run until the burst is over), on a shard that has never
+// handed over as many: ns/timer and B/timer are the pass's, per timer.
+func BenchmarkExecutorBurst(b *testing.B) {
+	for _, n := range []int{1000, 4000, 16000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			var bytes uint64
+			var elapsed time.Duration
+			for range b.N {
+				held := make([]func(), 0, n)
+				sh, clock := benchShard(b, func(c *Config) {
+					c.FirstBlock = n
+					c.Run = func(f func()) { held = append(held, f) }
+				})
+				f := func() {}
+				for i := range n {
+					if _, rej := sched(sh, uint64(i), time.Millisecond, f); rej != Accepted {
+						b.Fatal(rej)
+					}
+				}
+				clock.Advance(time.Millisecond)
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				start := time.Now()
+				passNow(sh)
+				elapsed += time.Since(start)
+				runtime.ReadMemStats(&after)
+				bytes += after.TotalAlloc - before.TotalAlloc
+				require.Len(b, held, n)
+				runHeld(&held)
+			}
+			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*n), "ns/timer")
+			b.ReportMetric(float64(bytes)/float64(b.N*n), "B/timer")
+		})
+	}
+}
+
+// BenchmarkCancelWaitAfterBurst: Schedule and CancelWait of a pending
+// timer on a shard with an executor, after a burst of one run (a shard in
+// steady state) and after one of 20000 runs in flight at once that have
+// all returned, once the shard
+// goroutine has passed for a second (its next look at what the burst
+// left: the tables it grew through are unlinked) and for four (the
+// burst's memory is given back): a burst must not leave CancelWait dearer
+// for good.
+func BenchmarkCancelWaitAfterBurst(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		burst int
+		after time.Duration
+	}{{1, time.Second}, {20000, time.Second}, {20000, 4 * time.Second}} {
+		b.Run(fmt.Sprintf("burst=%d/after=%v", c.burst, c.after), func(b *testing.B) {
+			var held []func()
+			sh, clock := benchShard(b, func(cfg *Config) {
+				cfg.FirstBlock = max(c.burst, 1024)
+				cfg.Run = func(f func()) { held = append(held, f) }
+			})
+			heldBurst(b, sh, clock, c.burst)
+			runHeld(&held)
+			for range c.after / time.Second {
+				clock.Advance(time.Second)
+				passNow(sh)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r, _ := sched(sh, 1, time.Hour, func() {})
+				if ok, _ := sh.CancelWait(ctx, r); !ok {
+					b.Fatal("not cancelled")
+				}
+			}
+		})
+	}
 }

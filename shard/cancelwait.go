@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"math/bits"
 	"sync/atomic"
 )
 
@@ -17,24 +18,27 @@ import (
 //     task, or the executor's run call, has returned. It replaces the flag
 //     Quiet used to read (a task in progress), so it costs no more than
 //     that flag did.
-//   - an execRun, for a task handed to the executor (WithExecutor): the
-//     shard goroutine stores the word in the execRun before it hands the
-//     run over, and only then replaces runWord's with runHandedOver, which
-//     keeps Quiet seeing a goroutine busy inside the executor's run call
-//     but matches no timer: a waiter waits for the task, which clears the
-//     execRun's word when it has returned, on whatever goroutine the
-//     executor used, and not for the run call. The execRuns are pooled:
-//     a run costs no allocation in steady state where the goroutine
-//     token is cheap (CheapGoroutineToken), and sh.runs lists every
-//     execRun ever made, for waiters to scan.
+//   - the run table (runTable), for a task handed to the executor
+//     (WithExecutor): the shard goroutine publishes the word there before
+//     it hands the run over, and only then replaces runWord's with
+//     runHandedOver, which keeps Quiet seeing a goroutine busy inside the
+//     executor's run call but matches no timer: a waiter waits for the
+//     task, whose run (an execRun) frees its slot when the task has
+//     returned, on whatever goroutine the executor used, and not for the
+//     run call. A reader looks at one bucket of the table, whatever the
+//     runs in flight; the execRuns are pooled, so a run costs no
+//     allocation in steady state where the goroutine token is cheap
+//     (CheapGoroutineToken), and a burst's are given back once it is over
+//     (trimRuns).
 //
 // A waiter that saw the timer end (its Cancel failed, or, for a periodic
-// timer, succeeded) looks for the word in runWord, then in the execRuns.
+// timer, succeeded) looks for the word in runWord, then in the run table.
 // Since the word is stored before the CAS that fired the timer, and moves
-// from runWord to an execRun with no gap (the execRun's store comes first), a waiter that finds it nowhere
-// knows that the task has returned or never started; one that finds it
-// waits until it is gone. A one-shot timer fires once and a cancelled
-// series runs no more, so the word, once gone, never comes back.
+// from runWord to the table with no gap (the table's store comes first),
+// a waiter that finds it nowhere knows that the task has returned or
+// never started; one that finds it waits until it is gone. A one-shot
+// timer fires once and a cancelled series runs no more, so the word, once
+// gone, never comes back.
 //
 // Each run also records the token of the goroutine running the task
 // (gtoken.go; the shard goroutine's own, g, for runWord): a waiter whose
@@ -43,10 +47,11 @@ import (
 //
 // Timers that nobody waits for pay the publication (inline, the run word
 // replaces a flag the shard goroutine stored as often; with an executor,
-// a pooled execRun per run) and, at a run's end, one load of waiters: only
-// when it is not zero is the channel notify points to, which the first
-// waiter made, closed. Waiters never spin: they park on that
-// channel, re-checking after each close, and on their context.
+// a pooled execRun and a slot of the table per run) and, at a run's end,
+// one load of waiters: only when it is not zero is the channel notify
+// points to, which the first waiter made, closed. Waiters never spin:
+// they park on that channel, re-checking after each close, and on their
+// context.
 
 // runWordOf returns the run word of the timer r names: never 0, since
 // r's node index is not. A routed timer runs on another shard than its
@@ -107,17 +112,15 @@ func (sh *Shard) waitChan() <-chan struct{} {
 // finishes the run (finish), from whatever goroutine the executor runs it
 // on.
 //
-// Field ownership: do and sh are immutable. word and g are atomics that
-// waiters read. The rest is written by the shard goroutine before it calls
-// Config.Run, which hands the execRun to the executor (the executor's own
-// synchronization orders the run after it), and read by the run; the run
-// hands the execRun back by pushing it on sh.runFree, whose CAS orders the
-// shard goroutine's next use after the run's last.
+// Field ownership: do and sh are immutable. The rest is written by the
+// shard goroutine before it calls Config.Run, which hands the execRun to
+// the executor (the executor's own synchronization orders the run after
+// it), and read by the run; the run hands the execRun back by pushing it
+// on sh.runFree, whose CAS orders the shard goroutine's next use after the
+// run's last.
 type execRun struct {
 	sh   *Shard
-	do   func()        // the execRun's exec, made once
-	word atomic.Uint64 // the run word of the timer in flight; 0 when idle
-	g    atomic.Uintptr
+	do   func() // the execRun's exec, made once
 	task Task
 	key  uint64
 	idx  uint32
@@ -125,33 +128,82 @@ type execRun struct {
 	// series is set for a periodic timer's run: the run re-files the
 	// series when its task has returned (rearmAsync).
 	series bool
-	next   *execRun // runFree's and runSpare's link
+	// tab and slot are where the run is published (runTable) until its
+	// task has returned; tab stays set until the shard goroutine takes
+	// the execRun back (collectRuns).
+	tab  *runTable
+	slot int
+	next *execRun // runFree's and runPool.spare's link
 }
 
 // exec runs the task and finishes the run, even if the task panics (the
-// panic goes on to the executor, which must recover it).
+// panic goes on to the executor, which must recover it: it is recovered
+// here only to finish the run first, and raised again with its value) or
+// calls runtime.Goexit (see goexited).
 func (r *execRun) exec() {
-	r.g.Store(goroutineToken())
-	defer r.finish()
+	me := goroutineToken()
+	r.tab.gs[r.slot].Store(me)
+	returned := false
+	defer func() {
+		if returned {
+			r.finish()
+			return
+		}
+		if v := recover(); v != nil {
+			r.finish()
+			panic(v)
+		}
+		r.goexited(me)
+	}()
 	if f := r.task.Func; f != nil {
 		f()
+	} else {
+		r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
+	}
+	returned = true
+}
+
+// goexited finishes a run whose task called runtime.Goexit on the
+// goroutine whose token is me, for exec. On the shard goroutine (an
+// executor that runs tasks inside its run call) runTask reports it, as
+// the Goexit goes on through it. On another goroutine it is reported
+// here, while the run is still published, as runTask reports a panic,
+// and the shard goroutine, woken, counts it (Panics) in its pass
+// (countExits). recover returns nil for a Goexit, and for a nil panic
+// only under GODEBUG=panicnil=1, which is then taken for one.
+func (r *execRun) goexited(me uintptr) {
+	sh := r.sh
+	if me == sh.g.Load() {
+		r.finish()
 		return
 	}
-	r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
+	reportPanic(sh.cfg.OnPanic, ErrGoexit)
+	r.finish()
+	sh.runExits.Add(1)
+	sh.signal()
+}
+
+// countExits counts in Panics the Goexits of tasks on executors'
+// goroutines (goexited). The shard goroutine, in its pass.
+func (sh *Shard) countExits() {
+	if sh.runExits.Load() != 0 {
+		sh.h.counts[cPanics] += sh.runExits.Swap(0)
+	}
 }
 
 // finish ends a run whose task has returned: a periodic timer's series is
-// filed again (or freed, if it ended meanwhile), waiters hear of the end,
-// and the execRun goes back to the shard. After the push r belongs to the
-// shard goroutine again.
+// filed again (or freed, if it ended meanwhile), the run's slot is freed
+// and waiters hear of the end, and the execRun goes back to the shard.
+// After the push r belongs to the shard goroutine again.
 func (r *execRun) finish() {
 	sh := r.sh
 	r.task = Task{} // the closure may be collected
 	if r.series {
 		sh.rearmAsync(r.idx, r.gen)
 	}
-	r.g.Store(0)
-	r.word.Store(0)
+	t, i := r.tab, r.slot
+	t.gs[i].Store(0) // before the word: a slot free for reuse names no goroutine
+	t.words[i].Store(0)
 	sh.wakeWaiters()
 	for {
 		head := sh.runFree.Load()
@@ -162,56 +214,287 @@ func (r *execRun) finish() {
 	}
 }
 
-// takeRun returns an idle execRun: from the shard goroutine's spares, else
-// from those that runs gave back, else a new one, which it lists in
-// sh.runs. Shard goroutine.
+// The run table: where the runs the executor holds are published.
+//
+// A runTable is an open hash set of run words: buckets of runBucket
+// slots, one cache line of words each. A run word goes in one of the two
+// buckets its two hashes name (bucketsOf), the first while it is at most
+// half full, else the one with more free slots (word 0): with two choices
+// a table fills to about 70% before a bucket overflows, where with one it
+// would overflow at 15-30%. gs holds, slot
+// for slot, the token of the goroutine running the task, 0 until it
+// starts. Only the shard goroutine adds words (publishRun), and it never
+// moves one: a run's word stays in its slot until the run, on whatever
+// goroutine, has returned and frees the slot. So a reader looks at two
+// buckets: two lines.
+//
+// When the runs out would fill more than half of the table, or both
+// buckets of a word are full, the shard goroutine makes a larger table
+// (replaceRuns) and publishes there; the old table stays linked behind
+// the new (older) while runs published in it are in flight, and readers
+// look at every table of the chain, the newest first: during a burst,
+// one per doubling of the runs in flight. The shard goroutine unlinks an
+// older table once every run published in it has given its execRun back
+// (collectRuns, when it takes them back), and, once a burst is over,
+// replaces a table much larger than its recent runs need with a smaller
+// one (trimRuns). So a CancelWait looks at two buckets per table (one
+// table in steady state) however many runs were ever made, and a
+// hand-over costs O(1): growth is amortized, and the execRuns are pooled.
+//
+// Reader's order: a run's word is in runWord until its slot holds it
+// (handOver stores it there first), and a table is published before any
+// word goes in it: a reader that loads runWord, then the chain, finds
+// the run in one or the other while it is in flight. A slot's word is 0
+// or a run's, and a reader that finds its word reads the slot's token
+// after: the token is 0 or the token of the goroutine running that task,
+// since a slot's token is cleared before its word, and set only by the
+// goroutine that runs the slot's task.
+type runTable struct {
+	words []atomic.Uint64  // per slot: the run word of the run holding it, 0 when free
+	gs    []atomic.Uintptr // per slot: the token of the goroutine running its task, or 0
+	shift uint             // 64 - log2 of the buckets: bucketsOf keeps the top bits of the hash
+	older atomic.Pointer[runTable]
+	// live counts the runs published here whose execRun the shard
+	// goroutine has not taken back yet (collectRuns): 0 means no word
+	// is left in the table, whose slots are freed before the execRun is
+	// given back. The shard goroutine's.
+	live int
+}
+
+const (
+	// runBucket is the slots of a bucket: a cache line of words.
+	runBucket = 8
+	// runMinBuckets is the buckets of the first table.
+	runMinBuckets = 4
+	// runKeepMin is the idle execRuns a shard keeps whatever its recent
+	// runs, and keeps a table for (trimRuns).
+	runKeepMin = 64
+)
+
+// newRunTable returns an empty table of buckets buckets, a power of two.
+func newRunTable(buckets int) *runTable {
+	return &runTable{
+		words: make([]atomic.Uint64, buckets*runBucket),
+		gs:    make([]atomic.Uintptr, buckets*runBucket),
+		shift: uint(64 - bits.TrailingZeros(uint(buckets))),
+	}
+}
+
+// buckets returns the table's number of buckets.
+func (t *runTable) buckets() int { return len(t.words) / runBucket }
+
+// bucketsOf returns the first slots of the two buckets that may hold
+// word: the top bits of two multiplicative hashes, which spread the node
+// indices and generations a word is made of. They may be the same.
+func (t *runTable) bucketsOf(word uint64) (a, b int) {
+	return int((word*0x9e3779b97f4a7c15)>>t.shift) * runBucket,
+		int((word*0xc2b2ae3d27d4eb4f)>>t.shift) * runBucket
+}
+
+// free returns the free slots of the bucket starting at slot b, counting
+// no further than enough, and the first of them.
+func (t *runTable) free(b, enough int) (n, first int) {
+	for i := b; i < b+runBucket && n < enough; i++ {
+		if t.words[i].Load() == 0 {
+			if n == 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+// has reports whether the bucket starting at slot b holds word, and
+// whether me is the token of the goroutine running its task.
+func (t *runTable) has(b int, word uint64, me uintptr) (found, self bool) {
+	for i := b; i < b+runBucket; i++ {
+		if t.words[i].Load() == word {
+			found = true
+			self = self || t.gs[i].Load() == me
+		}
+	}
+	return found, self
+}
+
+// runBucketsFor returns the buckets of a table for n runs in flight: n
+// fill a quarter of its slots, far from the 70% at which buckets
+// overflow; at least runMinBuckets.
+func runBucketsFor(n int) int {
+	return max(runMinBuckets, 1<<bits.Len(uint(max(n/2, 1)-1)))
+}
+
+// runPool is the shard goroutine's side of the execRuns: the idle ones it
+// holds (spare, idle of them, taken from those runs gave back on
+// sh.runFree) and the accounting that decides how many it keeps. The
+// shard goroutine's.
+type runPool struct {
+	spare *execRun
+	idle  int // execRuns on spare
+	made  int // execRuns alive: in flight, on runFree or spare
+	// peak is the most execRuns out of spare at once since the last
+	// trim, and prev the same for the window before: trimRuns keeps
+	// enough for either.
+	peak, prev int
+	// trimAt is the tick at which trimRuns next looks, and wake asks plan
+	// to wake for it: there is something it may give back.
+	trimAt uint64
+	wake   bool
+}
+
+// collectRuns takes the execRuns runs gave back onto the spare list, and
+// unlinks the older run tables that no run is published in any more.
+// Shard goroutine.
+func (sh *Shard) collectRuns() {
+	emptied := false
+	for r := sh.runFree.Swap(nil); r != nil; {
+		next := r.next
+		r.tab.live--
+		emptied = emptied || r.tab.live == 0
+		r.tab, r.next, sh.runs.spare = nil, sh.runs.spare, r
+		sh.runs.idle++
+		r = next
+	}
+	if emptied {
+		sh.pruneRuns()
+	}
+}
+
+// pruneRuns unlinks the older run tables that no run is published in. A
+// reader that has reached one goes on through its older link, which stays
+// as it was. Shard goroutine.
+func (sh *Shard) pruneRuns() {
+	for t := sh.runTab.Load(); t != nil; {
+		o := t.older.Load()
+		for o != nil && o.live == 0 {
+			o = o.older.Load()
+		}
+		t.older.Store(o)
+		t = o
+	}
+}
+
+// takeRun returns an idle execRun: from the spares, else from those that
+// runs gave back, else a new one. Shard goroutine.
 func (sh *Shard) takeRun() *execRun {
-	if sh.runSpare == nil {
-		sh.runSpare = sh.runFree.Swap(nil)
+	p := &sh.runs
+	if p.spare == nil {
+		sh.collectRuns()
 	}
-	if r := sh.runSpare; r != nil {
-		sh.runSpare, r.next = r.next, nil
-		return r
+	r := p.spare
+	if r != nil {
+		p.spare, r.next = r.next, nil
+		p.idle--
+	} else {
+		r = &execRun{sh: sh}
+		r.do = r.exec
+		p.made++
 	}
-	r := &execRun{sh: sh}
-	r.do = r.exec
-	var runs []*execRun
-	if p := sh.runs.Load(); p != nil {
-		runs = *p
-	}
-	grown := append(runs[:len(runs):len(runs)], r)
-	sh.runs.Store(&grown)
+	p.peak = max(p.peak, p.made-p.idle)
 	return r
+}
+
+// publishRun publishes r's run word in the run table: in its first
+// bucket while that is at most half full, else in the freer of its two
+// (which balances them about as well as always taking the freer, and
+// reads one bucket, not two, in a table that is mostly empty). It makes a
+// larger table first when the runs out of the pool (in flight, or given
+// back and not collected yet) would fill more than half of this one, and
+// when both buckets are full. Shard goroutine.
+func (sh *Shard) publishRun(r *execRun, word uint64) {
+	t := sh.runTab.Load()
+	if out := sh.runs.made - sh.runs.idle; t == nil || 2*out > len(t.words) {
+		t = sh.replaceRuns(t, runBucketsFor(out))
+	}
+	for {
+		a, b := t.bucketsOf(word)
+		na, ia := t.free(a, runBucket/2)
+		if na < runBucket/2 {
+			if nb, ib := t.free(b, runBucket); nb > na {
+				na, ia = nb, ib
+			}
+		}
+		if na > 0 {
+			t.words[ia].Store(word)
+			t.live++
+			r.tab, r.slot = t, ia
+			return
+		}
+		t = sh.replaceRuns(t, 2*t.buckets())
+	}
+}
+
+// replaceRuns publishes a new, empty table of buckets buckets in front of
+// t, the current one, which stays linked behind it, and returns it.
+// Shard goroutine.
+func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
+	nt := newRunTable(buckets)
+	nt.older.Store(t)
+	sh.runTab.Store(nt) // after older: a reader that finds nt finds t
+	return nt
+}
+
+// trimRuns gives back what a burst of hand-overs left, once a second of
+// ticks (sweepCheck): the idle execRuns beyond what the last two windows
+// needed at once (and runKeepMin), the tables nothing is published in any
+// more (collectRuns), and a table far larger than those runs need, which
+// it replaces with one that fits. In steady state it gives back nothing,
+// so runs allocate nothing; after a burst its memory comes back within
+// three windows of its last run returning, plan waking the shard
+// goroutine for them (wake). The shard goroutine, in its pass.
+func (sh *Shard) trimRuns() {
+	p, e := &sh.runs, sh.h.w.elapsed
+	if p.made == 0 || e < p.trimAt {
+		return
+	}
+	p.trimAt = e + sh.sweepCheck
+	sh.collectRuns()
+	keep := max(runKeepMin, p.peak, p.prev)
+	for p.made > keep && p.spare != nil {
+		p.spare = p.spare.next // to the collector
+		p.made--
+		p.idle--
+	}
+	p.prev, p.peak = p.peak, p.made-p.idle
+	t := sh.runTab.Load()
+	if want := runBucketsFor(keep); t.buckets() > 2*want {
+		t = sh.replaceRuns(t, want)
+		sh.pruneRuns()
+	}
+	p.wake = p.made > runKeepMin || t.older.Load() != nil || t.buckets() > runBucketsFor(runKeepMin)
 }
 
 // handOver gives the timer's task to the executor through an execRun: one
 // that publishes word until the task has returned, and for a series files
-// it again then. The shard goroutine, inside runTask. The execRun holds
+// it again then. The shard goroutine, inside runTask. The run table holds
 // the word before runWord lets go of it, so it is never unpublished while
 // the task may run; runWord then holds runHandedOver until Config.Run
 // returns (see Quiet).
 func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series bool) {
 	r := sh.takeRun()
 	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
-	r.word.Store(sh.runWord.Load()) // beginRun published it
+	sh.publishRun(r, sh.runWord.Load()) // the word beginRun published
 	sh.runWord.Store(runHandedOver)
 	sh.cfg.Run(r.do)
 }
 
 // inFlight reports whether a run of the timer whose run word is word is in
-// flight, and whether the calling goroutine is the one running its task.
+// flight, and whether the calling goroutine is the one running its task:
+// a load of runWord and of two buckets per run table.
 func (sh *Shard) inFlight(word uint64, me uintptr) (running, self bool) {
-	// runWord first: a run moves from it to an execRun, never back.
+	// runWord first: a run moves from it to the run table, never back.
 	if sh.runWord.Load() == word {
 		running, self = true, sh.g.Load() == me
 	}
-	if p := sh.runs.Load(); p != nil {
-		for _, r := range *p {
-			if r.word.Load() == word {
-				running = true
-				self = self || r.g.Load() == me
-			}
+	for t := sh.runTab.Load(); t != nil; t = t.older.Load() {
+		a, b := t.bucketsOf(word)
+		foundA, selfA := t.has(a, word, me)
+		foundB, selfB := false, false
+		if b != a {
+			foundB, selfB = t.has(b, word, me)
 		}
+		running = running || foundA || foundB
+		self = self || selfA || selfB
 	}
 	return running, self
 }

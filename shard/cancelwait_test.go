@@ -273,7 +273,8 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 }
 
 // TestExecRunsArePooled: with an executor, runs reuse their records: a
-// shard that ran many timers, a few at a time, made a few.
+// shard that ran many timers, a few at a time, made a few, and every run
+// left the run table when it returned.
 func TestExecRunsArePooled(t *testing.T) {
 	sh, clock := startShardWith(t, executors["goroutine"])
 	var ran atomic.Int64
@@ -282,14 +283,197 @@ func TestExecRunsArePooled(t *testing.T) {
 		require.Equal(t, Accepted, rej)
 		advanceUntil(t, clock, func() bool { return ran.Load() == int64(i+1) })
 	}
-	runs := *sh.runs.Load()
-	assert.Less(t, len(runs), 10)
-	require.Eventually(t, func() bool {
-		for _, r := range runs {
-			if r.word.Load() != 0 {
-				return false
+	require.Eventually(t, func() bool { return runsPublished(sh) == 0 }, waitFor, pollEvery, "every run ended")
+	sh.Close()
+	<-sh.Exited()
+	assert.Less(t, sh.runs.made, 10)
+}
+
+// runsPublished returns the run words in sh's run tables.
+func runsPublished(sh *Shard) int {
+	n := 0
+	for tab := sh.runTab.Load(); tab != nil; tab = tab.older.Load() {
+		for i := range tab.words {
+			if tab.words[i].Load() != 0 {
+				n++
 			}
 		}
-		return true
-	}, waitFor, pollEvery, "every run ended")
+	}
+	return n
+}
+
+// handOverBurst hands n timers, all due at the same tick, to an executor
+// that keeps every run in flight (it holds the funcs it is given), and
+// returns the bytes and allocations the shard goroutine's pass made. The
+// held runs are run, and so returned, before it returns.
+func handOverBurst(t *testing.T, sh *Shard, clock *ManualClock, held *[]func(), n int) (bytes, mallocs uint64) {
+	t.Helper()
+	var ran atomic.Int64
+	task := func() { ran.Add(1) }
+	for i := range n {
+		_, rej := sched(sh, uint64(i), testTick, task)
+		require.Equal(t, Accepted, rej)
+	}
+	clock.Advance(testTick)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	passNow(sh)
+	runtime.ReadMemStats(&after)
+	require.Len(t, *held, n, "every run handed over")
+	for _, f := range *held {
+		f()
+	}
+	*held = (*held)[:0]
+	require.EqualValues(t, n, ran.Load())
+	return after.TotalAlloc - before.TotalAlloc, after.Mallocs - before.Mallocs
+}
+
+// TestExecutorHandOverIsLinear: handing a burst of timers to an executor
+// costs each timer the same, however many runs are in flight, and a
+// burst after the runs returned allocates nothing (where the goroutine
+// token is cheap): twice the burst costs about twice the bytes, not four
+// times (each new run record once copied the list of all of them).
+func TestExecutorHandOverIsLinear(t *testing.T) {
+	const n = 2000
+	burst := func(sizes ...int) (bytes, mallocs []uint64) {
+		held := make([]func(), 0, 2*n)
+		sh, clock := benchShard(t, func(c *Config) {
+			c.FirstBlock = 4 * n
+			c.Run = func(f func()) { held = append(held, f) }
+		})
+		for _, size := range sizes {
+			b, m := handOverBurst(t, sh, clock, &held, size)
+			bytes, mallocs = append(bytes, b), append(mallocs, m)
+		}
+		return bytes, mallocs
+	}
+	small, _ := burst(n)
+	large, mallocs := burst(2*n, 2*n)
+	t.Logf("hand-over on a fresh shard: %d timers %d B (%.0f B/timer), %d timers %d B (%.0f B/timer); again: %d B, %d allocations",
+		n, small[0], float64(small[0])/n, 2*n, large[0], float64(large[0])/(2*n), large[1], mallocs[1])
+	assert.Less(t, float64(large[0])/(2*n), 512.0, "bytes per timer handed over")
+	assert.Less(t, float64(large[0]), 2.5*float64(small[0])+64<<10, "twice the timers, about twice the bytes")
+	if CheapGoroutineToken {
+		assert.Less(t, float64(mallocs[1])/(2*n), 0.01, "a burst the shard has seen before allocates nothing per run")
+	}
+}
+
+// TestExecutorBurstIsGivenBack: once a burst of runs has returned, the
+// shard goroutine unlinks the run tables it grew through at its next look
+// (a second of ticks later), and within four seconds gives back the
+// execRuns and the large table: a CancelWait then looks at one small
+// table, as before the burst, and the shard keeps runKeepMin records.
+// Parked with nothing due, it still wakes for those looks.
+func TestExecutorBurstIsGivenBack(t *testing.T) {
+	const n = 20000
+	var held []func()
+	sh, clock := benchShard(t, func(c *Config) {
+		c.FirstBlock = n
+		c.Run = func(f func()) { held = append(held, f) }
+	})
+	heldBurst(t, sh, clock, n)
+	tables := func() (n, buckets int) {
+		for tab := sh.runTab.Load(); tab != nil; tab = tab.older.Load() {
+			n, buckets = n+1, buckets+tab.buckets()
+		}
+		return n, buckets
+	}
+	grown, _ := tables()
+	assert.Greater(t, grown, 1, "the burst grew the table")
+	assert.Equal(t, n, runsPublished(sh))
+	runHeld(&held)
+	assert.Zero(t, runsPublished(sh))
+	// Play the shard goroutine: pass whenever it planned to wake, until
+	// it parks untimed.
+	start := clock.Now()
+	for sh.timed {
+		require.LessOrEqual(t, clock.Now()-start, 4*time.Second, "still looking")
+		clock.Advance(max(sh.tickTime(sh.wakeTick)-clock.Now(), 0))
+		passNow(sh)
+		if clock.Now() >= start+time.Second {
+			chain, _ := tables()
+			require.Equal(t, 1, chain, "a second later, one table")
+		}
+	}
+	t.Logf("everything given back %v after the burst", clock.Now()-start)
+	chain, buckets := tables()
+	assert.Equal(t, 1, chain)
+	assert.LessOrEqual(t, buckets, 2*runBucketsFor(runKeepMin), "the large table replaced")
+	assert.Equal(t, runKeepMin, sh.runs.made, "the burst's records given back")
+	assert.False(t, sh.runs.wake, "nothing left to give back")
+}
+
+// TestCancelWaitDuringABurst: thousands of runs in flight at once on
+// executor goroutines (the run table grows through a chain of tables
+// while they are handed over), with goroutines calling CancelWait on them
+// and on timers not due yet meanwhile: each CancelWait on a run in flight
+// returns once its task has returned, each on a pending timer cancels it,
+// and once the runs have returned the shard goroutine's looks leave one
+// table, with nothing published in it.
+func TestCancelWaitDuringABurst(t *testing.T) {
+	n := 20000
+	if raceEnabled || testing.Short() {
+		n = 3000
+	}
+	sh, clock := startShardWith(t, executors["goroutine"])
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var started, done atomic.Int64
+	type timer struct {
+		r        Ref
+		finished atomic.Bool
+	}
+	burst := make([]*timer, n)
+	for i := range burst {
+		tm := &timer{}
+		r, rej := sched(sh, uint64(i), testTick, func() {
+			started.Add(1)
+			<-release
+			tm.finished.Store(true)
+			done.Add(1)
+		})
+		require.Equal(t, Accepted, rej)
+		tm.r = r
+		burst[i] = tm
+	}
+	far := make([]Ref, n/10)
+	for i := range far {
+		r, rej := sched(sh, uint64(i), time.Hour, func() { t.Error("a cancelled timer ran") })
+		require.Equal(t, Accepted, rej)
+		far[i] = r
+	}
+	advanceUntil(t, clock, func() bool { return started.Load() > int64(n/2) })
+	chain := 0
+	for tab := sh.runTab.Load(); tab != nil; tab = tab.older.Load() {
+		chain++
+	}
+	t.Logf("%d runs started, %d tables", started.Load(), chain)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 * 16 {
+				tm := burst[i]
+				ok, err := sh.CancelWait(context.Background(), tm.r)
+				assert.NoError(t, err)
+				assert.False(t, ok, "a run in flight is not cancelled")
+				assert.True(t, tm.finished.Load(), "CancelWait returned before its task did")
+			}
+			for i := w; i < len(far); i += 8 {
+				ok, err := sh.CancelWait(context.Background(), far[i])
+				assert.NoError(t, err)
+				assert.True(t, ok)
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return sh.waiters.Load() > 0 }, waitFor, pollEvery)
+	advanceUntil(t, clock, func() bool { return started.Load() == int64(n) })
+	free()
+	wg.Wait()
+	require.Eventually(t, func() bool { return done.Load() == int64(n) }, waitFor, pollEvery)
+	advanceUntil(t, clock, func() bool {
+		tab := sh.runTab.Load()
+		return runsPublished(sh) == 0 && tab.older.Load() == nil
+	})
 }

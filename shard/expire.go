@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
@@ -82,8 +83,16 @@ func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
 }
 
 // runList expires the nodes of a list that take (or takeCoarse) removed
-// from its slot, first being its first node, as runSlot describes.
+// from its slot, first being its first node, as runSlot describes. A task
+// that calls runtime.Goexit leaves the rest of the list unrun: the
+// deferred call puts it back (goexit.go).
 func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) {
+	var rest uint32 // the list's nodes not reached yet, while a task runs
+	defer func() {
+		if sh.goexit == goexitResume {
+			sh.requeueDue(rest)
+		}
+	}()
 	var tick, ran uint64
 	record := func() {
 		if ran > 0 && sh.cfg.Stats {
@@ -96,6 +105,7 @@ func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) 
 	for idx := first; idx != 0; {
 		n := sh.arena.Node(idx)
 		next := w.detach(n)
+		rest = next
 		t, fired, ok := sh.expire(idx, n)
 		if !ok {
 			return now, false
@@ -272,7 +282,9 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 // task over (handOver), a series' to be filed again when it returns. The
 // caller has published the timer's run word (beginRun), and withdraws it
 // after: the panic handler below still counts as part of the task. See
-// Quiet for the handshake with closed.
+// Quiet for the handshake with closed. A task (or run call) that calls
+// runtime.Goexit never returns here: the deferred call below sees it,
+// ends the run, and hands the shard to a successor (goexit.go).
 func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series bool) {
 	if sh.closed.Load() && !sh.quieted {
 		sh.quieted = true
@@ -283,21 +295,42 @@ func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series b
 		start := sh.clock.Now()
 		defer func() { sh.stats.taskTime.Record(int64(sh.clock.Now() - start)) }()
 	}
+	returned := false
 	defer func() {
-		if v := recover(); v != nil {
-			sh.h.counts[cPanics]++
-			reportPanic(sh.cfg.OnPanic, v)
+		if !returned {
+			sh.taskExited()
+		}
+	}()
+	if v := sh.callTask(task, key, idx, gen, series); v != nil {
+		sh.h.counts[cPanics]++
+		reportPanic(sh.cfg.OnPanic, v)
+	}
+	returned = true
+}
+
+// callTask runs the task for runTask, or hands it over, and returns the
+// value of its panic (or the run call's), or nil if it returned. A nil
+// panic reports a *runtime.PanicNilError, which recover returns for it,
+// or, where GODEBUG=panicnil=1 makes recover return nil, one made here. A
+// Goexit never returns from callTask: runTask sees it.
+func (sh *Shard) callTask(task Task, key uint64, idx uint32, gen uint64, series bool) (panicked any) {
+	returned := false
+	defer func() {
+		if !returned {
+			if panicked = recover(); panicked == nil {
+				panicked = new(runtime.PanicNilError)
+			}
 		}
 	}()
 	if sh.cfg.Run != nil {
 		sh.handOver(task, key, idx, gen, series)
-		return
-	}
-	if f := task.Func; f != nil {
+	} else if f := task.Func; f != nil {
 		f()
-		return
+	} else {
+		sh.cfg.Handlers.Func(task.Handler)(key)
 	}
-	sh.cfg.Handlers.Func(task.Handler)(key)
+	returned = true
+	return nil
 }
 
 // reportPanic hands v to the panic handler. A handler that panics itself

@@ -11,7 +11,7 @@ import (
 // parts of stats.go it names runs on the shard goroutine only.
 
 func (sh *Shard) run() {
-	defer close(sh.exited)
+	defer sh.runEnded() // closes exited, or starts a successor (goexit.go)
 	sh.gid.Store(GoroutineID())
 	sh.g.Store(goroutineToken())
 	if sh.cfg.Pin != nil {
@@ -105,6 +105,8 @@ func (sh *Shard) passBody() bool {
 	sh.sweepHeld()
 	sh.sortShare()
 	sh.reviewReserve(target)
+	sh.countExits()
+	sh.trimRuns()
 	sh.recordPass(now)
 	sh.publish()
 	if debug {
@@ -115,8 +117,9 @@ func (sh *Shard) passBody() bool {
 }
 
 // plan decides when the goroutine wakes next: at the next tick while work
-// is in flight, else at the tick the wheel needs next, parked (timed
-// reports whether there is such a tick; a shard with no timers parks
+// is in flight, else at the tick the wheel needs next or at which
+// trimRuns gives back what a burst of hand-overs left, parked (timed
+// reports whether there is such a tick; a shard with neither parks
 // untimed). It publishes the tick in sleepUntil, while still holding the
 // wheel, so that every timer filed after it is checked against it.
 func (sh *Shard) plan() (next uint64, park, timed bool) {
@@ -128,6 +131,10 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	park = !busy && (!any || t > next)
 	if park && any {
 		next = t
+	}
+	if r := &sh.runs; park && r.wake && (!any || r.trimAt < next) {
+		// A burst's execRuns to give back (trimRuns), at its tick.
+		next, any = max(r.trimAt, w.elapsed+1), true
 	}
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed

@@ -8,15 +8,16 @@ import (
 // Get), start its life (startLife), file it (file), and free it once its
 // timer has ended and it is in no list (releaseNode, freeNode).
 
-// When a producer that does not hold the wheel found its lane of the
-// arena's shared lists empty (its Get stole from another lane or grew the
-// arena), it counts the node in its lane's demand and marks the shard
-// starved; holders then move nodes of their own free list to the lane, as
-// many as it took elsewhere, at most shareMax per hold, which bounds the
-// work of a pass, and in chains of at least shareMin, so that a lane fed
-// once serves many Schedules. A producer that schedules in bursts while
-// the wheel is held (a task's, or another P's) thus finds the previous
-// burst's nodes where it looks.
+// A producer that does not hold the wheel takes its node from its lane of
+// the arena's shared lists and counts it in the lane's demand; when the
+// lane runs dry (its Get stole from another lane or grew the arena), it
+// marks the shard starved, and holders then move nodes of their own free
+// list to the lane, as many as it took since it was last fed, at most
+// shareMax per hold, which bounds the work of a pass, and in chains of at
+// least shareMin, so that a lane fed once serves many Schedules. A producer
+// that schedules in bursts while the wheel is held (a task's, or another
+// P's), or that crosses routed timers to this shard, thus finds the
+// previous burst's nodes where it looks.
 const (
 	shareMin = 1024
 	shareMax = 1 << 16
@@ -150,6 +151,7 @@ func (sh *Shard) share() {
 		}
 		want := int(min(max(d, shareMin), uint64(budget)))
 		n := sh.spill(i, want)
+		sh.h.shared += n
 		l.demand.Add(-min(uint64(n), d))
 		if budget -= n; n < want || budget == 0 {
 			// Out of nodes or of budget: a later holder goes on.

@@ -178,6 +178,14 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 		sh.runTask(task, key, idx, gen, true)
 		return t, true, sh.endRun(), false
 	}
+	defer func() {
+		if sh.goexit == goexitResume {
+			// The run called runtime.Goexit: it has ended all the
+			// same (goexit.go).
+			sh.step(rec, gen, sh.clock.Now())
+			sh.rearm(idx, n, rec, gen)
+		}
+	}()
 	for runs := 1; ; runs++ {
 		sh.runTask(task, key, idx, gen, true)
 		if sh.closed.Load() {

@@ -213,16 +213,17 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 }
 
 // takeShared takes a node from the arena's shared lists for a producer on
-// P p (lane l) that does not hold the wheel. If p's lane had none, it
-// counts the node in the lane's demand, so that holders feed the lane
-// (share), and wakes the shard goroutine to be one: else producers on this
-// P would take other lanes' nodes, or grow the arena, while the goroutine
-// sleeps. Pinned.
+// P p (lane l) that does not hold the wheel, and counts it in the lane's
+// demand, so that holders give the lane as many back (share). If p's lane
+// had none left, or every shareMin-th take, it marks the shard starved and
+// wakes the shard goroutine to be that holder: else producers on this P would take other lanes'
+// nodes, or grow the arena, while the goroutine sleeps. Pinned.
 func (sh *Shard) takeShared(p int, l *lane) (uint32, pool.Slot, bool) {
 	idx, slot, own, ok := sh.arena.GetOwn(p)
-	if ok && !own {
-		l.demand.Add(1)
-		if !sh.starved.Load() {
+	if ok {
+		// Every shareMin-th take asks for a feed too, so that a lane in
+		// steady use is fed before it runs dry.
+		if d := l.demand.Add(1); (!own || d%shareMin == 0) && !sh.starved.Load() {
 			sh.starved.Store(true)
 			sh.signal()
 		}

@@ -32,8 +32,9 @@ import (
 // block's parked nodes back, or making a released block again.
 //
 // Bound: after the reviews that follow a spike, a shard holds the blocks
-// its live timers occupy, plus free nodes of at most max(reserve, what it
-// used at once since the previous review) plus two big blocks; the spike's
+// its live timers occupy, plus free nodes of at most max(reserve, twice
+// what it fed the arena's lanes in the last interval, what it used at once
+// since the previous review) plus two big blocks; the spike's
 // blocks go back as their nodes are freed (a cancelled timer's by the sweep
 // within seconds, a pending one's when it ends). Stats show the arena's
 // allocated and released nodes (ShardStats.NodesAllocated and
@@ -142,10 +143,13 @@ func (sh *Shard) reviewReserve(tick uint64) {
 		return
 	}
 	h.reviewAt = tick + sh.sweepCheck
-	low := h.lowFree
-	h.lowFree = h.nfree
+	low, shared := h.lowFree, h.shared
+	h.lowFree, h.shared = h.nfree, 0
 	block := 1 << sh.arena.BigBits()
-	surplus := low - max(reserveFloor*block, h.w.count/8)
+	// What producers that do not hold the wheel took from the lanes in
+	// the last interval (a shard whose routed timers cross to it feeds
+	// their proxies that way) is needed again in the next.
+	surplus := low - max(reserveFloor*block, h.w.count/8, 2*shared)
 	if surplus < 2*block {
 		return
 	}

@@ -68,7 +68,9 @@ type Config struct {
 	// Handlers, required for handler timers, is the table of handlers
 	// their tasks name; shards of one scheduler share it.
 	Handlers *Handlers
-	// OnPanic receives the value of a panicking task (or Run). Required.
+	// OnPanic receives the value of a panicking task (or Run), and
+	// ErrGoexit for a task that calls runtime.Goexit, on an executor's
+	// goroutine too (goexit.go). Required.
 	OnPanic func(v any)
 	// Stats turns on the latency histograms (tick lag, lateness, pass
 	// time, task time), which cost a clock read per pass, per 64 tasks
@@ -180,13 +182,16 @@ type Shard struct {
 
 	_ [pad.CacheLineSize]byte
 
-	// The executor's runs (cancelwait.go): runs lists every execRun
-	// ever made (copy on write by the shard goroutine, read by
-	// waiters); runFree is the stack on which runs give their execRun
-	// back, pushed (CAS) by whatever goroutine ran the task and taken
-	// whole (Swap) by the shard goroutine. Used only with Config.Run.
-	runs    atomic.Pointer[[]*execRun]
-	runFree atomic.Pointer[execRun]
+	// The executor's runs (cancelwait.go): runTab is the newest run
+	// table (stored by the shard goroutine, read by waiters); runFree is
+	// the stack on which runs give their execRun back, pushed (CAS) by
+	// whatever goroutine ran the task and taken whole (Swap) by the
+	// shard goroutine; runExits counts the Goexits of tasks on executors'
+	// goroutines, added by them and taken (Swap) by the shard goroutine.
+	// Used only with Config.Run.
+	runTab   atomic.Pointer[runTable]
+	runFree  atomic.Pointer[execRun]
+	runExits atomic.Uint64
 
 	_ [pad.CacheLineSize]byte
 
@@ -205,7 +210,8 @@ type Shard struct {
 	wakeTick  uint64   // the tick the goroutine last planned to process next
 	lastTick  uint64   // the last tick a pass reached; written holding the wheel
 	quieted   bool     // quiet is closed
-	runSpare  *execRun // idle execRuns the shard goroutine holds (takeRun)
+	goexit    uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
+	runs      runPool  // the execRuns it holds (cancelwait.go)
 	trace     tracer   // the execution tracer's view of passes (trace.go)
 }
 
@@ -225,6 +231,7 @@ type holder struct {
 	sort      uint32
 	nsort     int
 	lowFree   int
+	shared    int // nodes share moved to the arena's lanes since the last review
 	reviewAt  uint64
 	lastFiled uint32 // the node the last Schedule filed, published in own
 	// tick is the clock's tick as the holder knows it, which the transfer

@@ -20,7 +20,8 @@ func (sh *Shard) Close() {
 }
 
 // Exited returns a channel that is closed when the shard goroutine has
-// returned. That goroutine itself must not wait on it (see IsWorker).
+// returned (the last of them, if a task's runtime.Goexit replaced it: see
+// goexit.go). That goroutine itself must not wait on it (see IsWorker).
 func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 
 // Quiet reports, after Close, whether the shard goroutine will fire no
@@ -57,6 +58,15 @@ func (sh *Shard) IsWorker(gid uint64) bool { return sh.gid.Load() == gid }
 // the earliest it could run) and task. A claimed timer never runs and its
 // handle reports not pending; keep says whether Claimed keeps its task for
 // its claimant (true), or the claimant has handed the task elsewhere.
+//
+// With an executor (Config.Run), a periodic timer whose run the executor
+// holds (running: handed over, its task started or not) is claimed but
+// not passed to keep: that run, which may start after Drain returns, is
+// the series' last, and a claimant that ran the task too would run it
+// twice, or beside itself. A series run inline is passed to keep as any
+// timer: Drain runs once the shard goroutine has exited or is quiet, so
+// its run has returned, or is the task that stops the shard (or one
+// Shutdown gave up waiting for).
 // Timers that lose the race to a concurrent Cancel, or to a Schedule that
 // undoes itself, are not claimed. Drain must run once, when the shard
 // goroutine has exited or is quiet (see Quiet); it never waits for anyone.
@@ -90,6 +100,11 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 			if claim(n, s) {
 				sh.stopped.Add(1) // before the token goes back (see Outs)
 				sh.releaseToken()
+				if s.status() == statusRunning && sh.cfg.Run != nil {
+					// The executor holds its run: not returned (see
+					// Drain), and the run finds it stopped at its end.
+					break
+				}
 				r := sh.ref(idx, gen)
 				if keep(r, n.Key, sh.due(s, now), sh.arena.Task(idx)) {
 					claimed[idx/64].Or(1 << (idx % 64)) // after the CAS: see Claimed
