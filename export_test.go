@@ -51,3 +51,9 @@ func RunningShard(s *Scheduler) int {
 // FiledOn returns the index of the shard whose wheel filed t: the shard
 // whose Stats count it.
 func FiledOn(t Timeout) int { return t.ref.Shard() }
+
+// WithShardCapacity lowers the timers each shard holds from ShardCapacity
+// to n, so that tests can fill a shard without gigabytes.
+func WithShardCapacity(n int) Option {
+	return func(c *config) error { c.capacity = n; return nil }
+}

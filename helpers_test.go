@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
@@ -130,5 +131,8 @@ func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
 // goroutine for.
 func settles(t *testing.T, s *shardwheel.Scheduler, what string, want func(shardwheel.ShardStats) bool) {
 	t.Helper()
-	require.Eventually(t, func() bool { return want(s.Stats().Total) }, waitFor, pollEvery, what)
+	if !assert.Eventually(t, func() bool { return want(s.Stats().Total) }, waitFor, pollEvery) {
+		st := s.Stats().Total
+		t.Fatalf("%s: never so; now taken back %d, held %d, cancelled %d, resident %d", what, st.TakenBack, st.HeldCancelled, st.Cancelled, st.Resident)
+	}
 }

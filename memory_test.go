@@ -135,3 +135,46 @@ func TestBytesPerTimerNode(t *testing.T) {
 	assert.InDelta(t, 36+ptr, closure, 1, "36 + a pointer")
 	assert.InDelta(t, 36+ptr+2, mixed, 1, "36 + a pointer + 2")
 }
+
+// TestAtCapacityEveryTimerEndsOnce repeats, at a small capacity, a full
+// shard's life: one goroutine fills it until ErrTooManyPending, Pending
+// reads the capacity, it cancels the last timer and retries until one
+// Schedule is accepted, and Stop returns every timer that is left: as many
+// as the capacity, whatever the shard goroutine did meanwhile.
+func TestAtCapacityEveryTimerEndsOnce(t *testing.T) {
+	const capacity = 50_000
+	runs := 30
+	if raceEnabled || testing.Short() {
+		runs = 6
+	}
+	for run := range runs {
+		s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithShardCapacity(capacity))
+		require.NoError(t, err)
+		var last shardwheel.Timeout
+		n := 0
+		for ; ; n++ {
+			tm, err := s.Schedule(1, time.Hour, noop)
+			if err != nil {
+				require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+				break
+			}
+			last = tm
+		}
+		require.Equal(t, capacity, n, "run %d: accepted", run)
+		require.Equal(t, capacity, s.Pending(), "run %d", run)
+		require.True(t, last.Cancel())
+		retried := 0
+		for ; ; retried++ {
+			require.Less(t, retried, 1_000_000, "run %d: no Schedule accepted after a Cancel at capacity", run)
+			if _, err := s.Schedule(1, time.Hour, noop); err == nil {
+				break
+			}
+			runtime.Gosched()
+		}
+		require.Equal(t, capacity, s.Pending(), "run %d", run)
+		stopped := s.Stop()
+		require.Len(t, stopped, capacity, "run %d: Stop returns every timer left (retries: %d)", run, retried)
+		st := s.Stats().Total
+		assert.Equal(t, st.Scheduled, st.Cancelled+st.Stopped, "run %d: every accepted timer ended one way", run)
+	}
+}

@@ -78,6 +78,7 @@ type config struct {
 	logger      *slog.Logger // nil: slog.Default() at the time of logging
 	affinity    bool
 	stats       bool
+	capacity    int // timers a shard holds; 0: ShardCapacity (tests lower it)
 }
 
 func defaultConfig() config {
@@ -303,6 +304,7 @@ func (c *config) shardConfig(tokens int64) shard.Config {
 		Run:         c.executor,
 		OnPanic:     c.panicHandler(),
 		Stats:       c.stats,
+		Capacity:    c.capacity,
 	}
 }
 

@@ -114,8 +114,11 @@ func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 		top, err := h.AfterFunc(4, time.Hour)
 		require.NoError(t, err)
 		require.True(t, below.Cancel())
-		settles(t, s, "not the last filed: not taken back, held until the wheel meets it", func(st shardwheel.ShardStats) bool {
-			return st.TakenBack == base.TakenBack+2 && st.HeldCancelled == base.HeldCancelled+1
+		// Held until the wheel meets it, or a sweep does: the pass that
+		// publishes may sweep, the wheel being this small.
+		settles(t, s, "not the last filed: not taken back", func(st shardwheel.ShardStats) bool {
+			return st.TakenBack == base.TakenBack+2 && st.Cancelled == base.Cancelled+3 &&
+				st.HeldCancelled+int(st.Swept-base.Swept) == base.HeldCancelled+1
 		})
 		require.True(t, top.Cancel())
 		settles(t, s, "the last filed is taken back", func(st shardwheel.ShardStats) bool {

@@ -186,9 +186,13 @@ func (sh *Shard) fileOrCross(idx uint32, n *pool.Node, s state, t uint64) {
 		case statusCancelling:
 			sh.file(idx, n, sh.h.w.elapsed+1) // met again, cancelled
 			return
-		default:
-			sh.releaseNode(idx, n, s) // cancelled
+		case statusCancelled:
+			sh.releaseNode(idx, n, s)
 			return
+		case statusStopped:
+			return // Stop claimed it: out of the wheel, never freed
+		default:
+			badNode(idx, s, "a timer being filed ended in an impossible state")
 		}
 	}
 }

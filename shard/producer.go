@@ -147,7 +147,9 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 	idx, slot, ok := sh.takeFree()
 	if !ok {
 		if idx, slot, ok = sh.arena.Get(sh.home); !ok {
-			return Ref{}, false
+			if idx, slot, ok = sh.reclaim(); !ok {
+				return Ref{}, false
+			}
 		}
 	}
 	n := slot.Node()
@@ -297,10 +299,11 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	if !ok {
 		return false
 	}
-	li := CurrentP() & sh.laneMask
+	p := CurrentP()
+	li := p & sh.laneMask
 	// own's line is this P's when the shard is: another P's Cancel does
 	// not read it.
-	if li == sh.home && uint32(sh.own.Load()>>ownIdxShift) == r.idx {
+	if sh.isLocal(p) && uint32(sh.own.Load()>>ownIdxShift) == r.idx {
 		if done, ok := sh.takeBack(r, n, drop); done {
 			if ok {
 				sh.cancelled(li)

@@ -87,17 +87,15 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 			if !s.live() || gen == 0 {
 				break // ended, or a fresh node a producer is still taking
 			}
-			// After the state: a producer writes the flags before the
-			// store that makes the node live.
-			if slot.Flags()&pool.FlagProxy != 0 {
-				break // no timer: it stands for one another shard's Drain claims
-			}
 			// Success means the state did not change since it was
 			// loaded, so gen belongs to the claimed timer; and the
-			// CAS orders us after the producer's writes of Key and
-			// the task, which nobody writes again: a stopped node is
-			// never freed.
+			// CAS orders us after the producer's writes of Key, the
+			// task and the flags, which nobody writes again: a
+			// stopped node is never freed.
 			if claim(n, s) {
+				if slot.Flags()&pool.FlagProxy != 0 {
+					break // no timer: it stands for one another shard's Drain claims
+				}
 				sh.stopped.Add(1) // before the token goes back (see Outs)
 				sh.releaseToken()
 				if s.status() == statusRunning && sh.cfg.Run != nil {

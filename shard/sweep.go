@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/shardwheel/shardwheel/pool"
+
 // The sweep. A Cancel only marks its timer's node; the holder frees the
 // node when it meets it: in its slot, when a cascade moves it, or here.
 // A request timeout is typically cancelled milliseconds after it was
@@ -116,6 +118,22 @@ func (sh *Shard) sweepHeld() {
 	if sw.next == 0 && sh.sweepDue() {
 		sh.startSweep()
 	}
+}
+
+// reclaim is the last resort of a Schedule that finds the arena full: if
+// the wheel holds cancelled nodes, it sweeps a step (starting a sweep if
+// none runs) and takes a node it freed. A full arena's Schedules so find
+// the nodes of timers cancelled at capacity, a step per call, never more
+// work than a step's. Holder only.
+func (sh *Shard) reclaim() (uint32, pool.Slot, bool) {
+	if sh.heldCancelled() == 0 {
+		return 0, pool.Slot{}, false
+	}
+	if sh.h.sweep.next == 0 {
+		sh.startSweep()
+	}
+	sh.sweep(sweepStep)
+	return sh.takeFree()
 }
 
 // sweepDue reports whether the wheel holds more cancelled nodes than a
