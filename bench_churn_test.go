@@ -221,3 +221,56 @@ func runCancelAtOnce(b *testing.B, parallel bool, pair func() bool) {
 		b.Fatalf("%d of %d cancels of a pending timer failed", n, b.N)
 	}
 }
+
+// BenchmarkChurnFeatures is BenchmarkChurn for the timers with slack and
+// the periodic series: with a key (ScheduleWithin, Every: filed on the
+// caller's wheel, or, for Every, on the key's) against without one
+// (AfterFuncWithin, EveryFunc: the caller's wheel), each scheduled and
+// cancelled a ring later. A series' task never runs: its period is the
+// churn's delay.
+func BenchmarkChurnFeatures(b *testing.B) {
+	ops := func(s *shardwheel.Scheduler, f func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error)) churnOps[shardwheel.Timeout] {
+		return churnOps[shardwheel.Timeout]{
+			schedule: func(key uint64, d time.Duration, task func()) shardwheel.Timeout {
+				t, err := f(key, d, task)
+				if err != nil {
+					panic(err)
+				}
+				return t
+			},
+			cancel: shardwheel.Timeout.Cancel,
+		}
+	}
+	for _, bench := range []struct {
+		name string
+		f    func(s *shardwheel.Scheduler) func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error)
+	}{
+		{"within/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
+			return func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+				return s.ScheduleWithin(key, d, time.Second, task)
+			}
+		}},
+		{"within/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
+			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+				return s.AfterFuncWithin(d, time.Second, task)
+			}
+		}},
+		{"every/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
+			return func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+				return s.Every(key, d, shardwheel.SkipMissed, task)
+			}
+		}},
+		{"every/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
+			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+				return s.EveryFunc(d, shardwheel.SkipMissed, task)
+			}
+		}},
+	} {
+		for _, g := range []int{2, 6} {
+			b.Run(fmt.Sprintf("%s/G=%d", bench.name, g), func(b *testing.B) {
+				s := newBenchScheduler(b)
+				benchChurn(b, g, ops(s, bench.f(s)))
+			})
+		}
+	}
+}

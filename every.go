@@ -31,9 +31,11 @@ func (m Missed) String() string {
 }
 
 var (
-	// ErrBadPeriod is returned by Every for a period that is not
-	// positive.
-	ErrBadPeriod = errors.New("shardwheel: Every: period must be positive")
+	// ErrBadPeriod is returned by Every and its kin for a period shorter
+	// than the Scheduler's tick (a period <= 0 included): the wheel runs
+	// a series at most once a tick, so a shorter period could only miss
+	// grid points.
+	ErrBadPeriod = errors.New("shardwheel: Every: period must be at least the tick")
 	// ErrBadMissed is returned by Every for a Missed value that is none
 	// of SkipMissed, BurstMissed and DelayMissed.
 	ErrBadMissed = errors.New("shardwheel: Every: unknown Missed policy")
@@ -91,9 +93,33 @@ func (h Handler) Every(key uint64, period time.Duration, missed Missed) (Timeout
 	return h.s.every(h.s.shards[h.s.ShardOf(key)], key, period, missed, h.task())
 }
 
+// EveryFunc is Every without a key: the series runs on the shard of the P
+// the caller runs on, as AfterFunc's timers do, so that scheduling it,
+// resetting it and cancelling it from that P touch no other core (Every
+// files it on its key's shard). Its Timeout's Key is 0. Periods, policies,
+// errors, guarantees and cost are Every's.
+func (s *Scheduler) EveryFunc(period time.Duration, missed Missed, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return s.every(s.localShard(), 0, period, missed, shard.Task{Func: task})
+}
+
+// EveryFunc is Scheduler.EveryFunc for a series whose task is the
+// handler's function called with key: it runs fn(key) at the grid points
+// start + k·period, on the shard of the caller's P, whatever the key (the
+// handler's argument only). Periods, policies, errors and guarantees are
+// Scheduler.Every's; it allocates only the series' record (80 bytes).
+func (h Handler) EveryFunc(key uint64, period time.Duration, missed Missed) (Timeout, error) {
+	if h.s == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return h.s.every(h.s.localShard(), key, period, missed, h.task())
+}
+
 // every schedules a periodic timer on sh.
 func (s *Scheduler) every(sh *shard.Shard, key uint64, period time.Duration, missed Missed, task shard.Task) (Timeout, error) {
-	if period <= 0 {
+	if period < s.tick {
 		return Timeout{}, ErrBadPeriod
 	}
 	if missed > DelayMissed {

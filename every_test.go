@@ -180,3 +180,66 @@ func TestEveryCountsInStats(t *testing.T) {
 	assert.Zero(t, st.Fired)
 	assert.EqualValues(t, runs.Load(), st.PeriodicRuns)
 }
+
+// TestEveryFuncAndAfterFuncWithinStayLocal: the forms without a key file
+// on the caller's P's shard and run there, with key 0 (the Handler forms
+// pass their key to the handler); a period shorter than the tick is
+// refused.
+func TestEveryFuncAndAfterFuncWithinStayLocal(t *testing.T) {
+	withGOMAXPROCS(1, func() { // one P: P 0's shard
+		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond))
+		ran := make(chan int, 8)
+		series, err := s.EveryFunc(2*time.Millisecond, shardwheel.SkipMissed, func() { ran <- shardwheel.RunningShard(s) })
+		require.NoError(t, err)
+		assert.Zero(t, series.Key())
+		assert.Equal(t, 0, shardwheel.FiledOn(series))
+		within, err := s.AfterFuncWithin(time.Millisecond, 5*time.Millisecond, func() { ran <- shardwheel.RunningShard(s) })
+		require.NoError(t, err)
+		assert.Zero(t, within.Key())
+		assert.Equal(t, 0, shardwheel.FiledOn(within))
+		for range 3 {
+			select {
+			case on := <-ran:
+				assert.Equal(t, 0, on, "ran on the shard that filed it")
+			case <-time.After(waitFor):
+				t.Fatal("did not run")
+			}
+		}
+		assert.True(t, series.Cancel())
+
+		keys := make(chan uint64, 64)
+		h, err := s.NewHandler(func(k uint64) { keys <- k })
+		require.NoError(t, err)
+		hs, err := h.EveryFunc(7, 2*time.Millisecond, shardwheel.SkipMissed)
+		require.NoError(t, err)
+		assert.Equal(t, 0, shardwheel.FiledOn(hs))
+		_, err = h.AfterFuncWithin(9, time.Millisecond, time.Millisecond)
+		require.NoError(t, err)
+		got := map[uint64]bool{}
+		for !got[7] || !got[9] {
+			select {
+			case k := <-keys:
+				require.Contains(t, []uint64{7, 9}, k, "the handler gets its timer's key")
+				got[k] = true
+			case <-time.After(waitFor):
+				t.Fatalf("handler timers did not both run: %v", got)
+			}
+		}
+		hs.Cancel()
+
+		for _, p := range []time.Duration{0, -time.Second, 999 * time.Microsecond} {
+			_, err = s.EveryFunc(p, shardwheel.SkipMissed, noop)
+			assert.ErrorIs(t, err, shardwheel.ErrBadPeriod, "period %v", p)
+			_, err = s.Every(1, p, shardwheel.SkipMissed, noop)
+			assert.ErrorIs(t, err, shardwheel.ErrBadPeriod, "period %v", p)
+		}
+		_, err = s.EveryFunc(time.Second, shardwheel.SkipMissed, nil)
+		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+		_, err = s.AfterFuncWithin(time.Second, time.Second, nil)
+		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+		_, err = (shardwheel.Handler{}).EveryFunc(1, time.Second, shardwheel.SkipMissed)
+		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+		_, err = (shardwheel.Handler{}).AfterFuncWithin(1, time.Second, time.Second)
+		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
+	})
+}

@@ -33,6 +33,34 @@ func (s *Scheduler) ScheduleWithin(key uint64, delay, slack time.Duration, task 
 	return s.scheduleOn(s.localShard(), &r)
 }
 
+// AfterFuncWithin is ScheduleWithin without a key: the timer is filed on
+// the shard of the P the caller runs on and runs there, as AfterFunc's
+// timers do (ScheduleWithin's runs on its key's shard). Its Timeout's Key
+// is 0. Windows, placement, errors and guarantees are ScheduleWithin's.
+func (s *Scheduler) AfterFuncWithin(delay, slack time.Duration, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	sh := s.localShard()
+	r := s.request(0, delay, shard.Task{Func: task})
+	r.Slack = slack
+	return s.scheduleOn(sh, &r)
+}
+
+// AfterFuncWithin is Scheduler.AfterFuncWithin for a timer whose task is
+// the handler's function called with key: it runs fn(key) once, between
+// delay and delay+slack from now, on the shard of the caller's P whatever
+// the key. It allocates nothing.
+func (h Handler) AfterFuncWithin(key uint64, delay, slack time.Duration) (Timeout, error) {
+	if h.s == nil {
+		return Timeout{}, ErrNilTask
+	}
+	sh := h.s.localShard()
+	r := h.s.request(key, delay, h.task())
+	r.Slack = slack
+	return h.s.scheduleOn(sh, &r)
+}
+
 // ScheduleWithin is Scheduler.ScheduleWithin for a timer whose task is
 // the handler's function called with key: it runs fn(key) once, between
 // delay and delay+slack from now, on the shard that key routes to. It
