@@ -299,18 +299,20 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 	if !ok {
 		return false
 	}
-	p := CurrentP()
+	p := procPin()
 	li := p & sh.laneMask
 	// own's line is this P's when the shard is: another P's Cancel does
 	// not read it.
 	if sh.isLocal(p) && uint32(sh.own.Load()>>ownIdxShift) == r.idx {
-		if done, ok := sh.takeBack(r, n, drop); done {
+		if done, ok := sh.takeBack(r, slot, n, drop); done {
 			if ok {
 				sh.cancelled(li)
 			}
+			procUnpin()
 			return ok
 		}
 	}
+	procUnpin()
 	for {
 		s, mine := load(n, r.gen)
 		if !mine || !s.live() {
@@ -363,10 +365,8 @@ func (sh *Shard) cancelled(li int) {
 // next Schedule takes it again. A Cancel right after its Schedule (a
 // request answered at once) so costs the wheel nothing later. done is
 // false if it could not hold the wheel, or the timer is not a plain filed
-// one: the caller then cancels as usual; ok is Cancel's answer.
-func (sh *Shard) takeBack(r Ref, n *pool.Node, drop state) (done, ok bool) {
-	procPin()
-	defer procUnpin()
+// one: the caller then cancels as usual; ok is Cancel's answer. Pinned.
+func (sh *Shard) takeBack(r Ref, slot pool.Slot, n *pool.Node, drop state) (done, ok bool) {
 	if !sh.tryHold() {
 		return false, false
 	}
@@ -381,8 +381,7 @@ func (sh *Shard) takeBack(r Ref, n *pool.Node, drop state) (done, ok bool) {
 			return false, false // the usual way
 		}
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
-			sh.h.w.unlink(r.idx)
-			slot := sh.arena.Slot(r.idx)
+			sh.h.w.unlinkNode(r.idx, n)
 			slot.DropFunc() // the Cancel's part (freeSlot leaves a cancelled timer's task alone)
 			sh.freeSlot(r.idx, n, ns, slot)
 			sh.h.counts[cTakenBack]++

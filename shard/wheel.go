@@ -180,7 +180,7 @@ func (w *wheel) link(idx uint32, n *pool.Node, si uint32) {
 
 // mark sets or clears the occupancy bit of slot si.
 func (w *wheel) mark(si uint32, occupied bool) {
-	l, slot := uint64(si)/w.size, uint64(si)&(w.size-1)
+	l, slot := uint64(si)>>(w.shift+1), uint64(si)&(w.size-1) // size = 2^(shift+1)
 	if occupied {
 		w.occupied[l][slot/64] |= 1 << (slot % 64)
 	} else {
