@@ -288,6 +288,11 @@ func (s Slot) Node() *Node { return &s.b.nodes[s.off] }
 // the length Span returned with s.
 func (s Slot) At(i int) Slot { return Slot{s.b, s.off + uint32(i)} }
 
+// Nodes returns the m nodes from s on, in its block: m must not exceed
+// the length Span returned with s. A walk over them pays no lookup per
+// node.
+func (s Slot) Nodes(m int) []Node { return s.b.nodes[s.off : int(s.off)+m] }
+
 // Task is what a timer runs: a closure, or the handler numbered Handler
 // (1..65535), a function the shard keeps and calls with the timer's key.
 // Exactly one of the two is set in a timer's task; the zero Task is none.

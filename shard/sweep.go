@@ -167,20 +167,22 @@ func (sh *Shard) sweep(k int) {
 	for k > 0 && sw.next < hw {
 		base, m := sh.arena.Span(sw.next)
 		m = min(m, k, int(hw-sw.next))
-		for i := 0; i < m && base.Installed(); i++ {
-			slot := base.At(i)
-			n := slot.Node()
-			if n.Prev == 0 || n.Prev == detached {
-				continue // not in the wheel
+		if base.Installed() {
+			nodes := base.Nodes(m)
+			for i := range nodes {
+				n := &nodes[i]
+				if n.Prev == 0 || n.Prev == detached {
+					continue // not in the wheel
+				}
+				s := state(n.State.Load())
+				if s.status() != statusCancelled || s.queued() {
+					continue
+				}
+				idx := sw.next + uint32(i)
+				w.unlinkNode(idx, n)
+				sh.freeSlot(idx, n, s, base.At(i))
+				swept++
 			}
-			s := state(n.State.Load())
-			if s.status() != statusCancelled || s.queued() {
-				continue
-			}
-			idx := sw.next + uint32(i)
-			w.unlinkNode(idx, n)
-			sh.freeSlot(idx, n, s, slot)
-			swept++
 		}
 		sw.next += uint32(m)
 		k -= m
