@@ -6,16 +6,23 @@
 //
 // # Reading order
 //
-// own.go says who may touch the wheel: whoever holds it, having taken the
-// owner word with one CAS. producer.go is what any goroutine calls
-// (Schedule, Cancel, Reset, Pending, Deadline); tokens.go the pending
-// limit; stop.go Stop's side (Close, Drain). A holder files timers
-// (node.go), takes in the queue (transfer.go) and earlier Resets
-// (attention.go), and pays the sweep its share (sweep.go). The shard
-// goroutine runs loop.go (its pass and sleep) and expire.go (due slots,
-// tasks, cascades). wheel.go is the wheel itself, state.go the node state
-// machine every side shares, ticks.go the clock arithmetic, verify.go the
-// invariants.
+// shard.go is the Shard, its Config and New; own.go says who may touch the
+// wheel: whoever holds it, having taken the owner word with one CAS.
+// producer.go is what any goroutine calls (Schedule, Cancel, Reset,
+// Pending, Deadline); tokens.go the pending limit; stop.go Stop's side
+// (Close, Drain); stats.go the counters and what readers see. A holder
+// files timers (node.go), takes its free nodes from its own list, sized by
+// reserve.go, takes in the queue (transfer.go) and earlier Resets
+// (attention.go), pays the sweep its share (sweep.go), and hands timers
+// with a key to their key's shard (cross.go). The shard goroutine runs
+// loop.go (its pass and sleep) and expire.go (due slots, tasks, cascades),
+// periodic.go for series, slack.go for timers with slack, handlers.go for
+// Handler tasks, cancelwait.go for runs in flight and the executor,
+// goexit.go for a task that ends its goroutine, and trace.go for the
+// execution tracer. wheel.go is the wheel itself, state.go the node state
+// machine every side shares, ticks.go Refs and the clock arithmetic,
+// clock.go the clocks, proc.go the P a goroutine runs on, goid.go and
+// gtoken*.go goroutine identities, verify*.go the invariants.
 //
 // # Time and the wheel
 //
@@ -52,21 +59,27 @@
 //
 // # A wheel per P
 //
-// Package shardwheel gives each P a shard of its own: a timer without a
-// key (AfterFunc, the context functions) goes to the wheel of the P its
-// Schedule runs on, where its whole life usually stays. The wheel is held
-// by one goroutine at a time (own.go): a Schedule takes it with one CAS,
-// files its own timer, and lets go. Nobody waits for it: a Schedule that
-// finds it held, or that comes from another P (a keyed timer routed here),
-// pushes its node on the shard's queue, a lock-free stack, and the holder
-// takes the queue in before it lets go, or the shard's own P at its next
+// Package shardwheel gives each P a shard of its own: a timer goes to the
+// wheel of the P its Schedule runs on, where its whole life usually
+// stays, with a key or without. The wheel is held by one goroutine at a
+// time (own.go): a Schedule takes it with one CAS, files its own timer,
+// and lets go. Nobody waits for it: a Schedule that finds it held pushes
+// its node on the shard's queue, a lock-free stack, and the holder takes
+// the queue in before it lets go, or the shard's own P at its next
 // Schedule, or the shard goroutine at its next pass, at most TransferCap
 // timers per tick.
 //
-// Cancel is one CAS on the node's state word (to cancelling), the closure
-// dropped so that the garbage collector may take it, and a CAS to
-// cancelled: no lock, no queue, nothing for the shard goroutine to do. The
-// node stays where it is until a holder meets it: in its slot, in a
+// A timer with a key (Request.Routed) belongs to the shard its key routes
+// to: its task runs on that shard's goroutine. It is filed on the
+// caller's wheel all the same, and crosses only when it comes near its
+// deadline (cross.go): most such timers are cancelled long before, and
+// never cross. Periodic timers with a key (Every) are filed on their
+// key's shard from the start, through its queue.
+//
+// Cancel is two CASes on the node's state word (to cancelling, then to
+// cancelled, the closure dropped in between so that the garbage collector
+// may take it): no lock, no queue, nothing for the shard goroutine to do.
+// The node stays where it is until a holder meets it: in its slot, in a
 // cascade, or in the sweep (sweep.go), a linear walk of the arena that the
 // holders pay for a few nodes per timer they file, which bounds the
 // cancelled nodes a wheel holds. A Cancel right after its Schedule, from
@@ -85,39 +98,69 @@
 //
 // # Who touches which cache line
 //
-// Per step of a timer's life, on the delayed-cancel load shardwheel is
-// judged on (a request timeout cancelled tens of milliseconds later): the
-// lines touched and who wrote them last. "Own P" is the P whose shard
-// holds the wheel; the shard goroutine usually runs there too.
+// A Shard is one allocation of over 32 KiB, so the runtime places it at
+// the start of a page: its fields' cache lines follow from their offsets.
+// They are grouped by who writes them, each group on lines of its own
+// (TestLineTable reads this table and checks it against the offsets):
 //
-//	step      without a key (own P's wheel)               with a key, from another P
-//	schedule  own (CAS, Swap), the node (state, task),    the node, taken from this P's lane of the
-//	          the slot's tail node and slot list, the     shard's arena (lane line: this P's); the
-//	          free list head: all last written by this    queue head (CAS): last written by pushers
-//	          P (its holders, its goroutine's frees).     of any P. One cross-core line.
-//	file      (in the schedule, above)                    the shard's own P or goroutine takes the
-//	                                                      queue in: the node's line, written by the
-//	                                                      pusher on its P. One miss there.
-//	cancel    the node's state (2 CAS) and task slot;     the same two lines, last written by the
-//	          this P's lane counter. Take-back: own too.  node's P: two misses.
-//	sweep     the holder walks the arena (lines last      the same, on the shard's own P.
-//	          written by this P, or by a canceller's
-//	          CAS on another P) and unlinks cancelled
-//	          nodes (neighbours' lines).
-//	free      the holder's free list (Next, in the node), the same, on the shard's own P.
-//	          on the holder's P.
-//	reuse     the next Schedule on this P takes the node  the pusher takes from its own lane of the
-//	          from the holder's list: written by this P.  arena's shared lists, which holders feed
-//	          Past ownFreeMax nodes, that list spills     when they run dry (share) and when their
-//	          to the arena's shared lists.                own lists grow long (spill).
-//	expire    the shard goroutine: the slot list and the  the same: the key's shard's goroutine.
-//	          nodes due (written by their schedulers or
-//	          the last cascade), the task.
+//	group      fields                                           written by
+//	fixed      cfg tick ticks origin lanes home id closed gid g   New; Close (closed); the goroutine as it starts (gid, g)
+//	owner      own                                              every holder: the shard's P's Schedules, the goroutine's passes
+//	queue      queue.in                                         producers that find the wheel held; shards that cross timers here
+//	backlog    queue.first queue.last                           holders
+//	attention  attention                                        earlier Resets; shards handing crossed timers back
+//	plan       sleepUntil plannedAt                             the goroutine, each pass; a wakeFor that lowers it
+//	starved    starved                                          producers whose lane ran low; the holder that feeds it
+//	runs       stopped crossedFired runWord waiters notify claimed   the goroutine, twice per timer it fires; Stop; other shards' goroutines
+//	executor   runTab runFree runExits                          the goroutine, and executors' goroutines
+//	holder     h                                                whoever holds the wheel
+//	goroutine  stats work lastTick                              the goroutine
 //
-// A timer that stays on its P touches no line another core wrote, but when
-// a Cancel comes from another P (a goroutine that migrated), or the shard
-// goroutine runs on another core. A keyed timer crosses twice: its push
-// and its Cancel.
+// Beside the Shard: each lane (lane, one line, 64-byte aligned) is the
+// counters and pending tokens of the goroutines on one P, which they
+// write; the wheel (its own allocation, padded) is the holder's; the
+// arena's header is written when it grows, and each of its lanes' free
+// lists is a line of its own, popped by the producers of that lane's P
+// and fed by holders (share); nodes, their task slots and their links
+// are the lines of the timers themselves.
+//
+// Per step, on the delayed-cancel load shardwheel is judged on (a request
+// timeout cancelled tens of milliseconds later), from the P whose shard
+// files the timer:
+//
+//   - Schedule (AfterFunc, or with a key): the fixed lines and plan (read),
+//     owner (CAS, Swap), queue, attention and starved (read), the holder's
+//     and the wheel's lines, a node from the holder's own free list and
+//     its task slot, the slot's last node; the P's lane (read; written
+//     when it takes a token, with WithMaxPending). All last written on
+//     this P, but owner and plan by the goroutine once per pass, and
+//     starved when a lane ran low.
+//   - Cancel: the node (two CASes) and its task slot, the P's lane
+//     (cancels); owner (read). From another P (a goroutine that
+//     migrated), the node and task slot were last written there.
+//     Take-back, from the shard's P: owner (CAS, Swap) and the holder's
+//     lines too.
+//   - Sweep: the holder walks the arena (lines last written on this P, or
+//     by a Cancel on another), unlinks cancelled nodes (their neighbours'
+//     lines) and frees them onto its own free list, where the next
+//     Schedule on this P takes them.
+//   - Expire: the shard goroutine (on whichever P runs it: it follows
+//     whoever wakes it) holds the wheel: owner, the holder's and wheel's
+//     lines, the nodes due (written by their schedulers), their task
+//     slots, runs (twice per timer).
+//   - A timer with a key, near its deadline, crossing to shard K: a node
+//     of K's arena from the crossing P's lane of K's free lists, K's queue
+//     (a CAS), K's plan (wakeFor); K's holder takes it in (its backlog,
+//     the proxy's line, the timer's node), and K's goroutine runs it and
+//     hands the node back on this shard's attention stack. Timers
+//     cancelled before they come near touch nothing of K's.
+//   - ScheduleKey adds its key's index entry: a bucket of the index of
+//     the shard its key routes to, wherever the caller runs (package
+//     shardwheel's keyed.go).
+//   - Readers (Pending, Stats): every shard's owner, runs and goroutine
+//     lines (its published counts) and lanes, read only: they write
+//     nothing a Schedule or Cancel writes. Stats may signal an idle shard
+//     goroutine to publish its counts.
 //
 // # Lateness
 //

@@ -124,6 +124,13 @@ type Shard struct {
 	// Close (see Quiet); it is the only closer.
 	quiet chan struct{}
 
+	// Read by every Schedule (closed) or by Stop and CancelWait (gid,
+	// g), written once: by Close, and by the shard goroutine as it starts
+	// (again after a task's Goexit). On the immutable fields' lines.
+	closed atomic.Bool
+	gid    atomic.Uint64  // shard goroutine id, for Stop from a task
+	g      atomic.Uintptr // its goroutine token, for CancelWait (gtoken.go)
+
 	_ [pad.CacheLineSize]byte
 
 	// own is the wheel's owner word (own.go): CASed by every holder, so
@@ -139,8 +146,8 @@ type Shard struct {
 	_         [pad.CacheLineSize]byte
 
 	// Read on every Schedule, written by the shard goroutine once per pass
-	// (and by Close): kept apart from lines others write, so that reads
-	// stay cache hits between passes.
+	// and CASed by a wakeFor that lowers it: a line of their own, so that
+	// reads stay cache hits between passes.
 	//
 	// sleepUntil is the tick the shard goroutine plans to process next,
 	// MaxUint64 while it is parked with nothing due: a holder that files
@@ -148,19 +155,19 @@ type Shard struct {
 	// it a tick late yields (see yieldIfBehind).
 	sleepUntil atomic.Uint64
 	plannedAt  atomic.Uint64 // the elapsed tick when the goroutine planned it
-	closed     atomic.Bool
-	gid        atomic.Uint64  // shard goroutine id, for Stop from a task
-	g          atomic.Uintptr // its goroutine token, for CancelWait (gtoken.go)
 	_          [pad.CacheLineSize]byte
+
+	// starved is set by a producer that does not hold the wheel, when its
+	// lane ran dry or took shareMin nodes, and cleared by the holder that
+	// feeds the lanes (share): read by every holder's release, written
+	// rarely, on a line of its own.
+	starved atomic.Bool
+	_       [pad.CacheLineSize]byte
 
 	stopped atomic.Uint64 // timers claimed by Stop; Stop's goroutine
 	// crossedFired counts this shard's routed timers that other shards'
 	// goroutines ran (cross.go), which count in this shard's Fired.
 	crossedFired atomic.Uint64
-	// starved is set by a producer that found the wheel held and the
-	// arena's shared lists empty, so that it grew the arena; the next
-	// holder feeds the shared lists (share) and clears it.
-	starved atomic.Bool
 	// runWord is the run word (cancelwait.go) of the timer the shard
 	// goroutine is firing or running (or handing to the executor, or
 	// whose panic it reports), 0 otherwise. Written by that goroutine
@@ -198,6 +205,7 @@ type Shard struct {
 	// The holder's: only the goroutine holding the wheel reads or writes
 	// these (own.go's CAS and Swap order successive holders).
 	h holder
+	_ [pad.CacheLineSize]byte
 
 	// The shard goroutine's, except where workerStats says otherwise; work
 	// is written under the wheel's hold.
