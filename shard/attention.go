@@ -14,6 +14,7 @@ import "github.com/shardwheel/shardwheel/pool"
 // earlier are filed again, and nodes whose timer ended meanwhile are
 // unlinked and freed. Holder only.
 func (sh *Shard) processAttention() {
+	sh.assertHolder()
 	for idx := sh.attention.TakeAll(); idx != 0; {
 		slot := sh.arena.Slot(idx)
 		n := slot.Node()
@@ -34,6 +35,7 @@ func (sh *Shard) processAttention() {
 // periodic timer its executor's run pushed (periodic.go's rearmAsync),
 // pending at its next grid point, or ended while it ran. Holder only.
 func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
+	sh.assertHolder()
 	w := sh.h.w
 	for {
 		switch st := s.status(); {

@@ -101,6 +101,7 @@ func (sh *Shard) routeOf(key uint64) *Shard {
 // is within level 0's reach (or past). It returns that shard. Holder
 // only.
 func (sh *Shard) crossing(n *pool.Node, s state, t uint64) *Shard {
+	sh.assertHolder()
 	if !s.routed() || t >= sh.h.w.elapsed+sh.h.w.size {
 		return nil
 	}
@@ -113,6 +114,7 @@ func (sh *Shard) crossing(n *pool.Node, s state, t uint64) *Shard {
 // decides again), or k's arena is full (the caller files the timer for the
 // next tick, and it tries again then). Holder only.
 func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
+	sh.assertHolder()
 	p := CurrentP()
 	pidx, pslot, ok := k.takeShared(p, &k.lanes[p&k.laneMask])
 	if !ok {
@@ -158,6 +160,7 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 // at t, or crosses it if it is a routed timer due within level 0's reach.
 // Holder only.
 func (sh *Shard) fileOrCross(idx uint32, n *pool.Node, s state, t uint64) {
+	sh.assertHolder()
 	for {
 		k := sh.crossing(n, s, t)
 		if k == nil {
@@ -207,6 +210,7 @@ func (sh *Shard) source(pn *pool.Node) (*Shard, uint32, *pool.Node) {
 // acceptProxy files proxy pidx (pn), just taken off the queue new: at its
 // timer's deadline, or frees it if the timer has ended. Holder only.
 func (sh *Shard) acceptProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool) {
+	sh.assertHolder()
 	// Settle first, then read the timer: a Reset that saw the proxy new
 	// has changed the deadline before it looked (see the file comment).
 	sh.h.counts[cProxied]++
@@ -221,6 +225,7 @@ func (sh *Shard) acceptProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool
 // the timer has ended. It returns the tick it filed the proxy at. Holder
 // only.
 func (sh *Shard) placeProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool) {
+	sh.assertHolder()
 	a, aidx, an := sh.source(pn)
 	s := state(an.State.Load())
 	w := sh.h.w
@@ -243,6 +248,7 @@ func (sh *Shard) placeProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool)
 // hands the timer's node (aidx, shard a) back to a unless Stop claimed it.
 // Holder only.
 func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s state) {
+	sh.assertHolder()
 	fs := state(pn.State.Load()).to(statusFired) // a proxy ends as if it ran
 	pn.State.Store(uint64(fs))
 	sh.freeNode(pidx, pn, fs)
@@ -300,6 +306,7 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 // clears the timer's queued bit and files the proxy again by the timer's
 // state (placeProxy). Holder only.
 func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
+	sh.assertHolder()
 	_, _, an := sh.source(pn)
 	dequeue(an)
 	if pn.Prev != 0 {

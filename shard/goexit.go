@@ -79,6 +79,7 @@ func (sh *Shard) taskExited() {
 // slots that start at the elapsed tick, which advance runs after that
 // tick's level-0 slot: a Goexit left them unrun. Holder.
 func (sh *Shard) requeueDue(rest uint32) {
+	sh.assertHolder()
 	w := sh.h.w
 	move := func(idx uint32) {
 		for idx != 0 {

@@ -59,6 +59,7 @@ func genOf(n *pool.Node, s state) uint64 {
 // coarse slot for a timer with slack that may go there: slack.go), or in
 // the due-now slot if t has passed. Holder only.
 func (sh *Shard) file(idx uint32, n *pool.Node, t uint64) {
+	sh.assertHolder()
 	w := sh.h.w
 	if t > w.elapsed {
 		if !sh.fileSlack(idx, n, t) {
@@ -72,6 +73,7 @@ func (sh *Shard) file(idx uint32, n *pool.Node, t uint64) {
 // tickOf returns the deadline tick of a live state, unwrapped against the
 // wheel's elapsed tick. Holder only.
 func (sh *Shard) tickOf(s state) uint64 {
+	sh.assertHolder()
 	sh.catchUp()
 	return unwrapTicks(s.ticks38(), sh.h.w.elapsed)
 }
@@ -100,6 +102,7 @@ func (sh *Shard) catchUp() {
 // A terminal state never changes again, so s.queued() cannot become true
 // after this check. Holder only.
 func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
+	sh.assertHolder()
 	if s.queued() {
 		n.Prev = detached
 		return
@@ -113,6 +116,7 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
 // generation still describe it: at once if the holder may block, else the
 // node waits on h.unindex for the shard goroutine. Holder only.
 func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
+	sh.assertHolder()
 	sh.freeSlot(idx, n, s, sh.arena.Slot(idx))
 }
 
@@ -141,6 +145,7 @@ func (sh *Shard) freeSlot(idx uint32, n *pool.Node, s state, slot pool.Slot) {
 // share feeds the lanes with a demand (see shareMin) from the holder's own
 // free list. Holder only, before it lets go.
 func (sh *Shard) share() {
+	sh.assertHolder()
 	if !sh.starved.Load() {
 		return
 	}
@@ -167,6 +172,7 @@ func (sh *Shard) share() {
 // spill moves up to n nodes of the holder's own free list to lane's shared
 // list, with one CAS, and returns how many it moved. Holder only.
 func (sh *Shard) spill(lane, n int) int {
+	sh.assertHolder()
 	var c pool.Chain
 	moved := 0
 	for ; moved < n; moved++ {

@@ -54,6 +54,7 @@ const (
 // ownWord returns what the holder leaves in own when it lets go. Holder
 // only.
 func (sh *Shard) ownWord() uint64 {
+	sh.assertHolder()
 	return uint64(sh.h.lastFiled)<<ownIdxShift | sh.h.counts[cScheduled]&ownCountMask<<ownCountShift
 }
 
@@ -85,7 +86,33 @@ func (sh *Shard) tryHoldAt(tick uint64) bool {
 		return false
 	}
 	sh.h.worker, sh.h.tick = false, tick
+	sh.heldBy()
 	return true
+}
+
+// heldBy records, with the verify tag, that the calling goroutine holds
+// the wheel now. Holder.
+func (sh *Shard) heldBy() {
+	if debug {
+		sh.h.by = goroutineToken()
+	}
+}
+
+// letGoBy records, with the verify tag, that nobody holds the wheel: the
+// holder, before the Swap that lets go.
+func (sh *Shard) letGoBy() {
+	if debug {
+		sh.h.by = 0
+	}
+}
+
+// assertHolder panics, with the verify tag, unless the calling goroutine
+// holds the wheel: the check behind every "Holder only" of this package.
+// Without the tag it compiles to nothing.
+func (sh *Shard) assertHolder() {
+	if debug && sh.h.by != goroutineToken() {
+		panic("shardwheel: holder-only code called by a goroutine that does not hold the wheel")
+	}
 }
 
 // holdForPass takes the wheel for the shard goroutine, or marks it wanted
@@ -97,6 +124,7 @@ func (sh *Shard) holdForPass() bool {
 		case o&ownHeld == 0:
 			if sh.own.CompareAndSwap(o, o&^ownWanted|ownHeld) {
 				sh.h.worker = true
+				sh.heldBy()
 				return true
 			}
 		case o&ownWanted != 0 || sh.own.CompareAndSwap(o, o|ownWanted):
@@ -124,7 +152,9 @@ func (sh *Shard) release() {
 	}
 	for round := 0; ; round++ {
 		sh.share()
-		if sh.own.Swap(sh.ownWord())&ownWanted != 0 {
+		word := sh.ownWord()
+		sh.letGoBy()
+		if sh.own.Swap(word)&ownWanted != 0 {
 			sh.signal()
 		}
 		if !sh.queue.Waiting() && !sh.attention.Waiting() {
@@ -146,7 +176,9 @@ func (sh *Shard) release() {
 // release. What producers pushed meanwhile (handshake step 2) it leaves to
 // the shard goroutine, which it wakes.
 func (sh *Shard) letGo() {
-	if sh.own.Swap(sh.ownWord())&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
+	word := sh.ownWord()
+	sh.letGoBy()
+	if sh.own.Swap(word)&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
 		sh.signal()
 	}
 }
@@ -166,6 +198,7 @@ func (sh *Shard) holdAndTakeIn() {
 // takeIn files what producers left for the holder: earlier Resets, then new
 // timers (at most budget of them). Holder only.
 func (sh *Shard) takeIn(budget int) {
+	sh.assertHolder()
 	sh.processAttention()
 	sh.transfer(budget)
 }

@@ -144,6 +144,7 @@ func (sh *Shard) fill(n *pool.Node, slot pool.Slot, r *Request) {
 // scheduleHeld starts the timer's life on a node of the holder's and files
 // it; rec is a periodic timer's record, else nil. Holder, pinned.
 func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool) {
+	sh.assertHolder()
 	idx, slot, ok := sh.takeFree()
 	if !ok {
 		if idx, slot, ok = sh.arena.Get(sh.home); !ok {
@@ -176,6 +177,7 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 
 // countFiled counts a timer filed at once. Holder only.
 func (sh *Shard) countFiled() {
+	sh.assertHolder()
 	sh.h.counts[cScheduled]++
 	if c := sh.h.counts[cScheduled]; c&publishEvery == 0 {
 		// own carries the low bits (see scheduledNow): keep the

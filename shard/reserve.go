@@ -57,6 +57,7 @@ const reserveFloor = 2
 // parked or released nodes above it. It reports false when the holder has
 // no free node: the caller then takes one from the arena. Holder only.
 func (sh *Shard) takeFree() (uint32, pool.Slot, bool) {
+	sh.assertHolder()
 	h := &sh.h
 	for {
 		if idx := h.free; idx != 0 {
@@ -89,6 +90,7 @@ func (sh *Shard) takeFree() (uint32, pool.Slot, bool) {
 // listFree puts node idx (its slot s), freed and cleared, on the holder's
 // list, or parks it if it lies at or above h.limit. Holder only.
 func (sh *Shard) listFree(idx uint32, s pool.Slot) {
+	sh.assertHolder()
 	h := &sh.h
 	if idx >= h.limit {
 		sh.park(idx)
@@ -101,6 +103,7 @@ func (sh *Shard) listFree(idx uint32, s pool.Slot) {
 // park parks free node idx on its block and releases the block once every
 // node of it is parked. Holder only.
 func (sh *Shard) park(idx uint32) {
+	sh.assertHolder()
 	if sh.arena.Park(idx) {
 		sh.arena.Release(sh.arena.BigBlock(idx))
 		sh.h.counts[cBlocksReleased]++
@@ -111,6 +114,7 @@ func (sh *Shard) park(idx uint32) {
 // (making it again if it was released) and lists them, and reports
 // whether it found any. Holder only.
 func (sh *Shard) raiseLimit() bool {
+	sh.assertHolder()
 	h := &sh.h
 	hw := sh.arena.HighWater()
 	for h.limit < hw {

@@ -225,6 +225,9 @@ type Shard struct {
 
 // holder is the state the goroutine holding the wheel works with.
 type holder struct {
+	// by is the holding goroutine's token (gtoken.go), kept with the
+	// verify tag only, for assertHolder.
+	by     uintptr
 	w      *wheel
 	worker bool // the holder is the shard goroutine, which may block
 	// free lists (through the nodes' Next) the free nodes below limit

@@ -60,6 +60,7 @@ func (sh *Shard) slackTick(now, delay, slack time.Duration) uint64 {
 // elapsed, in the coarse slot that starts at t, if there is one within a
 // ring's reach, and reports whether it did. Holder only.
 func (sh *Shard) fileSlack(idx uint32, n *pool.Node, t uint64) bool {
+	sh.assertHolder()
 	w := sh.h.w
 	if t&(w.size/2-1) != 0 || sh.arena.Slot(idx).Flags()&pool.FlagSlack == 0 {
 		return false

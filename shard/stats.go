@@ -134,6 +134,7 @@ type workerStats struct {
 
 // publish copies the holder's counters for readers. Holder only.
 func (sh *Shard) publish() {
+	sh.assertHolder()
 	c := &sh.h.counts
 	c[cResident] = uint64(sh.h.w.count)
 	for i, v := range c {

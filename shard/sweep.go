@@ -66,6 +66,7 @@ const (
 // paceSweep starts a sweep when the wheel has grown enough, and pays n
 // filed timers' share of a running one. Holder only.
 func (sh *Shard) paceSweep(n int) {
+	sh.assertHolder()
 	sw := &sh.h.sweep
 	sw.filed += n
 	if sw.next == 0 {
@@ -86,6 +87,7 @@ func (sh *Shard) paceSweep(n int) {
 // one is due: held nodes stay within that allowance however large the
 // arena grew. Holder only.
 func (sh *Shard) startSweep() {
+	sh.assertHolder()
 	sw := &sh.h.sweep
 	span := max(sh.h.w.count/3, sw.min)
 	sw.next, sw.credit = 1, 0
@@ -126,6 +128,7 @@ func (sh *Shard) sweepHeld() {
 // the nodes of timers cancelled at capacity, a step per call, never more
 // work than a step's. Holder only.
 func (sh *Shard) reclaim() (uint32, pool.Slot, bool) {
+	sh.assertHolder()
 	if sh.heldCancelled() == 0 {
 		return 0, pool.Slot{}, false
 	}
@@ -139,6 +142,7 @@ func (sh *Shard) reclaim() (uint32, pool.Slot, bool) {
 // sweepDue reports whether the wheel holds more cancelled nodes than a
 // quarter of its linked ones and a 64th of its arena. Holder only.
 func (sh *Shard) sweepDue() bool {
+	sh.assertHolder()
 	held := sh.heldCancelled()
 	return held > 0 && held > max(uint64(sh.h.w.count/4), uint64(sh.arena.HighWater())/64)
 }
@@ -146,6 +150,7 @@ func (sh *Shard) sweepDue() bool {
 // heldCancelled returns the cancelled timers whose nodes the shard has not
 // freed yet: in the wheel or in the queue. Holder only.
 func (sh *Shard) heldCancelled() uint64 {
+	sh.assertHolder()
 	var held uint64
 	for i := range sh.lanes {
 		held += sh.lanes[i].cancels.Load() + sh.lanes[i].undone.Load()
@@ -157,6 +162,7 @@ func (sh *Shard) heldCancelled() uint64 {
 // linked in the wheel, and ends the sweep when it reaches the arena's end.
 // Holder only.
 func (sh *Shard) sweep(k int) {
+	sh.assertHolder()
 	sw := &sh.h.sweep
 	if sw.next == 0 {
 		return

@@ -13,6 +13,7 @@ import (
 // then passes again at once, after it has run what is due. A producer that
 // leaves timers waiting wakes the shard goroutine to finish. Holder only.
 func (sh *Shard) transfer(budget int) (more bool) {
+	sh.assertHolder()
 	if !sh.queue.Backlogged() && !sh.queue.Waiting() {
 		return false
 	}
@@ -65,6 +66,7 @@ func (sh *Shard) transfer(budget int) (more bool) {
 
 // queuedNow returns how many pushes no holder has consumed yet. Holder only.
 func (sh *Shard) queuedNow() uint64 {
+	sh.assertHolder()
 	var pushed uint64
 	for i := range sh.lanes {
 		pushed += sh.lanes[i].queued.Load()
