@@ -95,6 +95,21 @@ func BenchmarkChurn(b *testing.B) {
 			})
 		}
 	}
+	// A proxy that sheds load checks Pending before each request.
+	for _, g := range []int{2, 6} {
+		b.Run(fmt.Sprintf("wheel+pending/G=%d", g), func(b *testing.B) {
+			s := newBenchScheduler(b)
+			ops := wheelOps(s, false)
+			schedule := ops.schedule
+			ops.schedule = func(key uint64, d time.Duration, f func()) shardwheel.Timeout {
+				if s.Pending() < 0 {
+					panic("negative Pending")
+				}
+				return schedule(key, d, f)
+			}
+			benchChurn(b, g, ops)
+		})
+	}
 }
 
 func benchChurn[H any](b *testing.B, g int, ops churnOps[H]) {
