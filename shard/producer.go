@@ -163,7 +163,7 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 		startSeries(slot, rec, r, gen) // before it is filed: the holder reads it
 	}
 	sh.catchUp()
-	if fl.routed() {
+	if fl.routed() && t < sh.h.w.elapsed+sh.h.w.size { // near: it may cross now
 		sh.fileOrCross(idx, n, makeState(gen, statusPending, t)|fl, t)
 	} else {
 		sh.file(idx, n, t)
