@@ -50,14 +50,25 @@ func ExampleRegister() {
 	// Output:
 	// shardwheel.pass.duration exponential-histogram s
 	// shardwheel.pass.peak_refiled gauge {timer}
+	// shardwheel.pass.recent_peak_refiled gauge {timer}
+	// shardwheel.pass.recent_slowest.cascaded gauge {timer}
+	// shardwheel.pass.recent_slowest.duration gauge s
+	// shardwheel.pass.recent_slowest.fired gauge {timer}
+	// shardwheel.pass.recent_slowest.refiled gauge {timer}
+	// shardwheel.pass.recent_slowest.tasks gauge s
+	// shardwheel.pass.recent_slowest.transferred gauge {timer}
+	// shardwheel.pass.slowest.cascaded gauge {timer}
 	// shardwheel.pass.slowest.duration gauge s
 	// shardwheel.pass.slowest.fired gauge {timer}
 	// shardwheel.pass.slowest.refiled gauge {timer}
+	// shardwheel.pass.slowest.tasks gauge s
 	// shardwheel.pass.slowest.transferred gauge {timer}
+	// shardwheel.pass.task_duration exponential-histogram s
 	// shardwheel.periodic.missed counter {point}
 	// shardwheel.periodic.runs counter {run}
 	// shardwheel.queue.depth updowncounter {timer}
 	// shardwheel.queue.peak_depth gauge {timer}
+	// shardwheel.queue.recent_peak_depth gauge {timer}
 	// shardwheel.sweep.completed counter {sweep}
 	// shardwheel.sweep.freed counter {timer}
 	// shardwheel.task.duration exponential-histogram s
@@ -79,6 +90,7 @@ func ExampleRegister() {
 	// shardwheel.transfer.cap_hits counter {tick}
 	// shardwheel.transfer.last gauge {timer}
 	// shardwheel.transfer.peak gauge {timer}
+	// shardwheel.transfer.recent_peak gauge {timer}
 }
 
 // kind names the instrument behind an aggregation.

@@ -268,9 +268,9 @@ func TestWithoutSummaries(t *testing.T) {
 		_, kept := some[name]
 		assert.Equal(t, !summary, kept, name)
 	}
-	// Four distributions: count and sum each; without samples (WithStats
+	// Five distributions: count and sum each; without samples (WithStats
 	// false) the quantile gauges have no point, and the SDK no metric.
-	assert.Len(t, all, len(some)+2*4)
+	assert.Len(t, all, len(some)+2*5)
 }
 
 // TestOneSnapshotPerCollection: the callback calls Stats once.
@@ -331,4 +331,45 @@ func TestDocTable(t *testing.T) {
 		require.Contains(t, rows, m.OTel)
 		assert.Equal(t, []string{m.Field, m.OTel, kind, m.Unit}, rows[m.OTel][1:])
 	}
+}
+
+// TestTotalOnly: WithTotalOnly reports each instrument once, without the
+// shard attribute, with Stats.Total's value; the quantiles carry the
+// quantile attribute alone.
+func TestTotalOnly(t *testing.T) {
+	s := newScenario(t)
+	s.Stop()
+	st := s.Stats().Total
+	got := collect(t, register(t, s, shardwheelotel.WithTotalOnly()))
+	for _, m := range metrics.Shard {
+		switch {
+		case m.Kind == metrics.Counter || m.Kind == metrics.Level:
+			dps := got[m.OTel].Data.(metricdata.Sum[int64]).DataPoints
+			require.Len(t, dps, 1, m.OTel)
+			assert.Zero(t, dps[0].Attributes.Len(), m.OTel)
+			assert.Equal(t, m.Int(st), dps[0].Value, m.OTel)
+		case m.Int != nil:
+			dps := got[m.OTel].Data.(metricdata.Gauge[int64]).DataPoints
+			require.Len(t, dps, 1, m.OTel)
+			assert.Zero(t, dps[0].Attributes.Len(), m.OTel)
+			assert.Equal(t, m.Int(st), dps[0].Value, m.OTel)
+		case m.Seconds != nil:
+			dps := got[m.OTel].Data.(metricdata.Gauge[float64]).DataPoints
+			require.Len(t, dps, 1, m.OTel)
+			assert.Equal(t, m.Seconds(st).Seconds(), dps[0].Value, m.OTel)
+		default:
+			count := got[m.OTel+".count"].Data.(metricdata.Sum[int64]).DataPoints
+			require.Len(t, count, 1, m.OTel)
+			assert.EqualValues(t, m.Hist(st).Count(), count[0].Value, m.OTel)
+			if m.Hist(st).Count() == 0 {
+				continue
+			}
+			q := got[m.OTel+".quantile"].Data.(metricdata.Gauge[float64]).DataPoints
+			require.Len(t, q, len(shardwheelotel.Quantiles), m.OTel)
+			for _, dp := range q {
+				assert.Equal(t, 1, dp.Attributes.Len(), "%s: the quantile alone", m.OTel)
+			}
+		}
+	}
+	assert.EqualValues(t, 3, got["shardwheel.timer.fired"].Data.(metricdata.Sum[int64]).DataPoints[0].Value, "both shards'")
 }

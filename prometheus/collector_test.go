@@ -187,11 +187,13 @@ func TestNewCollectorPanicsOnProgrammingErrors(t *testing.T) {
 	}
 	assert.NotPanics(t, func() { shardwheelprom.NewCollector(s, shardwheelprom.WithBuckets()) })
 
-	// The default bounds are copied: changing them later changes nothing.
-	c := shardwheelprom.NewCollector(s)
-	saved := shardwheelprom.DefaultBuckets[0]
-	shardwheelprom.DefaultBuckets[0] = 99
-	defer func() { shardwheelprom.DefaultBuckets[0] = saved }()
+	assert.PanicsWithValue(t, "shardwheelprom: TickBuckets: tick must be positive, got 0s", func() { shardwheelprom.TickBuckets(0) })
+
+	// Bounds are copied: changing DecadeBuckets later changes nothing.
+	c := shardwheelprom.NewCollector(s, shardwheelprom.WithBuckets(shardwheelprom.DecadeBuckets...))
+	saved := shardwheelprom.DecadeBuckets[0]
+	shardwheelprom.DecadeBuckets[0] = 99
+	defer func() { shardwheelprom.DecadeBuckets[0] = saved }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	mfs, err := reg.Gather()
@@ -321,9 +323,10 @@ func TestHistogramsAddUp(t *testing.T) {
 			assert.Equal(t, h.Sum().Seconds(), got.GetSampleSum(), what)
 
 			// Classic: each bound's count is our buckets with High <= it.
-			require.Len(t, got.GetBucket(), len(shardwheelprom.DefaultBuckets), what)
+			bounds := shardwheelprom.TickBuckets(time.Millisecond)
+			require.Len(t, got.GetBucket(), len(bounds), what)
 			for j, b := range got.GetBucket() {
-				require.Equal(t, shardwheelprom.DefaultBuckets[j], b.GetUpperBound(), what)
+				require.Equal(t, bounds[j], b.GetUpperBound(), what)
 				var want uint64
 				for ours := range h.Buckets() {
 					if float64(ours.High)/1e9 <= b.GetUpperBound() {
