@@ -183,6 +183,7 @@ func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*
 		}
 	}
 	rec := record(ctx, s, cfg)
+	rec.trace = rep.TracePath
 	for _, stop := range []func() error{stopTrace, stop} {
 		if stop != nil {
 			if err := stop(); err != nil {
@@ -283,17 +284,26 @@ type sample struct {
 	CapHits         uint64        `json:"cap_hits"`
 	Panics          uint64        `json:"panics"`
 	Ticks           uint64        `json:"ticks"`
+	Scheduled       uint64        `json:"scheduled"`
 	Refiled         uint64        `json:"refiled"`
 	// RefiledPeak is the new peak of timers one pass re-filed, if a
 	// pass of the interval set one, else 0.
 	RefiledPeak int `json:"refiled_peak,omitempty"`
-	// SlowestPass is the slowest pass since the scheduler started, if it
-	// happened in the interval, else nil.
-	SlowestPass *shardwheel.PassWork `json:"slowest_pass,omitempty"`
-	TickLag     dist                 `json:"tick_lag"`
-	Lateness    dist                 `json:"lateness"`
-	TaskTime    dist                 `json:"task_time"`
-	PassTime    dist                 `json:"pass_time"`
+	// SlowestPass is the interval's slowest pass, when the snapshots
+	// show it: the slowest pass of the last minute, if it ended within
+	// the interval; else nil.
+	SlowestPass  *shardwheel.PassWork `json:"slowest_pass,omitempty"`
+	TickLag      dist                 `json:"tick_lag"`
+	Lateness     dist                 `json:"lateness"`
+	TaskTime     dist                 `json:"task_time"`
+	PassTime     dist                 `json:"pass_time"`
+	PassTaskTime dist                 `json:"pass_task_time"`
+	// Lost is the time lost above the limit (lateLimit): the sum over the
+	// interval's timers of how far each ran past it, or, when none did,
+	// over its ticks. Spikes are ranked by it.
+	Lost time.Duration `json:"lost_ns"`
+	// Proc is what the process and the host did meanwhile.
+	Proc procDelta `json:"process"`
 
 	end time.Time // the wall-clock end, in the Handler's history
 }
@@ -306,21 +316,23 @@ type recording struct {
 	start       time.Time
 	elapsed     time.Duration
 	interrupted bool // ctx ended before cfg.Duration
-	first, last shardwheel.Stats
+	first, last snapshot
 	samples     []sample
+	trace       string // the execution trace's path, if one was made
 }
 
 // record samples s every cfg.Interval for cfg.Duration or until ctx is
 // done. Sample times are multiples of the interval from the start, so a
 // slow Stats call delays one sample, not all that follow.
 func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *recording {
-	r := &recording{cfg: cfg, shards: s.Shards(), tick: s.Tick(), start: time.Now(), samples: []sample{}}
-	r.first = s.Stats()
+	r := &recording{cfg: cfg, shards: s.Shards(), tick: s.Tick(), samples: []sample{}}
+	r.first = take(s.Stats)
+	r.start = r.first.at
 	if ctx.Err() != nil { // cancelled before it began: nothing to sample
 		r.interrupted, r.last, r.elapsed = true, r.first, time.Since(r.start)
 		return r
 	}
-	prev, prevAt := r.first, time.Duration(0)
+	prev := r.first
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for i := time.Duration(1); ; i++ {
@@ -331,26 +343,28 @@ func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *re
 			r.interrupted = true
 		case <-timer.C:
 		}
-		cur, at := s.Stats(), time.Since(r.start)
+		cur := take(s.Stats)
 		end := r.interrupted || due == cfg.Duration
 		// An interval cut short (the last one, or one after a late
 		// sample) is merged into the next, or dropped at the end, when
 		// it is too short for its rates and percentiles to mean much.
-		if at-prevAt >= MinInterval/2 {
-			r.samples = append(r.samples, newSample(cur, prev, at, at-prevAt))
-			prev, prevAt = cur, at
+		if cur.at.Sub(prev.at) >= MinInterval/2 {
+			r.samples = append(r.samples, newSample(cur, prev, cur.at.Sub(r.start), r.tick))
+			prev = cur
 		}
 		if end {
-			r.last, r.elapsed = cur, at
+			r.last, r.elapsed = cur, cur.at.Sub(r.start)
 			return r
 		}
 	}
 }
 
-// newSample returns the sample of the interval of length span from prev to
-// cur, which ends at.
-func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
-	v := newView(cur.Total, prev.Total)
+// newSample returns the sample of the interval from prev to cur, which
+// ends at (since the capture started), of a scheduler with the given
+// tick.
+func newSample(cur, prev snapshot, at, tick time.Duration) sample {
+	span := cur.at.Sub(prev.at)
+	v := newView(cur.st.Total, prev.st.Total)
 	sec := span.Seconds()
 	s := sample{
 		At:              at,
@@ -358,29 +372,50 @@ func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 		FiredPerSec:     float64(v.Fired) / sec,
 		ScheduledPerSec: float64(v.Scheduled) / sec,
 		CancelledPerSec: float64(v.Cancelled) / sec,
-		Pending:         cur.Pending,
+		Pending:         cur.st.Pending,
 		Queued:          v.Queued,
 		CapHits:         v.CapHits,
 		Panics:          v.Panics,
 		Ticks:           v.Ticks,
+		Scheduled:       v.Scheduled,
 		Refiled:         v.Refiled,
 		TickLag:         v.TickLag,
 		Lateness:        v.Lateness,
 		PassTime:        v.PassTime,
+		PassTaskTime:    v.PassTaskTime,
 		TaskTime:        v.TaskTime,
+		Proc:            procSub(cur.proc, prev.proc, span),
+		end:             cur.at,
 	}
-	if cur.Total.RefiledPeak > prev.Total.RefiledPeak {
-		s.RefiledPeak = cur.Total.RefiledPeak
+	limit := lateLimit(tick)
+	s.Lost = lostAbove(v.ShardStats.Lateness, limit)
+	if s.Lost == 0 {
+		s.Lost = lostAbove(v.ShardStats.TickLag, limit)
 	}
-	if sp := cur.Total.SlowestPass; sp != prev.Total.SlowestPass {
+	if cur.st.Total.RefiledPeak > prev.st.Total.RefiledPeak {
+		s.RefiledPeak = cur.st.Total.RefiledPeak
+	}
+	if sp := cur.st.Total.Recent.SlowestPass; sp.Duration > 0 && sp.Ago < span && span <= shardwheel.RecentWindow {
 		s.SlowestPass = &sp
 	}
 	return s
 }
 
+// lostAbove returns the sum over the durations of h of how far each
+// exceeds limit, each counted at its bucket's middle.
+func lostAbove(h shardwheel.Histogram, limit time.Duration) time.Duration {
+	var lost time.Duration
+	for b := range h.Buckets() {
+		if mid := b.Low + (b.High-b.Low)/2; mid > limit {
+			lost += time.Duration(b.Count) * (mid - limit)
+		}
+	}
+	return lost
+}
+
 // summary returns the text summary of the capture.
 func (r *recording) summary() *summary {
-	total, shards := views(r.last, r.first)
+	total, shards := views(r.last.st, r.first.st)
 	sm := &summary{
 		header: []string{
 			fmt.Sprintf("shardwheel capture: %d shards, tick %s, %s from %s (%d samples every %s)",
@@ -389,17 +424,24 @@ func (r *recording) summary() *summary {
 			"Counts and latencies over the capture.",
 		},
 		tick:    r.tick,
-		pending: r.last.Pending,
+		pending: r.last.st.Pending,
 		elapsed: r.elapsed,
 		total:   total,
 		shards:  shards,
 
-		spikes:     findSpikes(r.tick, r.samples),
+		slowest:      r.last.st.Total.SlowestPass,
+		slowestScope: "since the scheduler started",
+		host:         procSub(r.last.proc, r.first.proc, r.elapsed),
+
 		intervals:  len(r.samples),
 		spikeScope: "of the capture",
 		when: func(s *sample) string {
 			return "at " + offset(s.At-s.Span) + "-" + offset(s.At) + " into the capture"
 		},
+	}
+	sm.spikes, sm.notes = findSpikes(r.tick, r.samples)
+	if sp := r.last.st.Total.Recent.SlowestPass; sp.Ago < r.elapsed && r.elapsed <= shardwheel.RecentWindow {
+		sm.slowest, sm.slowestScope = sp, "of the capture"
 	}
 	if r.interrupted {
 		sm.header = append(sm.header, fmt.Sprintf("Interrupted after %s of %s.", units.Duration(r.elapsed), units.Duration(r.cfg.Duration)))
@@ -472,6 +514,6 @@ func (r *recording) json(sm *summary) captureJSON {
 		Spikes:      spikesJSON(sm.spikes, sm.when),
 		Total:       sm.total,
 		PerShard:    sm.shards,
-		Final:       r.last,
+		Final:       r.last.st,
 	}
 }

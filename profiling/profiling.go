@@ -202,7 +202,7 @@ type handler struct {
 
 // newHandler returns the handler of s with o.
 func newHandler(s *shardwheel.Scheduler, o opts) *handler {
-	h := &handler{mux: http.NewServeMux(), s: s, metrics: o.Metrics != nil, recent: newRecent(s.Stats, o.now)}
+	h := &handler{mux: http.NewServeMux(), s: s, metrics: o.Metrics != nil, recent: newRecent(s.Stats, s.Tick(), o.now)}
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	h.mux.HandleFunc("GET /stats", h.serveStats)
 	h.mux.Handle("GET /debug/fgprof", fgprof.Handler())
