@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
@@ -21,9 +22,12 @@ type LagRun struct {
 	Host    Host    `json:"host"`
 	Load    Load    `json:"load"`
 	Result  *Result `json:"result,omitempty"`
+	// Disturbances are those -disturb injected, with their times into
+	// the capture, to hold the diagnosis against.
+	Disturbances []Disturbance `json:"disturbances,omitempty"`
 	// Diagnosis is the capture's (profiling.Report.Diagnosis): findings
-	// on lateness and tick lag up to their maximum, then the worst
-	// spikes, each with its time into the capture and cause.
+	// on lateness and tick lag up to their maximum, then the spikes that
+	// lost the most time, each with its time into the capture and cause.
 	Diagnosis   []string      `json:"diagnosis,omitempty"`
 	Files       *captureFiles `json:"files,omitempty"`
 	Interrupted bool          `json:"interrupted"`
@@ -51,6 +55,22 @@ func defaultLagDir(now time.Time) string {
 func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 	doc := &LagRun{Command: "lag", Host: host(), Load: o.load}
 	capture := func(ctx context.Context, s *shardwheel.Scheduler, d time.Duration) error {
+		if o.serve != "" {
+			srv, err := profiling.Serve(ctx, s, o.serve)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			p.note("  the live page: http://%s/", srv.Addr())
+		}
+		if len(o.disturb) > 0 {
+			doc.Disturbances = planDisturb(o.disturb, d)
+			ctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() { disturb(ctx, s, time.Now(), doc.Disturbances) })
+			defer wg.Wait()
+			defer cancel()
+		}
 		rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: d, Dir: o.out, Trace: o.trace})
 		if rep != nil {
 			doc.Files = &captureFiles{Dir: rep.Dir, Text: rep.TextPath, HTML: rep.HTMLPath, JSON: rep.JSONPath, Profile: rep.ProfilePath, Trace: rep.TracePath}
@@ -80,6 +100,12 @@ func (l *LagRun) writeText(w io.Writer) error {
 		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %s, tick %v%s\n\n", units.Duration(r.Measured), l.Load.Warmup, plural(r.Shards, "shard"), r.Tick, affinityNote(r.Affinity))
 		if err := resultTable(r).write(&b); err != nil {
 			return err
+		}
+	}
+	if len(l.Disturbances) > 0 {
+		b.WriteString("\ndisturbances injected (-disturb), to hold the diagnosis against:\n")
+		for _, d := range l.Disturbances {
+			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
 	if l.summary != "" {

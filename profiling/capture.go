@@ -89,8 +89,9 @@ type Report struct {
 	// HTMLPath is report.html, a self-contained page: headline
 	// figures, the diagnosis and its spikes, plots over time of tick
 	// lag, lateness and pass time (p50, p99 and max per interval, the
-	// worst spikes shaded), of throughput, task time, pending and queued
-	// timers, the lateness and tick lag distributions, and the summary.
+	// spikes that lost the most shaded), of tasks per pass, throughput,
+	// pending and queued timers, the lateness and tick lag distributions,
+	// the host's load, the trace file if one was made, and the summary.
 	HTMLPath string
 	// JSONPath is report.json: the configuration, the time series, the
 	// capture's totals per shard and the scheduler's final Stats.
@@ -106,11 +107,12 @@ type Report struct {
 	// Diagnosis is the diagnosis that ends Summary, a line each: the
 	// findings over the whole capture (lateness and tick lag at p99,
 	// p99.9 and max, the slowest pass, tasks, the transfer cap, panics,
-	// how many sampling intervals had a spike: tick lag or lateness over
-	// one tick plus 1ms), then, worst first, up to five spikes, each
-	// line starting "spike at" with its time into the capture, then what
-	// the counters show at that moment and the cause they point to, and
-	// a last line counting the spikes left out.
+	// a busy host, how many sampling intervals were spikes and how many
+	// others went over the limit: see the package documentation), then,
+	// most time lost first, up to five spikes, each line starting "spike
+	// at" with its span into the capture, then what the figures show in
+	// it and the cause they point to, and a last line counting the spikes
+	// left out.
 	Diagnosis []string
 }
 
@@ -119,11 +121,14 @@ type Report struct {
 // trace.out (see Report). While
 // it runs, an fgprof profile records every goroutine and, every
 // cfg.Interval, a sample records the interval's tick lag, lateness, pass
-// time and task time percentiles, its fired, scheduled and cancelled
-// rates, its ticks, re-filed timers and transfer cap hits, and the pending
-// count and queue depth at its end. The summary covers the whole capture;
-// its diagnosis explains each spike from its interval's sample alone, so
-// that it names the moment and the cause, which the totals dilute. Capture
+// time, tasks per pass and task time percentiles, its fired, scheduled
+// and cancelled rates, its ticks, re-filed timers and transfer cap hits,
+// the pending count and queue depth at its end, and what the process and
+// the host did (the runtime's scheduling latencies, GC cycles, pauses and
+// CPU share, other processes' CPU and this process's threads' run-queue
+// wait). The summary covers the whole capture; its diagnosis explains
+// each spike from its interval's sample alone, so that it names the
+// moment and the cause, which the totals dilute. Capture
 // blocks until done and may run alongside other Captures and profiles
 // (one execution trace at a time: see CaptureConfig.Trace).
 //
@@ -138,17 +143,22 @@ type Report struct {
 // report.json holds one object: "start", "elapsed_ns", "interval_ns",
 // "shard_count", "tick_ns", "interrupted", "samples" (one per interval:
 // "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "ring_depth",
-// the interval's "cap_hits", "panics", "ticks" and "refiled",
-// "refiled_peak" and "slowest_pass" when a pass of the interval set a new
-// peak, and "tick_lag", "lateness", "task_time" and "pass_time" as
-// percentiles with "mean_ns"), "diagnosis" (Report.Diagnosis), "spikes"
-// (every interval whose tick lag or lateness maximum exceeded one tick
-// plus 1ms, worst first: "from_ns" and "to_ns" into the capture,
+// the interval's "cap_hits", "panics", "ticks", "scheduled" and
+// "refiled", "refiled_peak" when a pass of the interval set a new peak,
+// "slowest_pass" when the interval's slowest pass is known (see
+// diagnosis), "tick_lag", "lateness", "pass_time", "pass_task_time" and
+// "task_time" as percentiles with "mean_ns", "lost_ns", the time lost
+// above the limit, and "process": "sched_latency_max_ns",
+// "sched_latency_p99_ns" and "sched_latency_count" (runtime/metrics'
+// /sched/latencies:seconds), "gc_cycles", "gc_pause_max_ns",
+// "gc_cpu_share", "other_cores", "thread_wait_ns" and "host_known"),
+// "diagnosis" (Report.Diagnosis), "spikes" (every interval that was a
+// spike, most time lost first: "from_ns" and "to_ns" into the capture,
 // "tick_lag_max_ns", "lateness_max_ns", "lateness_p99_ns",
-// "pass_time_max_ns", "causes", some of "cpu", "tasks", "burst",
-// "cascade" and "unknown", and "text", the explanation), "total" and
-// "per_shard" (the Stats fields over the capture), and "final" (s.Stats()
-// at the end). Durations are integer nanoseconds.
+// "pass_time_max_ns", "lost_ns", "causes", some of "tasks", "cpu", "gc",
+// "burst", "cascade" and "unknown", and "text", the explanation), "total"
+// and "per_shard" (the Stats fields over the capture), and "final"
+// (s.Stats() at the end). Durations are integer nanoseconds.
 func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*Report, error) {
 	if s == nil {
 		return nil, errors.New("profiling: Capture: nil Scheduler")
@@ -481,6 +491,7 @@ type spikeJSON struct {
 	LatenessMax time.Duration `json:"lateness_max_ns"`
 	LatenessP99 time.Duration `json:"lateness_p99_ns"`
 	PassTimeMax time.Duration `json:"pass_time_max_ns"`
+	Lost        time.Duration `json:"lost_ns"`
 	Causes      []cause       `json:"causes"`
 	Text        string        `json:"text"`
 }
@@ -494,7 +505,7 @@ func spikesJSON(spikes []spike, when func(*sample) string) []spikeJSON {
 		out[i] = spikeJSON{
 			From: s.At - s.Span, To: s.At,
 			TickLagMax: s.TickLag.Max, LatenessMax: s.Lateness.Max, LatenessP99: s.Lateness.P99, PassTimeMax: s.PassTime.Max,
-			Causes: sp.causes, Text: sp.explanation(when),
+			Lost: s.Lost, Causes: sp.causes, Text: sp.explanation(when),
 		}
 	}
 	return out

@@ -174,6 +174,9 @@ type explanation struct {
 	whys   []string
 }
 
+// has reports whether c is among e's causes.
+func (e *explanation) has(c cause) bool { return slices.Contains(e.causes, c) }
+
 // add adds cause c with its sentence.
 func (e *explanation) add(c cause, format string, args ...any) {
 	e.causes = append(e.causes, c)
@@ -210,9 +213,12 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 			// the rest of its time slice, and may be preempted at once):
 			// when goroutines waited as long for a P, that comes first.
 			what := fmt.Sprintf("a pass spent %s in its tasks, which may have been their goroutine waiting for a P", units.Duration(tasks))
-			explainWait(&e, s, tasks, what, false)
+			waited := explainWait(&e, s, tasks, what, false)
 			e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass (passes took up to %s): keep tasks "+
 				"short or hand them off with WithExecutor", units.Duration(tasks), units.Duration(pass))
+			if !waited {
+				explainTaskTime(&e, s, tasks)
+			}
 		case explainMoves(&e, s, worst):
 		case explainWait(&e, s, own, fmt.Sprintf("a pass took %s, %s of it outside its tasks with too little work counted "+
 			"to explain it", units.Duration(pass), units.Duration(own)), true):
@@ -231,6 +237,20 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 		if !explainWait(&e, s, worst, what, true) && s.CapHits == 0 {
 			e.add(causeUnknown, "%s, and no wait that long shows (%s): the figures cannot tell why (see the profile at "+
 				"that time)", what, waitFigures(s))
+		}
+	}
+	// Shorter stalls the interval had beside its worst, over the limit
+	// and at least a quarter as long as it: named after it, by what
+	// the pass's own counts show.
+	minor := max(worst/4, lateLimit(tick))
+	if tasks > minor && !e.has(causeTasks) {
+		e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass: keep tasks short or hand them off "+
+			"with WithExecutor", units.Duration(tasks))
+	}
+	if sp := s.SlowestPass; sp != nil && !e.has(causeCascade) && !e.has(causeBurst) {
+		own := sp.Duration - sp.Tasks
+		if work := time.Duration(sp.Refiled+sp.Transferred) * nodeCost; own > minor && 2*work >= own {
+			explainMoves(&e, s, own)
 		}
 	}
 	return e.causes, strings.Join(e.whys, "; also ")
@@ -313,6 +333,24 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, host b
 		named = true
 	}
 	return named
+}
+
+// explainTaskTime adds to e what else the interval's figures show may
+// have taken part of the time tasks held a shard, tasks: the GC, whose
+// assists an allocating task's time includes, when it took gcShareLimit
+// of the CPU; the OS's run queues, when the process's threads waited in
+// all at least half as long.
+func explainTaskTime(e *explanation, s *sample, tasks time.Duration) {
+	p := s.Proc
+	if p.GCCycles > 0 && p.GCShare >= gcShareLimit {
+		e.add(causeGC, "garbage collection: %d GC cycles took %.0f%% of the CPU meanwhile, and a task that allocates helps "+
+			"the GC mark (an assist), which its time includes: allocate less, or raise GOGC or GOMEMLIMIT", p.GCCycles, 100*p.GCShare)
+	}
+	if p.HostKnown && 2*p.ThreadWait >= tasks {
+		e.add(causeCPU, "waiting for a CPU: the process's threads waited %s in all on the OS's run queues in the interval, "+
+			"other processes keeping %s of %d CPUs busy: part of the tasks' %s may have been their thread waiting for a CPU",
+			units.Duration(p.ThreadWait), units.Sig(p.OtherCores), runtime.NumCPU(), units.Duration(tasks))
+	}
 }
 
 // waitFigures says what the interval's figures show of waits, for an

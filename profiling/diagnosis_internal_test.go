@@ -128,14 +128,25 @@ func TestExplain(t *testing.T) {
 				"; also long tasks: tasks held a shard for up to 23ms"},
 		},
 		"a task, and only the host busy": {
-			// Threads' waits over the interval are no evidence against a
-			// task timed as holding its shard.
+			// Threads' waits summed over the interval come after a task
+			// timed as holding its shard.
 			s: func(s *sample) {
 				late(s, 52*ms)
 				s.PassTime.Max, s.PassTaskTime.Max = 51*ms, 50*ms
 				s.Proc.ThreadWait, s.Proc.OtherCores = 300*ms, 1.5
 			},
-			causes: []cause{causeTasks},
+			causes: []cause{causeTasks, causeCPU},
+			want: []string{"long tasks: tasks held a shard for up to 50ms", "; also waiting for a CPU: the process's threads waited " +
+				"300ms in all on the OS's run queues in the interval, other processes keeping 1.5 of", "part of the tasks' 50ms may have been"},
+		},
+		"a task that allocates while the GC marks": {
+			s: func(s *sample) {
+				late(s, 122*ms)
+				s.PassTime.Max, s.PassTaskTime.Max = 121*ms, 121*ms
+				s.Proc.GCCycles, s.Proc.GCShare = 1, 0.26
+			},
+			causes: []cause{causeTasks, causeGC},
+			want:   []string{"; also garbage collection: 1 GC cycles took 26% of the CPU meanwhile, and a task that allocates helps the GC mark"},
 		},
 		"a burst beyond the cap": {
 			s: func(s *sample) {
@@ -200,6 +211,27 @@ func TestExplain(t *testing.T) {
 			},
 			causes: []cause{causeCPU},
 			want:   []string{"the tail of the stall at 0s-250ms into the capture: timers due during it ran late in this interval; that one points to waiting for a CPU"},
+		},
+		"a cascade beside a longer stall": {
+			// The worst delay is a wait for a P; a pass that re-filed
+			// many timers, a quarter as long, is named after it.
+			s: func(s *sample) {
+				late(s, 40*ms)
+				s.PassTime.Max = 12 * ms
+				s.Proc.SchedMax = 35 * ms
+				s.SlowestPass = &shardwheel.PassWork{Duration: 12 * ms, Refiled: 400_000, Tasks: 5 * us}
+			},
+			causes: []cause{causeCPU, causeCascade},
+			want:   []string{"; also a cascade: a pass of 12ms re-filed 400000 timers"},
+		},
+		"a long task beside a longer stall": {
+			s: func(s *sample) {
+				late(s, 120*ms)
+				s.PassTime.Max, s.PassTaskTime.Max = 50*ms, 50*ms
+				s.Proc.SchedMax = 100 * ms
+			},
+			causes: []cause{causeCPU, causeTasks},
+			want:   []string{"; also long tasks: tasks held a shard for up to 50ms in one pass"},
 		},
 		"lateness alone": {
 			s: func(s *sample) {

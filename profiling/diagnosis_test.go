@@ -157,36 +157,37 @@ func TestDiagnoseGC(t *testing.T) {
 
 // A cascade of re-filed timers: timers with slack share one coarse slot,
 // and a Reset moves each an hour later, so the pass that reaches the slot
-// re-files them all, 2 million of them, holding the shard while the
+// re-files them all, a million of them, holding the shard while the
 // timers due meanwhile wait. The interval's slowest pass says what it
-// did, and the diagnosis names the re-filing. Not parallel: the pass must
+// did, and the diagnosis names the re-filing: first, unless the host held
+// the shards up four times as long meanwhile. Not parallel: the pass must
 // be long beside what the host does to the process. The race detector
 // makes re-filing a timer some 60 times slower (1.4µs), past the
-// generous cost the diagnosis allows a move (nodeCost), which
-// production code does not reach: CI runs this test without it.
+// generous cost the diagnosis allows a move (nodeCost), which production
+// code does not reach: CI runs this test without it.
 func TestDiagnoseCascade(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector slows re-filing past nodeCost: see the comment")
 	}
-	n := 2_000_000
+	n := 1_000_000
 	if testing.Short() {
 		n = 300_000
 	}
 	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond))
-	// Windows of 2s from 300ms on, opened within 1.7s of New, share the
-	// tick with the most trailing zeros in them, 2048: one coarse slot
-	// for all.
+	// Windows of 3.2s from 1s on, opened within 3s of New, share the
+	// tick with the most trailing zeros in them, 4096: one coarse slot
+	// for all, which the Resets must reach before it comes due.
 	timers := make([]shardwheel.Timeout, n)
 	noop := func() {}
 	for i := range timers {
 		var err error
-		timers[i], err = s.ScheduleWithin(uint64(i), 300*time.Millisecond, 2*time.Second, noop)
+		timers[i], err = s.ScheduleWithin(uint64(i), time.Second, 3200*time.Millisecond, noop)
 		require.NoError(t, err)
 	}
 	due := timers[0].Deadline()
 	require.Equal(t, due, timers[n-1].Deadline(), "one coarse slot")
 	for _, tm := range timers {
-		require.True(t, tm.Reset(time.Hour))
+		require.True(t, tm.Reset(time.Hour), "reset before the slot came due")
 	}
 	refiled := s.Stats().Total.Refiled
 	// The interval starts shortly before the slot comes due.
@@ -201,7 +202,7 @@ func TestDiagnoseCascade(t *testing.T) {
 	})
 	require.GreaterOrEqual(t, s.Stats().Total.Refiled-refiled, uint64(n), "the reset timers were re-filed in the interval")
 	line, causes := d.spike(t)
-	assert.Equal(t, "cascade", causes[0], line)
+	assert.Contains(t, causes, "cascade", line)
 	assert.Contains(t, line, "a cascade: a pass")
 	assert.Contains(t, line, "re-filed")
 }

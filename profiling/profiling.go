@@ -15,25 +15,62 @@
 //
 // # What the numbers mean
 //
-// Each shard keeps four histograms: tick lag (how late its goroutine
+// Each shard keeps five histograms: tick lag (how late its goroutine
 // started a tick it meant to wake for), lateness (how late timers ran after
 // the start of their deadline's tick), pass time (how long each of its
-// passes took) and task time (run time of one task in 16). Counters and
-// histograms only grow; a window is the difference of two snapshots
-// (Stats.Sub), which is how the Handler reports the last seconds and
-// Capture gets one set of percentiles per sampling interval.
+// passes took), tasks per pass (how long the tasks of each pass that ran
+// any held the shard: every pass is timed) and task time (run time of one
+// task in 16, a sample of what a task costs, which a rare slow task
+// escapes). Counters and histograms only grow; a window is the difference
+// of two snapshots (Stats.Sub), which is how the Handler reports the last
+// seconds and Capture gets one set of percentiles per sampling interval.
+// The slowest pass and the peaks are given since the scheduler started
+// and for the last minute (ShardStats.Recent).
 //
 // Lateness up to one tick is the wheel's resolution. On top of it, a shard
 // sleeps until its next tick on a Go timer, and on Linux the runtime wakes
 // sleeping threads with millisecond granularity (golang/go#44343): expect
 // tick lag and lateness spread over up to about 1ms even on an idle
 // machine, half a tick on average at a 1ms tick. Beyond one tick plus that
-// 1ms a shard fell behind. The diagnosis checks p99, p99.9 and the
-// maximum against that limit, and for each interval of the time series
-// whose maximum exceeded it (a spike) says what the counters show then: a
-// shard late while its passes were short waited for a CPU; passes as long
-// as the delay were busy with tasks, a cascade of re-filed timers, or a
-// burst of new timers beyond the transfer cap.
+// 1ms (the limit) a shard fell behind.
+//
+// # Spikes and their causes
+//
+// An interval of the time series is a spike when its p99 tick lag or
+// lateness is over the limit, or when any tick or timer in it is over the
+// limit plus 20ms (the incident limit): a goroutine made runnable while
+// every P runs a busy one waits until one is preempted, which Go does
+// after 10ms and notices up to 10ms later, so lone waits of up to about
+// 20ms are routine on a busy process. Other intervals over the limit are
+// counted as routine jitter, not listed. Spikes are ranked by the time
+// lost above the limit: the sum over the interval's timers of how far
+// each ran past it.
+//
+// For each spike the diagnosis says what the figures of its interval
+// point to, and names no cause they do not show:
+//
+//   - tasks, when one pass's tasks held a shard for half the worst delay
+//     or more (every pass times its tasks): keep tasks short or use
+//     WithExecutor;
+//   - waiting for a CPU, when the shards' goroutines were runnable and not
+//     running: the runtime's scheduling latencies
+//     (/sched/latencies:seconds, a sample of one scheduling in 8 or so)
+//     show goroutines waiting for a P half as long as the delay, or this
+//     process's threads waited that long in all on the OS's run queues
+//     (Linux), with how busy other processes kept the host;
+//   - garbage collection, when the GC stopped the world that long, or took
+//     a quarter of the CPU (its target while marking; assists take more)
+//     while goroutines waited, or while tasks that allocate held a shard;
+//   - a cascade, when the interval's slowest pass (known when it was the
+//     slowest of the last minute and ended in the interval) or a new peak
+//     re-filed enough timers to take half the delay at 200ns each;
+//   - a burst, when ticks reached the transfer cap, or one pass took in
+//     that many new timers;
+//   - unknown otherwise, with what the figures do show.
+//
+// Shorter stalls of the same interval, over the limit and a quarter as
+// long as its worst or more, are named after it: tasks that held a shard
+// that long, or a pass whose timer moves took most of its time.
 //
 // fgprof is offered beside the CPU profiler because lateness is a
 // wall-clock problem: a shard that waits (for a CPU, a lock, a blocking
