@@ -51,7 +51,9 @@
 //
 //   - tasks, when one pass's tasks held a shard for half the worst delay
 //     or more (every pass times its tasks): keep tasks short or use
-//     WithExecutor;
+//     WithExecutor. A goroutine preempted in a task holds its shard as
+//     long, so when goroutines waited as long for a P, waiting for a CPU
+//     is named first;
 //   - waiting for a CPU, when the shards' goroutines were runnable and not
 //     running: the runtime's scheduling latencies
 //     (/sched/latencies:seconds, a sample of one scheduling in 8 or so)
