@@ -279,7 +279,7 @@ func (s Stats) Sub(prev Stats) Stats {
 
 // Stats returns a snapshot of the scheduler's statistics. It is safe for
 // concurrent use, never blocks a shard, and allocates the snapshot (about
-// 40 KB per shard): call it from a monitoring loop, not per request.
+// 47 KB per shard): call it from a monitoring loop, not per request.
 func (s *Scheduler) Stats() Stats {
 	st := Stats{Pending: s.Pending(), Shards: make([]ShardStats, len(s.shards))}
 	for i, sh := range s.shards {

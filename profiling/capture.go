@@ -22,7 +22,7 @@ const (
 	// CaptureConfig.Interval is 0.
 	DefaultInterval = 250 * time.Millisecond
 	// MinInterval is the shortest sampling interval Capture accepts. A
-	// sample costs a Scheduler.Stats call (about 30 KB per shard), and an
+	// sample costs a Scheduler.Stats call (about 47 KB per shard), and an
 	// interval of a few ticks holds too few values for its percentiles.
 	MinInterval = 10 * time.Millisecond
 
@@ -450,6 +450,12 @@ func (r *recording) summary() *summary {
 		},
 	}
 	sm.spikes, sm.notes = findSpikes(r.tick, r.samples)
+	sm.passWhen = func(ago time.Duration) string {
+		if at := r.elapsed - ago; at >= 0 {
+			return offset(at) + " into the capture"
+		}
+		return units.Duration(ago-r.elapsed) + " before the capture"
+	}
 	if sp := r.last.st.Total.Recent.SlowestPass; sp.Ago < r.elapsed && r.elapsed <= shardwheel.RecentWindow {
 		sm.slowest, sm.slowestScope = sp, "of the capture"
 	}

@@ -411,7 +411,11 @@ func (sm *summary) findings() []finding {
 			units.Duration(g.P99), units.Duration(limit), units.Duration(g.P999), units.Duration(g.Max), causes)
 	}
 	if sp := sm.slowest; sp.Duration > limit {
-		warn("the slowest pass %s: %s; %s", sm.slowestScope, describePass(sp), stallCause(sp))
+		when := ""
+		if sm.passWhen != nil {
+			when = ", ended " + sm.passWhen(sp.Ago)
+		}
+		warn("the slowest pass %s: %s%s; %s", sm.slowestScope, describePass(sp), when, stallCause(sp))
 	}
 	if pt := t.PassTaskTime; pt.Max > sm.tick {
 		warn("tasks held a shard for up to %s in one pass (p99 %s of the passes that ran tasks): tasks longer than a tick "+

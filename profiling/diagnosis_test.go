@@ -92,6 +92,7 @@ func TestDiagnoseBlockedTask(t *testing.T) {
 	joined := strings.Join(d.lines, "\n")
 	assert.Contains(t, joined, "points to long tasks")
 	assert.Contains(t, joined, "its tasks held the shard for 15", "the slowest pass says so too")
+	assert.Regexp(t, `the slowest pass of the capture: 15\S+, of which tasks 15\S+ \(\d+ run\).*, ended \S+ into the capture;`, joined)
 }
 
 // A CPU hog: goroutines busy on every P while timers are due. The shards

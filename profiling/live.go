@@ -142,6 +142,12 @@ func (h *handler) summaries(o *observation, window time.Duration) (win, total *s
 		when: func(s *sample) string { return spanText(s, now) },
 	}
 	win.spikes, win.notes = findSpikes(tick, o.history)
+	win.passWhen = func(ago time.Duration) string {
+		if ago < time.Second {
+			return "at " + now.Add(-ago).Format("15:04:05") + " (just now)"
+		}
+		return fmt.Sprintf("at %s (%s ago)", now.Add(-ago).Format("15:04:05"), units.Duration(ago.Round(time.Second)))
+	}
 	win.header = []string{fmt.Sprintf("== last %s ==", units.Duration(window))}
 	if n := windowNote(o.window(), window); n != "" {
 		win.header[0] = fmt.Sprintf("== last %s (asked for %s) ==", n, units.Duration(window))
@@ -149,7 +155,7 @@ func (h *handler) summaries(o *observation, window time.Duration) (win, total *s
 	tt, ts := views(o.cur.st, shardwheel.Stats{})
 	total = &summary{
 		header: []string{"== since the scheduler started =="}, tick: tick, pending: pending, total: tt, shards: ts,
-		slowest: o.cur.st.Total.SlowestPass, slowestScope: "since the scheduler started",
+		slowest: o.cur.st.Total.SlowestPass, slowestScope: "since the scheduler started", passWhen: win.passWhen,
 	}
 	return win, total
 }

@@ -180,11 +180,11 @@ func Handler(s *shardwheel.Scheduler) http.Handler {
 // per interval between kept snapshots, for the last MaxWindow.
 //
 // This costs a Stats call per request, and memory for the kept
-// snapshots: at most 24, each about 37 KB per shard plus 37 KB for the
-// total (for 2 shards, at most 2.7 MB; for 16, 15 MB), and up to about
-// 100 KB of chart history. After MaxWindow and a quarter without
-// requests, a timer (time.AfterFunc, not a goroutine) drops all but the
-// newest snapshot.
+// snapshots: at most 24, each about 47 KB per shard plus 47 KB for the
+// total and 5 KB of the runtime's readings (for 2 shards, at most 3.5 MB;
+// for 16, 19 MB), and up to about 150 KB of chart history. After
+// MaxWindow and a quarter without requests, a timer (time.AfterFunc, not
+// a goroutine) drops all but the newest snapshot.
 //
 // # /stats
 //

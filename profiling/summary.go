@@ -85,10 +85,12 @@ type summary struct {
 	elapsed time.Duration // the window's length, 0 if unknown (no rates)
 	total   view
 	shards  []view
-	// slowest is the slowest pass the summary reports, and slowestScope
-	// says of what ("since the scheduler started").
+	// slowest is the slowest pass the summary reports, slowestScope
+	// says of what ("since the scheduler started"), and passWhen, if set,
+	// says when a pass ended by its Ago.
 	slowest      shardwheel.PassWork
 	slowestScope string
+	passWhen     func(ago time.Duration) string
 	// host is what the process and the host did over the window, if
 	// known (HostKnown).
 	host procDelta
