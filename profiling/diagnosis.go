@@ -292,7 +292,9 @@ func explainMoves(e *explanation, s *sample, worst time.Duration) bool {
 // phrase that says how the shard was late, could not explain otherwise,
 // and reports whether they did. The GC is named when it stopped the world
 // that long, or took gcShareLimit of the CPU while goroutines waited for
-// a P (or, with host, threads for a CPU); a wait for a CPU when goroutines
+// a P (or, with host, threads for a CPU): that long, or a quarter as long
+// will do here, the runtime sampling one scheduling in 8 or so while the
+// GC keeps every P busy; a wait for a CPU when goroutines
 // waited that long for a P and the GC took less, or, with host, when the
 // process's threads waited that long in all on the OS's run queues: a
 // sum over threads and the whole interval, which a busy host runs up
@@ -309,7 +311,7 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, host b
 		e.add(causeGC, "garbage collection: %s, and the GC stopped the world for up to %s (%d cycles ended in the interval): "+
 			"allocate less, or raise GOGC or GOMEMLIMIT", what, units.Duration(p.GCPauseMax), p.GCCycles)
 		named = true
-	case gcShare && (goWait || osWait):
+	case gcShare && (goWait || osWait || 4*p.SchedMax >= d):
 		e.add(causeGC, "garbage collection: %s; meanwhile %d GC cycles took %.0f%% of the CPU and goroutines waited up to %s "+
 			"for a P: allocate less, or raise GOGC or GOMEMLIMIT", what, p.GCCycles, 100*p.GCShare, units.Duration(p.SchedMax))
 		named = true
@@ -321,12 +323,12 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, host b
 			units.Duration(p.SchedMax), units.Duration(p.SchedP99)))
 	}
 	if osWait {
-		host := "more of its threads wanted to run than there were CPUs for them (GOMAXPROCS above the CPUs, or a CPU quota)"
+		busy := ""
 		if p.OtherCores >= hostcpu.BusyCores(runtime.NumCPU()) {
-			host = fmt.Sprintf("other processes kept %s of %d CPUs busy (a busy host)", units.Sig(p.OtherCores), runtime.NumCPU())
+			busy = " (a busy host)"
 		}
-		cpu = append(cpu, fmt.Sprintf("the process's threads waited %s in all on the OS's run queues while %s",
-			units.Duration(p.ThreadWait), host))
+		cpu = append(cpu, fmt.Sprintf("the process's threads waited %s in all on the OS's run queues while other processes "+
+			"kept %s of %d CPUs busy%s", units.Duration(p.ThreadWait), units.Sig(p.OtherCores), runtime.NumCPU(), busy))
 	}
 	if len(cpu) > 0 {
 		e.add(causeCPU, "waiting for a CPU: %s, and %s (see the profile at that time)", what, strings.Join(cpu, "; "))

@@ -97,6 +97,17 @@ func TestExplain(t *testing.T) {
 			causes: []cause{causeGC},
 			want:   []string{"garbage collection: timers ran up to 20ms late", "meanwhile 12 GC cycles took 40% of the CPU", "GOGC"},
 		},
+		"garbage collection took most of the CPU, waits sampled short": {
+			// One scheduling in 8 is sampled: with the GC taking 60% of
+			// the CPU, a wait a third as long as the delay names it.
+			s: func(s *sample) {
+				late(s, 66*ms)
+				s.PassTime.Max = 4 * ms
+				s.Proc.SchedMax, s.Proc.GCCycles, s.Proc.GCShare = 20*ms, 4, 0.6
+			},
+			causes: []cause{causeGC},
+			want:   []string{"meanwhile 4 GC cycles took 60% of the CPU and goroutines waited up to 20ms for a P"},
+		},
 		"a GC pause": {
 			s: func(s *sample) {
 				late(s, 30*ms)

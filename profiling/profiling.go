@@ -62,7 +62,10 @@
 //     (Linux), with how busy other processes kept the host;
 //   - garbage collection, when the GC stopped the world that long, or took
 //     a quarter of the CPU (its target while marking; assists take more)
-//     while goroutines waited, or while tasks that allocate held a shard;
+//     while goroutines waited for a P a quarter as long or more, or while
+//     tasks that allocate held a shard. The runtime counts a GC cycle's
+//     CPU when the cycle ends: the first interval of GC pressure may read
+//     as waiting for a CPU, its busy goroutines and GC workers named;
 //   - a cascade, when the interval's slowest pass (known when it was the
 //     slowest of the last minute and ended in the interval) or a new peak
 //     re-filed enough timers to take half the delay at 200ns each;
