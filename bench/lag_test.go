@@ -107,3 +107,37 @@ func TestLagTextOneShard(t *testing.T) {
 	require.NoError(t, l.writeText(&b))
 	assert.Contains(t, b.String(), "; shardwheel: 2 shards, tick 1ms\n")
 }
+
+// TestLagDisturb: -disturb injects its disturbances into the measured
+// window, spread evenly, and the report lists them with their times;
+// -serve shows the live page meanwhile and says where.
+func TestLagDisturb(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lag")
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-disturb", "sleep,hog", "-serve", "127.0.0.1:0", "-json"), &stdout, &stderr),
+		stderr.String())
+	assert.Regexp(t, `the live page: http://127\.0\.0\.1:\d+/`, stderr.String())
+	var l LagRun
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &l), stdout.String())
+	require.Len(t, l.Disturbances, 2)
+	assert.Equal(t, Disturbance{Kind: "sleep", At: time.Second / 3, For: blockFor}, l.Disturbances[0])
+	assert.Equal(t, Disturbance{Kind: "hog", At: 2 * time.Second / 3, For: time.Second / 6}, l.Disturbances[1])
+	text, err := os.ReadFile(filepath.Join(dir, "lag.txt"))
+	require.NoError(t, err)
+	assert.Contains(t, string(text), "disturbances injected (-disturb), to hold the diagnosis against:\n"+
+		"  - sleep at 333ms-383ms into the capture: a task sleeps 50ms on its shard\n")
+	assert.Contains(t, string(text), "  - hog at 667ms-833ms into the capture: ")
+}
+
+// TestParseDisturb takes the three kinds, in any order, and names a bad
+// one.
+func TestParseDisturb(t *testing.T) {
+	kinds, err := parseDisturb("gc, sleep,hog")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gc", "sleep", "hog"}, kinds)
+	_, err = parseDisturb("sleep,nap")
+	assert.EqualError(t, err, `"nap" is not sleep, hog or gc`)
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, exitUsage, run([]string{"lag", "-disturb", "nap"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "nap")
+}

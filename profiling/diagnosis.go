@@ -85,11 +85,16 @@ func namesOf(causes []cause) string {
 	return strings.Join(names, " and ")
 }
 
+// minP99 is the fewest values whose p99 the grading heeds: the p99 of
+// fewer is their maximum, which incidentLimit judges.
+const minP99 = 100
+
 // isSpike reports whether the interval s is a spike: its p99 tick lag or
-// lateness over lateLimit, or its worst over incidentLimit.
+// lateness, of minP99 values or more, over lateLimit, or its worst over
+// incidentLimit.
 func isSpike(s *sample, tick time.Duration) bool {
-	return s.Lateness.P99 > lateLimit(tick) || s.TickLag.P99 > lateLimit(tick) ||
-		max(s.TickLag.Max, s.Lateness.Max) > incidentLimit(tick)
+	over := func(d dist) bool { return d.Count >= minP99 && d.P99 > lateLimit(tick) }
+	return over(s.Lateness) || over(s.TickLag) || max(s.TickLag.Max, s.Lateness.Max) > incidentLimit(tick)
 }
 
 // isNote reports whether the interval s had a tick lag or lateness over
@@ -442,17 +447,17 @@ func (sm *summary) findings() []finding {
 			namesOf(worst.causes))
 	}
 	if sm.notes > 0 {
-		out = append(out, finding{Text: fmt.Sprintf("%d %s %s had a tick lag or lateness over %s with p99 within it and no "+
-			"value over %s: routine jitter, not listed", sm.notes, plural(sm.notes, "interval", "intervals"), sm.spikeScope,
-			units.Duration(limit), units.Duration(incidentLimit(sm.tick))), OK: true})
+		out = append(out, finding{Text: fmt.Sprintf("%d other %s %s had a tick lag or lateness over %s, but neither a p99 "+
+			"over it (of %d values or more) nor a value over %s: routine jitter, not listed", sm.notes,
+			plural(sm.notes, "interval", "intervals"), sm.spikeScope, units.Duration(limit), minP99, units.Duration(incidentLimit(sm.tick))), OK: true})
 	}
 	return out
 }
 
 // spikeRule says what makes an interval a spike.
 func spikeRule(tick time.Duration) string {
-	return fmt.Sprintf("tick lag or lateness p99 over %s, or a value over %s", units.Duration(lateLimit(tick)),
-		units.Duration(incidentLimit(tick)))
+	return fmt.Sprintf("tick lag or lateness p99 over %s (of %d values or more), or a value over %s",
+		units.Duration(lateLimit(tick)), minP99, units.Duration(incidentLimit(tick)))
 }
 
 // plural returns one or many by n.

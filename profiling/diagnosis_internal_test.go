@@ -300,6 +300,12 @@ func TestSpikeGrading(t *testing.T) {
 		"worst over the incident limit": {mk(func(s *sample) { s.Lateness.Max = incident + us }), true, false},
 		"lateness p99 over the limit":   {mk(func(s *sample) { s.Lateness.P99, s.Lateness.Max = limit+us, 3*ms }), true, false},
 		"tick lag p99 over the limit":   {mk(func(s *sample) { s.TickLag.P99, s.TickLag.Max = limit+us, 3*ms }), true, false},
+		// The p99 of fewer than 100 values is their maximum.
+		"a few ticks, one late": {mk(func(s *sample) {
+			s.TickLag.Count, s.TickLag.P99, s.TickLag.Max = 12, 3*ms, 3*ms
+			s.Lateness.Count = 8
+		}), false, true},
+		"a few timers, one an incident": {mk(func(s *sample) { s.Lateness.Count, s.Lateness.P99, s.Lateness.Max = 8, 30*ms, 30*ms }), true, false},
 	} {
 		assert.Equal(t, c.spike, isSpike(&c.s, ms), name)
 		assert.Equal(t, c.not, isNote(&c.s, ms), name)
@@ -428,10 +434,10 @@ func TestSpikeLines(t *testing.T) {
 	for _, f := range sm.findings() {
 		texts = append(texts, f.Text)
 	}
-	assert.Contains(t, texts, "6 of 14 intervals of the capture were spikes (tick lag or lateness p99 over 2ms, or a value over 22ms); "+
-		"the one that lost the most, at 2.75s-3s into the capture, lost 4.1s and points to waiting for a CPU")
-	assert.Contains(t, texts, "2 intervals of the capture had a tick lag or lateness over 2ms with p99 within it and no value over "+
-		"22ms: routine jitter, not listed")
+	assert.Contains(t, texts, "6 of 14 intervals of the capture were spikes (tick lag or lateness p99 over 2ms (of 100 values or more), "+
+		"or a value over 22ms); the one that lost the most, at 2.75s-3s into the capture, lost 4.1s and points to waiting for a CPU")
+	assert.Contains(t, texts, "2 other intervals of the capture had a tick lag or lateness over 2ms, but neither a p99 over it "+
+		"(of 100 values or more) nor a value over 22ms: routine jitter, not listed")
 	d := sm.diagnosis()
 	assert.Equal(t, "spike "+lines[0], d[len(d)-len(lines)])
 	assert.Equal(t, lines[maxSpikes], d[len(d)-1], "the count of those left out is no spike line")

@@ -37,8 +37,9 @@
 // # Spikes and their causes
 //
 // An interval of the time series is a spike when its p99 tick lag or
-// lateness is over the limit, or when any tick or timer in it is over the
-// limit plus 20ms (the incident limit): a goroutine made runnable while
+// lateness is over the limit (a p99 of 100 values or more: that of fewer
+// is their maximum), or when any tick or timer in it is over the limit
+// plus 20ms (the incident limit): a goroutine made runnable while
 // every P runs a busy one waits until one is preempted, which Go does
 // after 10ms and notices up to 10ms later, so lone waits of up to about
 // 20ms are routine on a busy process. Other intervals over the limit are
