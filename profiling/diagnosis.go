@@ -218,7 +218,7 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 			// the rest of its time slice, and may be preempted at once):
 			// when goroutines waited as long for a P, that comes first.
 			what := fmt.Sprintf("a pass spent %s in its tasks, which may have been their goroutine waiting for a P", units.Duration(tasks))
-			waited := explainWait(&e, s, tasks, what, false)
+			waited := explainWait(&e, s, tasks, what, true)
 			e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass (passes took up to %s): keep tasks "+
 				"short or hand them off with WithExecutor", units.Duration(tasks), units.Duration(pass))
 			if !waited {
@@ -226,7 +226,7 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 			}
 		case explainMoves(&e, s, worst):
 		case explainWait(&e, s, own, fmt.Sprintf("a pass took %s, %s of it outside its tasks with too little work counted "+
-			"to explain it", units.Duration(pass), units.Duration(own)), true):
+			"to explain it", units.Duration(pass), units.Duration(own)), false):
 		case s.CapHits == 0:
 			e.add(causeUnknown, "a pass took %s, %s of it outside its tasks with too little work counted to explain it, "+
 				"and no wait that long shows (%s): the figures cannot tell why (see the profile at that time)",
@@ -239,7 +239,7 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 		// then waited shows in lateness alone.)
 		what := fmt.Sprintf("timers ran up to %s late and ticks started up to %s late while no pass took over %s",
 			units.Duration(late), units.Duration(lag), units.Duration(pass))
-		if !explainWait(&e, s, worst, what, true) && s.CapHits == 0 {
+		if !explainWait(&e, s, worst, what, false) && s.CapHits == 0 {
 			e.add(causeUnknown, "%s, and no wait that long shows (%s): the figures cannot tell why (see the profile at "+
 				"that time)", what, waitFigures(s))
 		}
@@ -293,22 +293,25 @@ func explainMoves(e *explanation, s *sample, worst time.Duration) bool {
 }
 
 // explainWait adds garbage collection or a wait for a CPU, or both, to e
-// if the interval's figures show a wait of at least half of d, what, a
+// if the interval's figures show a wait long enough to explain d, what, a
 // phrase that says how the shard was late, could not explain otherwise,
-// and reports whether they did. The GC is named when it stopped the world
-// that long, or took gcShareLimit of the CPU while goroutines waited for
-// a P (or, with host, threads for a CPU): that long, or a quarter as long
-// will do here, the runtime sampling one scheduling in 8 or so while the
-// GC keeps every P busy; a wait for a CPU when goroutines
-// waited that long for a P and the GC took less, or, with host, when the
-// process's threads waited that long in all on the OS's run queues: a
-// sum over threads and the whole interval, which a busy host runs up
-// without any one long wait, so it is not weighed against tasks that
-// were timed.
-func explainWait(e *explanation, s *sample, d time.Duration, what string, host bool) bool {
+// and reports whether they did. Against tasks timed as holding a shard
+// (tasks), a wait must be half as long as d and show in the runtime's
+// scheduling latencies; else a quarter as long will do there, the runtime
+// sampling one scheduling in 8 or so (the shard goroutine's own wait is
+// rarely among them), or the process's threads must have waited half as
+// long in all on the OS's run queues: a sum over threads and the whole
+// interval, which a busy host runs up without any one long wait. The GC
+// is named when it stopped the world half as long, or took gcShareLimit
+// of the CPU while goroutines waited a quarter as long; a wait for a CPU
+// when the GC took less.
+func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks bool) bool {
 	p := s.Proc
-	goWait := 2*p.SchedMax >= d
-	osWait := host && p.HostKnown && 2*p.ThreadWait >= d
+	goWait := 4*p.SchedMax >= d
+	if tasks {
+		goWait = 2*p.SchedMax >= d
+	}
+	osWait := !tasks && p.HostKnown && 2*p.ThreadWait >= d
 	gcShare := p.GCCycles > 0 && p.GCShare >= gcShareLimit
 	named := false
 	switch {
@@ -316,7 +319,7 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, host b
 		e.add(causeGC, "garbage collection: %s, and the GC stopped the world for up to %s (%d cycles ended in the interval): "+
 			"allocate less, or raise GOGC or GOMEMLIMIT", what, units.Duration(p.GCPauseMax), p.GCCycles)
 		named = true
-	case gcShare && (goWait || osWait || 4*p.SchedMax >= d):
+	case gcShare && (goWait || osWait):
 		e.add(causeGC, "garbage collection: %s; meanwhile %d GC cycles took %.0f%% of the CPU and goroutines waited up to %s "+
 			"for a P: allocate less, or raise GOGC or GOMEMLIMIT", what, p.GCCycles, 100*p.GCShare, units.Duration(p.SchedMax))
 		named = true

@@ -57,11 +57,13 @@
 //     is named first;
 //   - waiting for a CPU, when the shards' goroutines were runnable and not
 //     running: the runtime's scheduling latencies
-//     (/sched/latencies:seconds, a sample of one scheduling in 8 or so)
-//     show goroutines waiting for a P half as long as the delay, or this
-//     process's threads waited that long in all on the OS's run queues
-//     (Linux), with how busy other processes kept the host;
-//   - garbage collection, when the GC stopped the world that long, or took
+//     (/sched/latencies:seconds, a sample of one scheduling in 8 or so,
+//     which rarely holds the shard goroutine's own wait) show goroutines
+//     waiting for a P a quarter as long as the delay (half as long against
+//     tasks timed as holding a shard), or this process's threads waited
+//     half as long in all on the OS's run queues (Linux), with how busy
+//     other processes kept the host;
+//   - garbage collection, when the GC stopped the world half as long, or took
 //     a quarter of the CPU (its target while marking; assists take more)
 //     while goroutines waited for a P a quarter as long or more, or while
 //     tasks that allocate held a shard. The runtime counts a GC cycle's
