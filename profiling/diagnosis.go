@@ -316,12 +316,13 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks 
 	named := false
 	switch {
 	case p.GCCycles > 0 && 2*p.GCPauseMax >= d:
-		e.add(causeGC, "garbage collection: %s, and the GC stopped the world for up to %s (%d cycles ended in the interval): "+
-			"allocate less, or raise GOGC or GOMEMLIMIT", what, units.Duration(p.GCPauseMax), p.GCCycles)
+		e.add(causeGC, "garbage collection: %s, and the GC stopped the world for up to %s (%d %s ended in the interval): "+
+			"allocate less, or raise GOGC or GOMEMLIMIT", what, units.Duration(p.GCPauseMax), p.GCCycles, cyclesOf(p.GCCycles))
 		named = true
 	case gcShare && (goWait || osWait):
-		e.add(causeGC, "garbage collection: %s; meanwhile %d GC cycles took %.0f%% of the CPU and goroutines waited up to %s "+
-			"for a P: allocate less, or raise GOGC or GOMEMLIMIT", what, p.GCCycles, 100*p.GCShare, units.Duration(p.SchedMax))
+		e.add(causeGC, "garbage collection: %s; meanwhile %d %s took %.0f%% of the CPU and goroutines waited up to %s "+
+			"for a P: allocate less, or raise GOGC or GOMEMLIMIT", what, p.GCCycles, cyclesOf(p.GCCycles), 100*p.GCShare,
+			units.Duration(p.SchedMax))
 		named = true
 	}
 	var cpu []string
@@ -353,8 +354,9 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks 
 // one long wait that would hold a task as long.
 func explainTaskTime(e *explanation, s *sample) {
 	if p := s.Proc; p.GCCycles > 0 && p.GCShare >= gcShareLimit {
-		e.add(causeGC, "garbage collection: %d GC cycles took %.0f%% of the CPU meanwhile, and a task that allocates helps "+
-			"the GC mark (an assist), which its time includes: allocate less, or raise GOGC or GOMEMLIMIT", p.GCCycles, 100*p.GCShare)
+		e.add(causeGC, "garbage collection: %d %s took %.0f%% of the CPU meanwhile, and a task that allocates helps the GC "+
+			"mark (an assist), which its time includes: allocate less, or raise GOGC or GOMEMLIMIT", p.GCCycles, cyclesOf(p.GCCycles),
+			100*p.GCShare)
 	}
 }
 
@@ -462,6 +464,9 @@ func spikeRule(tick time.Duration) string {
 	return fmt.Sprintf("tick lag or lateness p99 over %s (of %d values or more), or a value over %s",
 		units.Duration(lateLimit(tick)), minP99, units.Duration(incidentLimit(tick)))
 }
+
+// cyclesOf names n GC cycles.
+func cyclesOf(n uint64) string { return plural(int(n), "GC cycle", "GC cycles") }
 
 // plural returns one or many by n.
 func plural(n int, one, many string) string {

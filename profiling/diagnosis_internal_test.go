@@ -155,7 +155,7 @@ func TestExplain(t *testing.T) {
 				s.Proc.GCCycles, s.Proc.GCShare = 1, 0.26
 			},
 			causes: []cause{causeTasks, causeGC},
-			want:   []string{"; also garbage collection: 1 GC cycles took 26% of the CPU meanwhile, and a task that allocates helps the GC mark"},
+			want:   []string{"; also garbage collection: 1 GC cycle took 26% of the CPU meanwhile, and a task that allocates helps the GC mark"},
 		},
 		"a burst beyond the cap": {
 			s: func(s *sample) {

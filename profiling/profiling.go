@@ -68,7 +68,8 @@
 //     while goroutines waited for a P a quarter as long or more, or while
 //     tasks that allocate held a shard. The runtime counts a GC cycle's
 //     CPU when the cycle ends: the first interval of GC pressure may read
-//     as waiting for a CPU, its busy goroutines and GC workers named;
+//     as waiting for a CPU (busy goroutines and GC workers), or as long
+//     tasks when tasks that allocate assist the GC;
 //   - a cascade, when the interval's slowest pass (known when it was the
 //     slowest of the last minute and ended in the interval) or a new peak
 //     re-filed enough timers to take half the delay at 200ns each;
