@@ -154,11 +154,15 @@ func findSpikes(tick time.Duration, samples []sample) (spikes []spike, notes int
 		causes, why := explain(s, tick)
 		sp := spike{sample: s, causes: causes, why: why}
 		// Timers due during a stall that straddles two intervals run,
-		// late, in the second, whose own tick lag and passes may then
-		// be short.
-		if i > 0 && len(causes) == 1 && causes[0] == causeUnknown {
+		// late, in the second, whose own passes may then be short: the
+		// stall is the interval before's when one of its passes was half
+		// as long as this one's worst delay, or, when nothing here shows
+		// a cause, when any of its figures was.
+		if i > 0 && isSpike(&samples[i-1], tick) && 2*s.PassTime.Max < sp.worst() {
 			prev := &samples[i-1]
-			if 2*max(prev.TickLag.Max, prev.PassTime.Max, prev.Lateness.Max) >= s.Lateness.Max {
+			unknown := slices.Equal(causes, []cause{causeUnknown})
+			if 2*prev.PassTime.Max >= sp.worst() ||
+				unknown && 2*max(prev.TickLag.Max, prev.PassTime.Max, prev.Lateness.Max) >= sp.worst() {
 				if pc, _ := explain(prev, tick); !slices.Equal(pc, []cause{causeUnknown}) {
 					sp.after, sp.causes = prev, pc
 				}

@@ -242,6 +242,21 @@ func TestExplain(t *testing.T) {
 			causes: []cause{causeCPU, causeTasks},
 			want:   []string{"; also long tasks: tasks held a shard for up to 50ms in one pass"},
 		},
+		"the tail of a long task before": {
+			// The pass after a blocking task starts late in the next
+			// interval: its lag is the task's, whatever the host did.
+			s: func(s *sample) {
+				late(s, 43*ms)
+				s.PassTime.Max = 9 * ms
+				s.Proc.ThreadWait, s.Proc.OtherCores = 200*ms, 1.6
+			},
+			prev: func(s *sample) {
+				late(s, 50*ms)
+				s.PassTime.Max, s.PassTaskTime.Max = 50*ms, 50*ms
+			},
+			causes: []cause{causeTasks},
+			want:   []string{"the tail of the stall at 0s-250ms into the capture", "that one points to long tasks"},
+		},
 		"lateness alone": {
 			s: func(s *sample) {
 				s.Lateness.Max, s.Lateness.P99 = 30*ms, 10*ms

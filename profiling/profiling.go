@@ -79,7 +79,12 @@
 //
 // Shorter stalls of the same interval, over the limit and a quarter as
 // long as its worst or more, are named after it: tasks that held a shard
-// that long, or a pass whose timer moves took most of its time.
+// that long, or a pass whose timer moves took most of its time. A stall
+// that straddles two intervals makes timers late in the second, whose own
+// passes may be short: when the interval before is a spike with a pass
+// half as long as the second's worst delay (or, when nothing in the
+// second shows a cause, any figure that long), the second is named the
+// tail of that stall, with its causes.
 //
 // fgprof is offered beside the CPU profiler because lateness is a
 // wall-clock problem: a shard that waits (for a CPU, a lock, a blocking
