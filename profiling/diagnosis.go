@@ -226,7 +226,7 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 			e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass (passes took up to %s): keep tasks "+
 				"short or hand them off with WithExecutor", units.Duration(tasks), units.Duration(pass))
 			if !waited {
-				explainTaskTime(&e, s)
+				explainTaskTime(&e, s, tasks)
 			}
 		case explainMoves(&e, s, worst):
 		case explainWait(&e, s, own, fmt.Sprintf("a pass took %s, %s of it outside its tasks with too little work counted "+
@@ -350,17 +350,26 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks 
 	return named
 }
 
-// explainTaskTime adds garbage collection to e when it took
-// gcShareLimit of the CPU while tasks held a shard: a task that allocates
-// helps the GC mark (an assist), which its time includes. The threads'
-// waits on the OS's run queues are not weighed against timed tasks: a sum
-// over threads and the interval, which a busy host runs up without the
-// one long wait that would hold a task as long.
-func explainTaskTime(e *explanation, s *sample) {
-	if p := s.Proc; p.GCCycles > 0 && p.GCShare >= gcShareLimit {
+// explainTaskTime adds to e what else the interval's figures show may
+// have taken part of the time tasks held a shard, tasks: the GC, whose
+// assists an allocating task's time includes, when it took gcShareLimit
+// of the CPU; a busy host, when the process's threads waited on the OS's
+// run queues as long as tasks in all and for half the interval's length
+// or more (half a thread waiting all along), other processes keeping
+// BusyCores busy: the OS may then have held a task's thread that long.
+// A busier host's waits are otherwise no evidence against timed tasks: a
+// sum over threads and the interval, run up without any one long wait.
+func explainTaskTime(e *explanation, s *sample, tasks time.Duration) {
+	p := s.Proc
+	if p.GCCycles > 0 && p.GCShare >= gcShareLimit {
 		e.add(causeGC, "garbage collection: %d %s took %.0f%% of the CPU meanwhile, and a task that allocates helps the GC "+
 			"mark (an assist), which its time includes: allocate less, or raise GOGC or GOMEMLIMIT", p.GCCycles, cyclesOf(p.GCCycles),
 			100*p.GCShare)
+	}
+	if p.HostKnown && p.ThreadWait >= tasks && 2*p.ThreadWait >= s.Span && p.OtherCores >= hostcpu.BusyCores(runtime.NumCPU()) {
+		e.add(causeCPU, "waiting for a CPU: the process's threads waited %s in all on the OS's run queues in the interval, "+
+			"other processes keeping %s of %d CPUs busy: the OS may have held a task's thread for part of the tasks' %s",
+			units.Duration(p.ThreadWait), units.Sig(p.OtherCores), runtime.NumCPU(), units.Duration(tasks))
 	}
 }
 

@@ -138,15 +138,27 @@ func TestExplain(t *testing.T) {
 			want: []string{"waiting for a CPU: a pass spent 23ms in its tasks, which may have been their goroutine waiting for a P",
 				"; also long tasks: tasks held a shard for up to 23ms"},
 		},
-		"a task, and only the host busy": {
-			// Threads' waits summed over the interval are no evidence
-			// against a task timed as holding its shard.
+		"a task, and the host busy less than half the interval": {
+			// Threads' waits summed over the interval, short of half a
+			// thread waiting all along, are no evidence against a task
+			// timed as holding its shard.
 			s: func(s *sample) {
 				late(s, 52*ms)
 				s.PassTime.Max, s.PassTaskTime.Max = 51*ms, 50*ms
-				s.Proc.ThreadWait, s.Proc.OtherCores = 300*ms, 1.5
+				s.Proc.ThreadWait, s.Proc.OtherCores = 120*ms, 1.5
 			},
 			causes: []cause{causeTasks},
+		},
+		"a task while the host kept the threads waiting": {
+			// Over half a thread waiting all along, on a busy host: the OS
+			// may have held the task's thread.
+			s: func(s *sample) {
+				late(s, 37*ms)
+				s.PassTime.Max, s.PassTaskTime.Max = 36*ms, 36*ms
+				s.Proc.ThreadWait, s.Proc.OtherCores = 292*ms, 1.69
+			},
+			causes: []cause{causeTasks, causeCPU},
+			want:   []string{"; also waiting for a CPU: the process's threads waited 292ms in all on the OS's run queues in the interval, other processes keeping 1.69 of", "the OS may have held a task's thread for part of the tasks' 36ms"},
 		},
 		"a task that allocates while the GC marks": {
 			s: func(s *sample) {

@@ -53,8 +53,11 @@
 //   - tasks, when one pass's tasks held a shard for half the worst delay
 //     or more (every pass times its tasks): keep tasks short or use
 //     WithExecutor. A goroutine preempted in a task holds its shard as
-//     long, so when goroutines waited as long for a P, waiting for a CPU
-//     is named first;
+//     long, so when goroutines waited half as long for a P, waiting for a
+//     CPU is named first; when the host kept this process's threads
+//     waiting half the interval or more, second. The OS can hold a
+//     task's thread without either showing: wall-clock time cannot tell
+//     a task that blocked from one whose thread lost its CPU;
 //   - waiting for a CPU, when the shards' goroutines were runnable and not
 //     running: the runtime's scheduling latencies
 //     (/sched/latencies:seconds, a sample of one scheduling in 8 or so,
