@@ -114,9 +114,9 @@ type ShardStats struct {
 	PassTime Histogram `json:"pass_time"`
 	// PassTaskTime is, for each pass that ran tasks, how long they held
 	// the shard: every pass is timed, from the start of the first task of
-	// each slot it runs to the end of that slot's last (the bookkeeping of
-	// the slot's other timers between them included, tens of nanoseconds
-	// each). With WithExecutor, tasks are handed over, not run, and this
+	// each slot it runs to the end of that slot's expiry (the bookkeeping
+	// of the slot's timers after the first task included, tens of
+	// nanoseconds each). With WithExecutor, tasks are handed over, not run, and this
 	// is the time the hand-overs took. A pass whose PassTaskTime is most
 	// of its PassTime was held up by its tasks.
 	PassTaskTime Histogram `json:"pass_task_time"`
@@ -143,7 +143,7 @@ type RecentPeaks struct {
 	// queue: those it took in plus those it left waiting.
 	QueuedPeak int `json:"queued_peak"`
 	// TransferPeak is the most timers moved from the queue to the wheel
-	// in one tick, as the passes that ended in that tick left the count:
+	// in one tick, as the shard's passes of that tick left the count:
 	// timers a Schedule call took in after the tick's last pass count in
 	// ShardStats.TransferPeak only.
 	TransferPeak int `json:"transfer_peak"`
@@ -159,9 +159,9 @@ type RecentPeaks struct {
 type PassWork struct {
 	// Duration is how long the pass took, and Tasks how long its tasks
 	// held the shard, measured as PassTaskTime is (both zero with
-	// WithStats(false)). Duration less Tasks is the pass's own work:
-	// taking in, cascading and re-filing timers, or time its goroutine
-	// spent off its CPU.
+	// WithStats(false)). Duration less Tasks is the rest of the pass: its
+	// own work (taking in, cascading and re-filing timers) and whatever
+	// held its goroutine meanwhile (a wait for a CPU, a GC assist).
 	Duration time.Duration `json:"duration_ns"`
 	Tasks    time.Duration `json:"tasks_ns"`
 	// Transferred counts the new timers the pass moved from the queue

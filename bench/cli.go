@@ -155,8 +155,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 				o.disturb = v
 				return err
 			})
-		fs.StringVar(&o.serve, "serve", "", "also serve the live page (profiling.Serve) on this address during the "+
-			"measured window, e.g. 127.0.0.1:6061")
+		fs.StringVar(&o.serve, "serve", "", "also serve the live page (profiling.Handler) on this address during the "+
+			"measured window, e.g. 127.0.0.1:6061 (port 0 picks one, which lag says)")
 	}
 	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")
 	if o.cmd == "proxy" {

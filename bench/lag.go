@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,14 +56,23 @@ func defaultLagDir(now time.Time) string {
 // of the measured window into o.out.
 func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 	doc := &LagRun{Command: "lag", Host: host(), Load: o.load}
+	// The live page's listener opens before the run, so that its address
+	// (a port of 0 picks one) is known and said before the progress line
+	// starts; it serves during the measured window.
+	var ln net.Listener
+	if o.serve != "" {
+		var err error
+		if ln, err = new(net.ListenConfig).Listen(ctx, "tcp", o.serve); err != nil {
+			return doc, fmt.Errorf("-serve: %w", err)
+		}
+		defer ln.Close()
+		p.note("  the live page, during the measured window: http://%s/", ln.Addr())
+	}
 	capture := func(ctx context.Context, s *shardwheel.Scheduler, d time.Duration) error {
-		if o.serve != "" {
-			srv, err := profiling.Serve(ctx, s, o.serve)
-			if err != nil {
-				return err
-			}
+		if ln != nil {
+			srv := &http.Server{Handler: profiling.Handler(s), ReadHeaderTimeout: 10 * time.Second}
+			go func() { _ = srv.Serve(ln) }() // ErrServerClosed once Close below ends it
 			defer srv.Close()
-			p.note("  the live page: http://%s/", srv.Addr())
 		}
 		if len(o.disturb) > 0 {
 			doc.Disturbances = planDisturb(o.disturb, d)

@@ -116,7 +116,7 @@ func TestLagDisturb(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, exitOK, run(tinyArgs("lag", "-out", dir, "-disturb", "sleep,hog", "-serve", "127.0.0.1:0", "-json"), &stdout, &stderr),
 		stderr.String())
-	assert.Regexp(t, `the live page: http://127\.0\.0\.1:\d+/`, stderr.String())
+	assert.Regexp(t, `the live page, during the measured window: http://127\.0\.0\.1:\d+/`, stderr.String())
 	var l LagRun
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &l), stdout.String())
 	require.Len(t, l.Disturbances, 2)

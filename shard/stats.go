@@ -363,9 +363,8 @@ type Recent struct {
 	// QueuedPeak is the most new timers one of those passes found in the
 	// queue (the timers it took in and those it left waiting), and
 	// TransferPeak the most new timers moved into the wheel in one tick
-	// as the passes that ended in it left the count: a producer's
-	// transfer after the last pass of a tick counts in Stats.TransferPeak
-	// only.
+	// as the passes of that tick left the count: a producer's transfer
+	// after the last pass of a tick counts in Stats.TransferPeak only.
 	QueuedPeak   int
 	TransferPeak int
 	// RefiledPeak is the most timers one of those passes moved within
