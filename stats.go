@@ -80,8 +80,13 @@ type ShardStats struct {
 	Sweeps uint64 `json:"sweeps"`
 	Swept  uint64 `json:"swept"`
 	// SlowestPass is the longest pass the shard made and what it did:
-	// the cause of the worst stall a shard had.
+	// the cause of the worst stall a shard had. Like QueuedPeak,
+	// TransferPeak and RefiledPeak it only rises; Recent holds the same
+	// figures over the last minute.
 	SlowestPass PassWork `json:"slowest_pass"`
+	// Recent is the slowest pass and the peaks of the last RecentWindow,
+	// which come down once an incident is over.
+	Recent RecentPeaks `json:"recent"`
 	// Panics counts tasks that panicked (those an executor ran on its
 	// own goroutines aside: their panics are the executor's), and tasks
 	// that called runtime.Goexit (ErrTaskGoexit), wherever they ran.
@@ -126,27 +131,82 @@ type ShardStats struct {
 	// PassTime is how long each pass took: picking up new timers,
 	// cascades, and the due tasks it ran.
 	PassTime Histogram `json:"pass_time"`
-	// TaskTime is the run time of tasks run inline (or handed to the
-	// executor), sampled one task in 16.
+	// PassTaskTime is, for each pass that ran tasks, how long they held
+	// the shard: every pass is timed, from the start of the first task of
+	// each slot it runs to the end of that slot's expiry (the bookkeeping
+	// of the slot's timers after the first task included, tens of
+	// nanoseconds each). With WithExecutor, tasks are handed over, not run, and this
+	// is the time the hand-overs took. A pass whose PassTaskTime is most
+	// of its PassTime was held up by its tasks.
+	PassTaskTime Histogram `json:"pass_task_time"`
+	// TaskTime is the run time of single tasks run inline (or handed to
+	// the executor), sampled: one task in 16 is timed. It shows what a
+	// typical task costs; a rare slow task is usually not timed, which
+	// PassTaskTime and PassWork.Tasks never miss.
 	TaskTime Histogram `json:"task_time"`
 }
 
-// PassWork describes one pass of a shard: how long it took and what it
-// did.
+// RecentWindow is the span of ShardStats.Recent: the passes that started
+// in the current second of the Scheduler's clock or in the 60 before it.
+// A peak leaves Recent between one minute and a minute and a second after
+// its pass started.
+const RecentWindow = shard.RecentWindow
+
+// RecentPeaks is the slowest pass and the peaks of the passes of the last
+// RecentWindow, each as its since-the-start counterpart in ShardStats
+// describes it, with the differences said here.
+type RecentPeaks struct {
+	// SlowestPass is the slowest of those passes.
+	SlowestPass PassWork `json:"slowest_pass"`
+	// QueuedPeak is the most new timers one of those passes found in the
+	// queue: those it took in plus those it left waiting.
+	QueuedPeak int `json:"queued_peak"`
+	// TransferPeak is the most timers moved from the queue to the wheel
+	// in one tick, as the shard's passes of that tick left the count:
+	// timers a Schedule call took in after the tick's last pass count in
+	// ShardStats.TransferPeak only.
+	TransferPeak int `json:"transfer_peak"`
+	// RefiledPeak is the most timers one of those passes moved within
+	// the wheel.
+	RefiledPeak int `json:"refiled_peak"`
+}
+
+// PassWork describes one pass of a shard: how long it took, how long its
+// tasks held the shard, what it did, and when. Its fields are read one by
+// one while the shard may be replacing the pass: rarely, a snapshot pairs
+// the figures of two passes.
 type PassWork struct {
-	// Duration is how long the pass took (zero with WithStats(false)).
+	// Duration is how long the pass took, and Tasks how long its tasks
+	// held the shard, measured as PassTaskTime is (both zero with
+	// WithStats(false)). Duration less Tasks is the rest of the pass: its
+	// own work (taking in, cascading and re-filing timers) and whatever
+	// held its goroutine meanwhile (a wait for a CPU, a GC assist).
 	Duration time.Duration `json:"duration_ns"`
+	Tasks    time.Duration `json:"tasks_ns"`
 	// Transferred counts the new timers the pass moved from the queue
-	// into the wheel, Refiled the timers it moved within the wheel, and
-	// Fired the tasks it ran.
+	// into the wheel, Refiled the timers it moved within the wheel
+	// (Cascaded of them by cascades from a higher level, the rest Resets
+	// found at their old slot), and Fired the tasks it ran.
 	Transferred int `json:"transferred"`
 	Refiled     int `json:"refiled"`
+	Cascaded    int `json:"cascaded"`
 	Fired       int `json:"fired"`
+	// Ago is how long before the snapshot the pass ended, on the
+	// Scheduler's clock (with WithStats(false), started: passes are not
+	// timed then). Zero for an empty record: no pass yet or, with
+	// WithStats(false), none that did any work.
+	Ago time.Duration `json:"ago_ns"`
 }
 
 // work is the pass's total work, which breaks ties between passes of equal
 // duration.
 func (p PassWork) work() int { return p.Transferred + p.Refiled + p.Fired }
+
+// slower reports whether p is a slower pass than q: longer, or as long
+// and busier.
+func (p PassWork) slower(q PassWork) bool {
+	return p.Duration > q.Duration || p.Duration == q.Duration && p.work() > q.work()
+}
 
 // Add accumulates o into s: counts add up, peaks take the larger value and
 // distributions merge. Stats.Total is the Add of every shard.
@@ -170,10 +230,15 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.HeldCancelled += o.HeldCancelled
 	s.Sweeps += o.Sweeps
 	s.Swept += o.Swept
-	if o.SlowestPass.Duration > s.SlowestPass.Duration ||
-		o.SlowestPass.Duration == s.SlowestPass.Duration && o.SlowestPass.work() > s.SlowestPass.work() {
+	if o.SlowestPass.slower(s.SlowestPass) {
 		s.SlowestPass = o.SlowestPass
 	}
+	if o.Recent.SlowestPass.slower(s.Recent.SlowestPass) {
+		s.Recent.SlowestPass = o.Recent.SlowestPass
+	}
+	s.Recent.QueuedPeak = max(s.Recent.QueuedPeak, o.Recent.QueuedPeak)
+	s.Recent.TransferPeak = max(s.Recent.TransferPeak, o.Recent.TransferPeak)
+	s.Recent.RefiledPeak = max(s.Recent.RefiledPeak, o.Recent.RefiledPeak)
 	s.Panics += o.Panics
 	s.PeriodicRuns += o.PeriodicRuns
 	s.PeriodicMissed += o.PeriodicMissed
@@ -185,6 +250,7 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.TickLag.Merge(o.TickLag)
 	s.Lateness.Merge(o.Lateness)
 	s.PassTime.Merge(o.PassTime)
+	s.PassTaskTime.Merge(o.PassTaskTime)
 	s.TaskTime.Merge(o.TaskTime)
 }
 
@@ -192,7 +258,8 @@ func (s *ShardStats) Add(o ShardStats) {
 // snapshot of the same shard (or total), to s: counts subtract (saturating
 // at 0), distributions hold the interval's values (see Histogram.Sub), and
 // levels and peaks (Resident, Queued, HeldCancelled, NodesAllocated, the
-// peaks and SlowestPass) are s's own, since an interval's cannot be derived.
+// peaks, SlowestPass and Recent) are s's own, since an interval's cannot
+// be derived.
 func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d := s
 	sub := func(a, b uint64) uint64 { return a - min(a, b) }
@@ -218,6 +285,7 @@ func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d.TickLag = s.TickLag.Sub(prev.TickLag)
 	d.Lateness = s.Lateness.Sub(prev.Lateness)
 	d.PassTime = s.PassTime.Sub(prev.PassTime)
+	d.PassTaskTime = s.PassTaskTime.Sub(prev.PassTaskTime)
 	d.TaskTime = s.TaskTime.Sub(prev.TaskTime)
 	return d
 }
@@ -239,7 +307,7 @@ func (s Stats) Sub(prev Stats) Stats {
 
 // Stats returns a snapshot of the scheduler's statistics. It is safe for
 // concurrent use, never blocks a shard, and allocates the snapshot (about
-// 40 KB per shard): call it from a monitoring loop, not per request.
+// 47 KB per shard): call it from a monitoring loop, not per request.
 func (s *Scheduler) Stats() Stats {
 	st := Stats{Pending: s.Pending(), Shards: make([]ShardStats, len(s.shards))}
 	for i, sh := range s.shards {
@@ -271,11 +339,12 @@ func shardStats(e shard.Stats) ShardStats {
 		HeldCancelled: e.HeldCancelled,
 		Sweeps:        e.Sweeps,
 		Swept:         e.Swept,
-		SlowestPass: PassWork{
-			Duration:    e.SlowestPass.Duration,
-			Transferred: e.SlowestPass.Transferred,
-			Refiled:     e.SlowestPass.Refiled,
-			Fired:       e.SlowestPass.Fired,
+		SlowestPass:   passWork(e.SlowestPass, e.Now),
+		Recent: RecentPeaks{
+			SlowestPass:  passWork(e.Recent.SlowestPass, e.Now),
+			QueuedPeak:   e.Recent.QueuedPeak,
+			TransferPeak: e.Recent.TransferPeak,
+			RefiledPeak:  e.Recent.RefiledPeak,
 		},
 		Panics:         e.Panics,
 		PeriodicRuns:   e.PeriodicRuns,
@@ -288,6 +357,21 @@ func shardStats(e shard.Stats) ShardStats {
 		TickLag:        Histogram{e.TickLag},
 		Lateness:       Histogram{e.Lateness},
 		PassTime:       Histogram{e.PassTime},
+		PassTaskTime:   Histogram{e.PassTaskTime},
 		TaskTime:       Histogram{e.TaskTime},
 	}
+}
+
+// passWork converts the engine's record of a pass, whose End is a reading
+// of the clock that read now when the snapshot was taken. A pass never
+// made (the zero record) is 0 ago.
+func passWork(p shard.PassWork, now time.Duration) PassWork {
+	w := PassWork{
+		Duration: p.Duration, Tasks: p.Tasks,
+		Transferred: p.Transferred, Refiled: p.Refiled, Cascaded: p.Cascaded, Fired: p.Fired,
+	}
+	if p != (shard.PassWork{}) {
+		w.Ago = max(now-p.End, 0)
+	}
+	return w
 }

@@ -24,6 +24,7 @@ var docPackages = map[string]string{
 	"pool":       "pool",
 	"hist":       "internal/hist",
 	"metrics":    "internal/metrics",
+	"hostcpu":    "internal/hostcpu",
 	"units":      "internal/units",
 	"profiling":  "profiling",
 	"bench":      "bench",

@@ -28,6 +28,10 @@ type options struct {
 	affinity bool // shardwheel.WithAffinity
 	keyed    bool // drive both implementations by key
 	trace    bool // lag only: an execution trace of the capture
+	// lag only: disturbances to inject (-disturb), and an address to
+	// serve the live page on during the capture (-serve).
+	disturb []string
+	serve   string
 
 	// burst only.
 	burst BurstSpec
@@ -143,6 +147,16 @@ func newFlagSet(o *options) *flag.FlagSet {
 	if o.cmd == "lag" {
 		fs.BoolVar(&o.trace, "trace", false, "also record an execution trace of the measured window to trace.out, "+
 			"in which each shard's pass is a region of type shardwheel.pass (go tool trace)")
+		fs.Func("disturb", "disturbances to inject into the measured window, comma-separated, spread evenly over it, "+
+			"to check that the report names their causes: sleep (a task blocks its shard 50ms), hog (2*GOMAXPROCS "+
+			"goroutines spin for up to 1s), gc (GOGC 5, a million live objects and allocating goroutines for up to 1s)",
+			func(s string) error {
+				v, err := parseDisturb(s)
+				o.disturb = v
+				return err
+			})
+		fs.StringVar(&o.serve, "serve", "", "also serve the live page (profiling.Handler) on this address during the "+
+			"measured window, e.g. 127.0.0.1:6061 (port 0 picks one, which lag says)")
 	}
 	fs.IntVar(&o.procs, "gomaxprocs", 0, "GOMAXPROCS for the run (0: leave as is)")
 	if o.cmd == "proxy" {

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/shardwheel/shardwheel/internal/hostcpu"
 )
 
 // Host describes the machine a report was measured on.
@@ -56,19 +58,29 @@ func (h Host) String() string {
 }
 
 // busyCores is the one definition of a busy host, for every report's
-// warning and for -wait-quiet: other processes keeping, on average over a
-// window, at least this many cores busy: the larger of a quarter of a
-// core and a tenth of the host's CPUs (numCPU, runtime.NumCPU, not
-// GOMAXPROCS: other processes use the whole host).
-func busyCores(numCPU int) float64 { return max(0.25, 0.1*float64(numCPU)) }
+// warning and for -wait-quiet: hostcpu.BusyCores, which profiling's
+// reports use too.
+func busyCores(numCPU int) float64 { return hostcpu.BusyCores(numCPU) }
 
 // otherBusy returns how many cores other processes kept busy on average
 // over a window (their CPU time, other, over its length), and whether
 // that makes the host busy by busyCores. A window of 0 is never busy.
 func otherBusy(other, window time.Duration, numCPU int) (cores float64, busy bool) {
-	if window <= 0 {
-		return 0, false
-	}
-	cores = other.Seconds() / window.Seconds()
-	return cores, cores >= busyCores(numCPU)
+	return hostcpu.Others(other, 0, window, numCPU)
+}
+
+// cpuTime returns the CPU time the process has used, user plus system, or
+// 0 where getrusage is not available: the report then shows CPU figures
+// as 0 rather than guess.
+func cpuTime() time.Duration {
+	d, _ := hostcpu.Process()
+	return d
+}
+
+// hostCPUTime returns the CPU time every CPU of the host has spent busy
+// (steal time included: on a VM it is a neighbour's), or 0 off Linux,
+// where the report then says nothing about other processes.
+func hostCPUTime() time.Duration {
+	d, _ := hostcpu.Host()
+	return d
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
@@ -21,9 +24,12 @@ type LagRun struct {
 	Host    Host    `json:"host"`
 	Load    Load    `json:"load"`
 	Result  *Result `json:"result,omitempty"`
+	// Disturbances are those -disturb injected, with their times into
+	// the capture, to hold the diagnosis against.
+	Disturbances []Disturbance `json:"disturbances,omitempty"`
 	// Diagnosis is the capture's (profiling.Report.Diagnosis): findings
-	// on lateness and tick lag up to their maximum, then the worst
-	// spikes, each with its time into the capture and cause.
+	// on lateness and tick lag up to their maximum, then the spikes that
+	// lost the most time, each with its time into the capture and cause.
 	Diagnosis   []string      `json:"diagnosis,omitempty"`
 	Files       *captureFiles `json:"files,omitempty"`
 	Interrupted bool          `json:"interrupted"`
@@ -50,7 +56,32 @@ func defaultLagDir(now time.Time) string {
 // of the measured window into o.out.
 func lag(ctx context.Context, o options, p *progress) (*LagRun, error) {
 	doc := &LagRun{Command: "lag", Host: host(), Load: o.load}
+	// The live page's listener opens before the run, so that its address
+	// (a port of 0 picks one) is known and said before the progress line
+	// starts; it serves during the measured window.
+	var ln net.Listener
+	if o.serve != "" {
+		var err error
+		if ln, err = new(net.ListenConfig).Listen(ctx, "tcp", o.serve); err != nil {
+			return doc, fmt.Errorf("-serve: %w", err)
+		}
+		defer ln.Close()
+		p.note("  the live page, during the measured window: http://%s/", ln.Addr())
+	}
 	capture := func(ctx context.Context, s *shardwheel.Scheduler, d time.Duration) error {
+		if ln != nil {
+			srv := &http.Server{Handler: profiling.Handler(s), ReadHeaderTimeout: 10 * time.Second}
+			go func() { _ = srv.Serve(ln) }() // ErrServerClosed once Close below ends it
+			defer srv.Close()
+		}
+		if len(o.disturb) > 0 {
+			doc.Disturbances = planDisturb(o.disturb, d)
+			ctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() { disturb(ctx, s, time.Now(), doc.Disturbances) })
+			defer wg.Wait()
+			defer cancel()
+		}
 		rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: d, Dir: o.out, Trace: o.trace})
 		if rep != nil {
 			doc.Files = &captureFiles{Dir: rep.Dir, Text: rep.TextPath, HTML: rep.HTMLPath, JSON: rep.JSONPath, Profile: rep.ProfilePath, Trace: rep.TracePath}
@@ -80,6 +111,12 @@ func (l *LagRun) writeText(w io.Writer) error {
 		fmt.Fprintf(&b, "measured %v after %v warm-up; shardwheel: %s, tick %v%s\n\n", units.Duration(r.Measured), l.Load.Warmup, plural(r.Shards, "shard"), r.Tick, affinityNote(r.Affinity))
 		if err := resultTable(r).write(&b); err != nil {
 			return err
+		}
+	}
+	if len(l.Disturbances) > 0 {
+		b.WriteString("\ndisturbances injected (-disturb), to hold the diagnosis against:\n")
+		for _, d := range l.Disturbances {
+			fmt.Fprintf(&b, "  - %s\n", d)
 		}
 	}
 	if l.summary != "" {

@@ -79,9 +79,10 @@
 //     {points, recommended, met_target, options}; the verdict's summary
 //     is the recommendation and its reasoning.
 //   - lag: config {load, shards, tick_ns}; results {result, diagnosis,
-//     files}; no verdict. lag also keeps its former top-level keys (load,
-//     result, diagnosis, files) beside the envelope's until its tests read
-//     the envelope.
+//     files, and disturbances with -disturb}; no verdict. lag also keeps
+//     its former top-level keys (load, result, diagnosis, files,
+//     disturbances) beside the envelope's until its tests read the
+//     envelope.
 //
 // Ratios are shardwheel's figure over the baseline's (time.AfterFunc,
 // context.WithTimeout): below 1 is better for costs and latencies, above

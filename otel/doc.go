@@ -15,46 +15,68 @@
 // # Instruments
 //
 // Every instrument but shardwheel.timer.pending has the attribute shard,
-// the shard's index (an int). Stats.Total is not reported: sum the
+// the shard's index (an int). Stats.Total is not reported then: sum the
 // counters and up-down counters over shards, take the max of the gauges
 // (peaks, the last transfer, the slowest pass), which do not add up.
-// Reporting the total too would double every such sum.
+// Reporting the total too would double every such sum. WithTotalOnly
+// reports Stats.Total instead, without the attribute: the number of
+// points then does not grow with the shards.
 //
-//	ShardStats field         instrument                           kind                          unit
-//	Pending (Stats)          shardwheel.timer.pending             Int64ObservableUpDownCounter  {timer}
-//	Resident                 shardwheel.timer.resident            Int64ObservableUpDownCounter  {timer}
-//	Scheduled                shardwheel.timer.scheduled           Int64ObservableCounter        {timer}
-//	Fired                    shardwheel.timer.fired               Int64ObservableCounter        {timer}
-//	Cancelled                shardwheel.timer.cancelled           Int64ObservableCounter        {timer}
-//	TakenBack                shardwheel.timer.taken_back          Int64ObservableCounter        {timer}
-//	Reset                    shardwheel.timer.resets              Int64ObservableCounter        {reset}
-//	Stopped                  shardwheel.timer.stopped             Int64ObservableCounter        {timer}
-//	Queued                   shardwheel.queue.depth               Int64ObservableUpDownCounter  {timer}
-//	QueuedPeak               shardwheel.queue.peak_depth          Int64ObservableGauge          {timer}
-//	TransferLast             shardwheel.transfer.last             Int64ObservableGauge          {timer}
-//	TransferPeak             shardwheel.transfer.peak             Int64ObservableGauge          {timer}
-//	CapHits                  shardwheel.transfer.cap_hits         Int64ObservableCounter        {tick}
-//	Ticks                    shardwheel.tick.passes               Int64ObservableCounter        {pass}
-//	TicksSkipped             shardwheel.tick.skipped              Int64ObservableCounter        {tick}
-//	Refiled                  shardwheel.timer.refiled             Int64ObservableCounter        {timer}
-//	RefiledPeak              shardwheel.pass.peak_refiled         Int64ObservableGauge          {timer}
-//	HeldCancelled            shardwheel.timer.held_cancelled      Int64ObservableUpDownCounter  {timer}
-//	Sweeps                   shardwheel.sweep.completed           Int64ObservableCounter        {sweep}
-//	Swept                    shardwheel.sweep.freed               Int64ObservableCounter        {timer}
-//	SlowestPass.Duration     shardwheel.pass.slowest.duration     Float64ObservableGauge        s
-//	SlowestPass.Transferred  shardwheel.pass.slowest.transferred  Int64ObservableGauge          {timer}
-//	SlowestPass.Refiled      shardwheel.pass.slowest.refiled      Int64ObservableGauge          {timer}
-//	SlowestPass.Fired        shardwheel.pass.slowest.fired        Int64ObservableGauge          {timer}
-//	Panics                   shardwheel.task.panics               Int64ObservableCounter        {panic}
-//	PeriodicRuns             shardwheel.periodic.runs             Int64ObservableCounter        {run}
-//	PeriodicMissed           shardwheel.periodic.missed           Int64ObservableCounter        {point}
-//	TickLag                  shardwheel.tick.lag                  distribution, see below       s
-//	Lateness                 shardwheel.task.lateness             distribution, see below       s
-//	PassTime                 shardwheel.pass.duration             distribution, see below       s
-//	TaskTime                 shardwheel.task.duration             distribution, see below       s
+//	ShardStats field               instrument                                 kind                          unit
+//	Pending (Stats)                shardwheel.timer.pending                   Int64ObservableUpDownCounter  {timer}
+//	Resident                       shardwheel.timer.resident                  Int64ObservableUpDownCounter  {timer}
+//	Scheduled                      shardwheel.timer.scheduled                 Int64ObservableCounter        {timer}
+//	Fired                          shardwheel.timer.fired                     Int64ObservableCounter        {timer}
+//	Cancelled                      shardwheel.timer.cancelled                 Int64ObservableCounter        {timer}
+//	TakenBack                      shardwheel.timer.taken_back                Int64ObservableCounter        {timer}
+//	Reset                          shardwheel.timer.resets                    Int64ObservableCounter        {reset}
+//	Stopped                        shardwheel.timer.stopped                   Int64ObservableCounter        {timer}
+//	Queued                         shardwheel.queue.depth                     Int64ObservableUpDownCounter  {timer}
+//	QueuedPeak                     shardwheel.queue.peak_depth                Int64ObservableGauge          {timer}
+//	TransferLast                   shardwheel.transfer.last                   Int64ObservableGauge          {timer}
+//	TransferPeak                   shardwheel.transfer.peak                   Int64ObservableGauge          {timer}
+//	CapHits                        shardwheel.transfer.cap_hits               Int64ObservableCounter        {tick}
+//	Ticks                          shardwheel.tick.passes                     Int64ObservableCounter        {pass}
+//	TicksSkipped                   shardwheel.tick.skipped                    Int64ObservableCounter        {tick}
+//	Refiled                        shardwheel.timer.refiled                   Int64ObservableCounter        {timer}
+//	RefiledPeak                    shardwheel.pass.peak_refiled               Int64ObservableGauge          {timer}
+//	HeldCancelled                  shardwheel.timer.held_cancelled            Int64ObservableUpDownCounter  {timer}
+//	Sweeps                         shardwheel.sweep.completed                 Int64ObservableCounter        {sweep}
+//	Swept                          shardwheel.sweep.freed                     Int64ObservableCounter        {timer}
+//	SlowestPass.Duration           shardwheel.pass.slowest.duration           Float64ObservableGauge        s
+//	SlowestPass.Tasks              shardwheel.pass.slowest.tasks              Float64ObservableGauge        s
+//	SlowestPass.Transferred        shardwheel.pass.slowest.transferred        Int64ObservableGauge          {timer}
+//	SlowestPass.Refiled            shardwheel.pass.slowest.refiled            Int64ObservableGauge          {timer}
+//	SlowestPass.Cascaded           shardwheel.pass.slowest.cascaded           Int64ObservableGauge          {timer}
+//	SlowestPass.Fired              shardwheel.pass.slowest.fired              Int64ObservableGauge          {timer}
+//	Recent.SlowestPass.Duration    shardwheel.pass.recent_slowest.duration    Float64ObservableGauge        s
+//	Recent.SlowestPass.Tasks       shardwheel.pass.recent_slowest.tasks       Float64ObservableGauge        s
+//	Recent.SlowestPass.Transferred shardwheel.pass.recent_slowest.transferred Int64ObservableGauge          {timer}
+//	Recent.SlowestPass.Refiled     shardwheel.pass.recent_slowest.refiled     Int64ObservableGauge          {timer}
+//	Recent.SlowestPass.Cascaded    shardwheel.pass.recent_slowest.cascaded    Int64ObservableGauge          {timer}
+//	Recent.SlowestPass.Fired       shardwheel.pass.recent_slowest.fired       Int64ObservableGauge          {timer}
+//	Recent.QueuedPeak              shardwheel.queue.recent_peak_depth         Int64ObservableGauge          {timer}
+//	Recent.TransferPeak            shardwheel.transfer.recent_peak            Int64ObservableGauge          {timer}
+//	Recent.RefiledPeak             shardwheel.pass.recent_peak_refiled        Int64ObservableGauge          {timer}
+//	Panics                         shardwheel.task.panics                     Int64ObservableCounter        {panic}
+//	PeriodicRuns                   shardwheel.periodic.runs                   Int64ObservableCounter        {run}
+//	PeriodicMissed                 shardwheel.periodic.missed                 Int64ObservableCounter        {point}
+//	Crossed                        shardwheel.timer.crossed                   Int64ObservableCounter        {timer}
+//	NodesAllocated                 shardwheel.nodes.allocated                 Int64ObservableUpDownCounter  {node}
+//	NodesReleased                  shardwheel.nodes.released                  Int64ObservableCounter        {node}
+//	BlocksReleased                 shardwheel.blocks.released                 Int64ObservableCounter        {block}
+//	BlocksRemade                   shardwheel.blocks.remade                   Int64ObservableCounter        {block}
+//	TickLag                        shardwheel.tick.lag                        distribution, see below       s
+//	Lateness                       shardwheel.task.lateness                   distribution, see below       s
+//	PassTime                       shardwheel.pass.duration                   distribution, see below       s
+//	PassTaskTime                   shardwheel.pass.task_duration              distribution, see below       s
+//	TaskTime                       shardwheel.task.duration                   distribution, see below       s
 //
-// Counters count since shardwheel.New. Each shard publishes its counts
-// once per pass, so a collection may lag a shard by one pass (see
+// Counters, peaks and the slowest pass count since shardwheel.New; the
+// recent instruments cover the last minute (shardwheel.RecentWindow), and
+// come down once an incident is over. PassWork.Ago is not reported: it
+// grows between collections. Each shard publishes its counts once per
+// pass, so a collection may lag a shard by one pass (see
 // shardwheel.Stats).
 //
 // # Distributions
@@ -71,8 +93,9 @@
 // (of any reader: with two readers, each sees the interval since the
 // other's last collection); a shard that recorded none in it reports no
 // point. They are within 1.6% of the exact quantile, and do not add up:
-// a quantile over all shards cannot be derived from theirs. TaskTime is
-// sampled, one task in 16: its count counts samples.
+// a quantile over all shards cannot be derived from theirs (WithTotalOnly
+// reports the total's). TaskTime is sampled, one task in 16: its count
+// counts samples. PassTaskTime counts the passes that ran tasks.
 //
 // With the OpenTelemetry SDK, the distributions can be exported as
 // exponential histograms, with buckets, by the shardwheelsdk Producer;

@@ -48,16 +48,31 @@ func ExampleRegister() {
 		fmt.Println(l)
 	}
 	// Output:
+	// shardwheel.blocks.released counter {block}
+	// shardwheel.blocks.remade counter {block}
+	// shardwheel.nodes.allocated updowncounter {node}
+	// shardwheel.nodes.released counter {node}
 	// shardwheel.pass.duration exponential-histogram s
 	// shardwheel.pass.peak_refiled gauge {timer}
+	// shardwheel.pass.recent_peak_refiled gauge {timer}
+	// shardwheel.pass.recent_slowest.cascaded gauge {timer}
+	// shardwheel.pass.recent_slowest.duration gauge s
+	// shardwheel.pass.recent_slowest.fired gauge {timer}
+	// shardwheel.pass.recent_slowest.refiled gauge {timer}
+	// shardwheel.pass.recent_slowest.tasks gauge s
+	// shardwheel.pass.recent_slowest.transferred gauge {timer}
+	// shardwheel.pass.slowest.cascaded gauge {timer}
 	// shardwheel.pass.slowest.duration gauge s
 	// shardwheel.pass.slowest.fired gauge {timer}
 	// shardwheel.pass.slowest.refiled gauge {timer}
+	// shardwheel.pass.slowest.tasks gauge s
 	// shardwheel.pass.slowest.transferred gauge {timer}
+	// shardwheel.pass.task_duration exponential-histogram s
 	// shardwheel.periodic.missed counter {point}
 	// shardwheel.periodic.runs counter {run}
 	// shardwheel.queue.depth updowncounter {timer}
 	// shardwheel.queue.peak_depth gauge {timer}
+	// shardwheel.queue.recent_peak_depth gauge {timer}
 	// shardwheel.sweep.completed counter {sweep}
 	// shardwheel.sweep.freed counter {timer}
 	// shardwheel.task.duration exponential-histogram s
@@ -67,6 +82,7 @@ func ExampleRegister() {
 	// shardwheel.tick.passes counter {pass}
 	// shardwheel.tick.skipped counter {tick}
 	// shardwheel.timer.cancelled counter {timer}
+	// shardwheel.timer.crossed counter {timer}
 	// shardwheel.timer.fired counter {timer}
 	// shardwheel.timer.held_cancelled updowncounter {timer}
 	// shardwheel.timer.pending updowncounter {timer}
@@ -79,6 +95,7 @@ func ExampleRegister() {
 	// shardwheel.transfer.cap_hits counter {tick}
 	// shardwheel.transfer.last gauge {timer}
 	// shardwheel.transfer.peak gauge {timer}
+	// shardwheel.transfer.recent_peak gauge {timer}
 }
 
 // kind names the instrument behind an aggregation.

@@ -21,6 +21,7 @@ type Option func(*config)
 
 type config struct {
 	summaries bool
+	total     bool
 }
 
 // WithoutSummaries leaves out the distributions' summary instruments
@@ -30,16 +31,48 @@ func WithoutSummaries() Option {
 	return func(c *config) { c.summaries = false }
 }
 
+// WithTotalOnly reports Stats.Total, without the shard attribute, instead
+// of one point per shard: the number of points then does not grow with
+// the shards. The per-shard view is lost: which shard was late, and the
+// max of a gauge over shards, which Total's peaks and slowest pass
+// already are.
+func WithTotalOnly() Option {
+	return func(c *config) { c.total = true }
+}
+
 // observer reports one metric of a Stats snapshot.
 type observer func(o metric.Observer, st shardwheel.Stats)
 
 // registrar builds the instruments and the observers of a Register call.
 type registrar struct {
 	meter       metric.Meter
+	total       bool                   // WithTotalOnly
 	shards      []metric.ObserveOption // the shard attribute, by index
 	instruments []metric.Observable
 	observers   []observer
 	errs        []error
+}
+
+// point is one shard's statistics (or the total's) and the attribute set
+// they are reported with; id numbers the points of a collection.
+type point struct {
+	id    int
+	stats shardwheel.ShardStats
+	attrs []metric.ObserveOption
+}
+
+// points returns what a collection reports of st: each shard's
+// statistics with its shard attribute, or WithTotalOnly the total's
+// without one.
+func (r *registrar) points(st shardwheel.Stats) []point {
+	if r.total {
+		return []point{{stats: st.Total}}
+	}
+	out := make([]point, len(st.Shards))
+	for i, sh := range st.Shards {
+		out[i] = point{id: i, stats: sh, attrs: []metric.ObserveOption{r.shards[i]}}
+	}
+	return out
 }
 
 // Register creates the instruments of s's statistics (see the package
@@ -63,7 +96,7 @@ func register(s *shardwheel.Scheduler, stats func() shardwheel.Stats, meter metr
 	for _, o := range opts {
 		o(&c)
 	}
-	r := &registrar{meter: meter}
+	r := &registrar{meter: meter, total: c.total}
 	for i := range s.Shards() {
 		r.shards = append(r.shards, metric.WithAttributeSet(attribute.NewSet(attribute.Int("shard", i))))
 	}
@@ -76,15 +109,15 @@ func register(s *shardwheel.Scheduler, stats func() shardwheel.Stats, meter metr
 		switch {
 		case m.Int != nil:
 			r.int64(m.Kind, m.OTel, m.Unit, m.Help, func(o metric.Observer, inst metric.Int64Observable, st shardwheel.Stats) {
-				for i, sh := range st.Shards {
-					o.ObserveInt64(inst, m.Int(sh), r.shards[i])
+				for _, p := range r.points(st) {
+					o.ObserveInt64(inst, m.Int(p.stats), p.attrs...)
 				}
 			})
 		case m.Seconds != nil:
 			inst, err := meter.Float64ObservableGauge(m.OTel, metric.WithUnit(m.Unit), metric.WithDescription(m.Help))
 			r.add(inst, err, func(o metric.Observer, st shardwheel.Stats) {
-				for i, sh := range st.Shards {
-					o.ObserveFloat64(inst, m.Seconds(sh).Seconds(), r.shards[i])
+				for _, p := range r.points(st) {
+					o.ObserveFloat64(inst, m.Seconds(p.stats).Seconds(), p.attrs...)
 				}
 			})
 		case c.summaries:
@@ -142,14 +175,14 @@ func (r *registrar) int64(k metrics.Kind, name, unit, help string, observe func(
 // window, and gauges of its quantiles over the last interval.
 func (r *registrar) summary(m metrics.Metric) {
 	r.int64(metrics.Counter, m.OTel+".count", m.Samples, m.Help+" Count of the durations recorded.", func(o metric.Observer, inst metric.Int64Observable, st shardwheel.Stats) {
-		for i, sh := range st.Shards {
-			o.ObserveInt64(inst, int64(m.Hist(sh).Count()), r.shards[i])
+		for _, p := range r.points(st) {
+			o.ObserveInt64(inst, int64(m.Hist(p.stats).Count()), p.attrs...)
 		}
 	})
 	sum, err := r.meter.Float64ObservableCounter(m.OTel+".sum", metric.WithUnit("s"), metric.WithDescription(m.Help+" Sum of the durations recorded."))
 	r.add(sum, err, func(o metric.Observer, st shardwheel.Stats) {
-		for i, sh := range st.Shards {
-			o.ObserveFloat64(sum, m.Hist(sh).Sum().Seconds(), r.shards[i])
+		for _, p := range r.points(st) {
+			o.ObserveFloat64(sum, m.Hist(p.stats).Sum().Seconds(), p.attrs...)
 		}
 	})
 	q, err := r.meter.Float64ObservableGauge(m.OTel+".quantile", metric.WithUnit("s"), metric.WithDescription(m.Help+" Quantiles of the durations recorded since the previous collection."))
@@ -162,23 +195,28 @@ func (r *registrar) summary(m metrics.Metric) {
 // collection (Histogram.Sub, which the root package offers for that
 // purpose), and nothing for a shard that recorded nothing in it.
 func (r *registrar) quantiles(inst metric.Float64Observable, hist func(shardwheel.ShardStats) shardwheel.Histogram) observer {
-	opts := make([][]metric.ObserveOption, len(r.shards)) // shard and quantile attributes
-	for i := range r.shards {
+	// The quantile attribute, with the shard's or alone, by point id.
+	opts := make([][]metric.ObserveOption, max(len(r.shards), 1))
+	for i := range opts {
 		for _, q := range Quantiles {
-			opts[i] = append(opts[i], metric.WithAttributeSet(attribute.NewSet(attribute.Int("shard", i), attribute.Float64("quantile", q))))
+			set := attribute.NewSet(attribute.Int("shard", i), attribute.Float64("quantile", q))
+			if r.total {
+				set = attribute.NewSet(attribute.Float64("quantile", q))
+			}
+			opts[i] = append(opts[i], metric.WithAttributeSet(set))
 		}
 	}
-	prev := make([]shardwheel.Histogram, len(r.shards)) // guarded by the callback's lock
+	prev := make([]shardwheel.Histogram, len(opts)) // guarded by the callback's lock
 	return func(o metric.Observer, st shardwheel.Stats) {
-		for i, sh := range st.Shards {
-			h := hist(sh)
-			interval := h.Sub(prev[i])
-			prev[i] = h
+		for _, p := range r.points(st) {
+			h := hist(p.stats)
+			interval := h.Sub(prev[p.id])
+			prev[p.id] = h
 			if interval.Count() == 0 {
 				continue
 			}
 			for j, q := range Quantiles {
-				o.ObserveFloat64(inst, interval.Quantile(q).Seconds(), opts[i][j])
+				o.ObserveFloat64(inst, interval.Quantile(q).Seconds(), opts[p.id][j])
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 
@@ -41,6 +42,11 @@ func keysFor(s *shardwheel.Scheduler, i, n int) []uint64 {
 // three tasks run; pending is then 4.
 func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler {
 	t.Helper()
+	// One P while the scenario schedules: every timer without a series
+	// is filed on shard 0, the shard of P 0, whatever its key (its task
+	// runs on its key's shard), so that each shard's counts are known.
+	// The series (Every) are filed on their key's shard.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	opts = append([]shardwheel.Option{shardwheel.WithShards(2), shardwheel.WithPanicHandler(func(any) {})}, opts...)
 	s, err := shardwheel.New(opts...)
 	require.NoError(t, err)
@@ -48,7 +54,7 @@ func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler 
 	hour := func(shard, n int) []shardwheel.Timeout {
 		var tms []shardwheel.Timeout
 		for _, k := range keysFor(s, shard, n) {
-			tm, err := s.Schedule(k, time.Hour, func() {})
+			tm, err := s.Every(k, time.Hour, shardwheel.SkipMissed, func() {})
 			require.NoError(t, err)
 			tms = append(tms, tm)
 		}
@@ -127,8 +133,8 @@ func TestKnownValues(t *testing.T) {
 		want := []metricdata.Metrics{
 			{Name: "shardwheel.timer.pending", Unit: "{timer}", Description: "Timers scheduled and not yet fired, cancelled or stopped (Scheduler.Pending).",
 				Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.DataPoint[int64]{{Value: pending}}}},
-			{Name: "shardwheel.timer.scheduled", Unit: "{timer}", Description: "Timers accepted by Schedule and its kin.", Data: sum(true, 6, 4)},
-			{Name: "shardwheel.timer.fired", Unit: "{timer}", Description: "Timer tasks started.", Data: sum(true, 2, 1)},
+			{Name: "shardwheel.timer.scheduled", Unit: "{timer}", Description: "Timers accepted by Schedule and its kin.", Data: sum(true, 7, 3)},
+			{Name: "shardwheel.timer.fired", Unit: "{timer}", Description: "Timer tasks started.", Data: sum(true, 3, 0)},
 			{Name: "shardwheel.timer.cancelled", Unit: "{timer}", Description: "Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.", Data: sum(true, 1, 2)},
 			{Name: "shardwheel.timer.resets", Unit: "{reset}", Description: "Successful Reset calls.", Data: sum(true, 1, 0)},
 			{Name: "shardwheel.timer.stopped", Unit: "{timer}", Description: "Timers claimed by Stop, which never ran.", Data: sum(true, stopped[0], stopped[1])},
@@ -268,9 +274,9 @@ func TestWithoutSummaries(t *testing.T) {
 		_, kept := some[name]
 		assert.Equal(t, !summary, kept, name)
 	}
-	// Four distributions: count and sum each; without samples (WithStats
+	// Five distributions: count and sum each; without samples (WithStats
 	// false) the quantile gauges have no point, and the SDK no metric.
-	assert.Len(t, all, len(some)+2*4)
+	assert.Len(t, all, len(some)+2*5)
 }
 
 // TestOneSnapshotPerCollection: the callback calls Stats once.
@@ -331,4 +337,45 @@ func TestDocTable(t *testing.T) {
 		require.Contains(t, rows, m.OTel)
 		assert.Equal(t, []string{m.Field, m.OTel, kind, m.Unit}, rows[m.OTel][1:])
 	}
+}
+
+// TestTotalOnly: WithTotalOnly reports each instrument once, without the
+// shard attribute, with Stats.Total's value; the quantiles carry the
+// quantile attribute alone.
+func TestTotalOnly(t *testing.T) {
+	s := newScenario(t)
+	s.Stop()
+	st := s.Stats().Total
+	got := collect(t, register(t, s, shardwheelotel.WithTotalOnly()))
+	for _, m := range metrics.Shard {
+		switch {
+		case m.Kind == metrics.Counter || m.Kind == metrics.Level:
+			dps := got[m.OTel].Data.(metricdata.Sum[int64]).DataPoints
+			require.Len(t, dps, 1, m.OTel)
+			assert.Zero(t, dps[0].Attributes.Len(), m.OTel)
+			assert.Equal(t, m.Int(st), dps[0].Value, m.OTel)
+		case m.Int != nil:
+			dps := got[m.OTel].Data.(metricdata.Gauge[int64]).DataPoints
+			require.Len(t, dps, 1, m.OTel)
+			assert.Zero(t, dps[0].Attributes.Len(), m.OTel)
+			assert.Equal(t, m.Int(st), dps[0].Value, m.OTel)
+		case m.Seconds != nil:
+			dps := got[m.OTel].Data.(metricdata.Gauge[float64]).DataPoints
+			require.Len(t, dps, 1, m.OTel)
+			assert.Equal(t, m.Seconds(st).Seconds(), dps[0].Value, m.OTel)
+		default:
+			count := got[m.OTel+".count"].Data.(metricdata.Sum[int64]).DataPoints
+			require.Len(t, count, 1, m.OTel)
+			assert.EqualValues(t, m.Hist(st).Count(), count[0].Value, m.OTel)
+			if m.Hist(st).Count() == 0 {
+				continue
+			}
+			q := got[m.OTel+".quantile"].Data.(metricdata.Gauge[float64]).DataPoints
+			require.Len(t, q, len(shardwheelotel.Quantiles), m.OTel)
+			for _, dp := range q {
+				assert.Equal(t, 1, dp.Attributes.Len(), "%s: the quantile alone", m.OTel)
+			}
+		}
+	}
+	assert.EqualValues(t, 3, got["shardwheel.timer.fired"].Data.(metricdata.Sum[int64]).DataPoints[0].Value, "both shards'")
 }

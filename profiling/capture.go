@@ -22,7 +22,7 @@ const (
 	// CaptureConfig.Interval is 0.
 	DefaultInterval = 250 * time.Millisecond
 	// MinInterval is the shortest sampling interval Capture accepts. A
-	// sample costs a Scheduler.Stats call (about 30 KB per shard), and an
+	// sample costs a Scheduler.Stats call (about 47 KB per shard), and an
 	// interval of a few ticks holds too few values for its percentiles.
 	MinInterval = 10 * time.Millisecond
 
@@ -89,8 +89,9 @@ type Report struct {
 	// HTMLPath is report.html, a self-contained page: headline
 	// figures, the diagnosis and its spikes, plots over time of tick
 	// lag, lateness and pass time (p50, p99 and max per interval, the
-	// worst spikes shaded), of throughput, task time, pending and queued
-	// timers, the lateness and tick lag distributions, and the summary.
+	// spikes that lost the most shaded), of tasks per pass, throughput,
+	// pending and queued timers, the lateness and tick lag distributions,
+	// the host's load, the trace file if one was made, and the summary.
 	HTMLPath string
 	// JSONPath is report.json: the configuration, the time series, the
 	// capture's totals per shard and the scheduler's final Stats.
@@ -106,11 +107,12 @@ type Report struct {
 	// Diagnosis is the diagnosis that ends Summary, a line each: the
 	// findings over the whole capture (lateness and tick lag at p99,
 	// p99.9 and max, the slowest pass, tasks, the transfer cap, panics,
-	// how many sampling intervals had a spike: tick lag or lateness over
-	// one tick plus 1ms), then, worst first, up to five spikes, each
-	// line starting "spike at" with its time into the capture, then what
-	// the counters show at that moment and the cause they point to, and
-	// a last line counting the spikes left out.
+	// a busy host, how many sampling intervals were spikes and how many
+	// others went over the limit: see the package documentation), then,
+	// most time lost first, up to five spikes, each line starting "spike
+	// at" with its span into the capture, then what the figures show in
+	// it and the cause they point to, and a last line counting the spikes
+	// left out.
 	Diagnosis []string
 }
 
@@ -119,11 +121,14 @@ type Report struct {
 // trace.out (see Report). While
 // it runs, an fgprof profile records every goroutine and, every
 // cfg.Interval, a sample records the interval's tick lag, lateness, pass
-// time and task time percentiles, its fired, scheduled and cancelled
-// rates, its ticks, re-filed timers and transfer cap hits, and the pending
-// count and queue depth at its end. The summary covers the whole capture;
-// its diagnosis explains each spike from its interval's sample alone, so
-// that it names the moment and the cause, which the totals dilute. Capture
+// time, tasks per pass and task time percentiles, its fired, scheduled
+// and cancelled rates, its ticks, re-filed timers and transfer cap hits,
+// the pending count and queue depth at its end, and what the process and
+// the host did (the runtime's scheduling latencies, GC cycles, pauses and
+// CPU share, other processes' CPU and this process's threads' run-queue
+// wait). The summary covers the whole capture; its diagnosis explains
+// each spike from its interval's sample alone, so that it names the
+// moment and the cause, which the totals dilute. Capture
 // blocks until done and may run alongside other Captures and profiles
 // (one execution trace at a time: see CaptureConfig.Trace).
 //
@@ -138,17 +143,22 @@ type Report struct {
 // report.json holds one object: "start", "elapsed_ns", "interval_ns",
 // "shard_count", "tick_ns", "interrupted", "samples" (one per interval:
 // "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "ring_depth",
-// the interval's "cap_hits", "panics", "ticks" and "refiled",
-// "refiled_peak" and "slowest_pass" when a pass of the interval set a new
-// peak, and "tick_lag", "lateness", "task_time" and "pass_time" as
-// percentiles with "mean_ns"), "diagnosis" (Report.Diagnosis), "spikes"
-// (every interval whose tick lag or lateness maximum exceeded one tick
-// plus 1ms, worst first: "from_ns" and "to_ns" into the capture,
+// the interval's "cap_hits", "panics", "ticks", "scheduled" and
+// "refiled", "refiled_peak" when a pass of the interval set a new peak,
+// "slowest_pass" when the interval's slowest pass is known (see
+// diagnosis), "tick_lag", "lateness", "pass_time", "pass_task_time" and
+// "task_time" as percentiles with "mean_ns", "lost_ns", the time lost
+// above the limit, and "process": "sched_latency_max_ns",
+// "sched_latency_p99_ns" and "sched_latency_count" (runtime/metrics'
+// /sched/latencies:seconds), "gc_cycles", "gc_pause_max_ns",
+// "gc_cpu_share", "other_cores", "thread_wait_ns" and "host_known"),
+// "diagnosis" (Report.Diagnosis), "spikes" (every interval that was a
+// spike, most time lost first: "from_ns" and "to_ns" into the capture,
 // "tick_lag_max_ns", "lateness_max_ns", "lateness_p99_ns",
-// "pass_time_max_ns", "causes", some of "cpu", "tasks", "burst",
-// "cascade" and "unknown", and "text", the explanation), "total" and
-// "per_shard" (the Stats fields over the capture), and "final" (s.Stats()
-// at the end). Durations are integer nanoseconds.
+// "pass_time_max_ns", "lost_ns", "causes", some of "tasks", "cpu", "gc",
+// "burst", "cascade" and "unknown", and "text", the explanation), "total"
+// and "per_shard" (the Stats fields over the capture), and "final"
+// (s.Stats() at the end). Durations are integer nanoseconds.
 func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*Report, error) {
 	if s == nil {
 		return nil, errors.New("profiling: Capture: nil Scheduler")
@@ -183,6 +193,7 @@ func Capture(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) (*
 		}
 	}
 	rec := record(ctx, s, cfg)
+	rec.trace = rep.TracePath
 	for _, stop := range []func() error{stopTrace, stop} {
 		if stop != nil {
 			if err := stop(); err != nil {
@@ -283,17 +294,26 @@ type sample struct {
 	CapHits         uint64        `json:"cap_hits"`
 	Panics          uint64        `json:"panics"`
 	Ticks           uint64        `json:"ticks"`
+	Scheduled       uint64        `json:"scheduled"`
 	Refiled         uint64        `json:"refiled"`
 	// RefiledPeak is the new peak of timers one pass re-filed, if a
 	// pass of the interval set one, else 0.
 	RefiledPeak int `json:"refiled_peak,omitempty"`
-	// SlowestPass is the slowest pass since the scheduler started, if it
-	// happened in the interval, else nil.
-	SlowestPass *shardwheel.PassWork `json:"slowest_pass,omitempty"`
-	TickLag     dist                 `json:"tick_lag"`
-	Lateness    dist                 `json:"lateness"`
-	TaskTime    dist                 `json:"task_time"`
-	PassTime    dist                 `json:"pass_time"`
+	// SlowestPass is the interval's slowest pass, when the snapshots
+	// show it: the slowest pass of the last minute, if it ended within
+	// the interval; else nil.
+	SlowestPass  *shardwheel.PassWork `json:"slowest_pass,omitempty"`
+	TickLag      dist                 `json:"tick_lag"`
+	Lateness     dist                 `json:"lateness"`
+	TaskTime     dist                 `json:"task_time"`
+	PassTime     dist                 `json:"pass_time"`
+	PassTaskTime dist                 `json:"pass_task_time"`
+	// Lost is the time lost above the limit (lateLimit): the sum over the
+	// interval's timers of how far each ran past it, or, when none did,
+	// over its ticks. Spikes are ranked by it.
+	Lost time.Duration `json:"lost_ns"`
+	// Proc is what the process and the host did meanwhile.
+	Proc procDelta `json:"process"`
 
 	end time.Time // the wall-clock end, in the Handler's history
 }
@@ -306,21 +326,23 @@ type recording struct {
 	start       time.Time
 	elapsed     time.Duration
 	interrupted bool // ctx ended before cfg.Duration
-	first, last shardwheel.Stats
+	first, last snapshot
 	samples     []sample
+	trace       string // the execution trace's path, if one was made
 }
 
 // record samples s every cfg.Interval for cfg.Duration or until ctx is
 // done. Sample times are multiples of the interval from the start, so a
 // slow Stats call delays one sample, not all that follow.
 func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *recording {
-	r := &recording{cfg: cfg, shards: s.Shards(), tick: s.Tick(), start: time.Now(), samples: []sample{}}
-	r.first = s.Stats()
+	r := &recording{cfg: cfg, shards: s.Shards(), tick: s.Tick(), samples: []sample{}}
+	r.first = take(s.Stats)
+	r.start = r.first.at
 	if ctx.Err() != nil { // cancelled before it began: nothing to sample
 		r.interrupted, r.last, r.elapsed = true, r.first, time.Since(r.start)
 		return r
 	}
-	prev, prevAt := r.first, time.Duration(0)
+	prev := r.first
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for i := time.Duration(1); ; i++ {
@@ -331,26 +353,28 @@ func record(ctx context.Context, s *shardwheel.Scheduler, cfg CaptureConfig) *re
 			r.interrupted = true
 		case <-timer.C:
 		}
-		cur, at := s.Stats(), time.Since(r.start)
+		cur := take(s.Stats)
 		end := r.interrupted || due == cfg.Duration
 		// An interval cut short (the last one, or one after a late
 		// sample) is merged into the next, or dropped at the end, when
 		// it is too short for its rates and percentiles to mean much.
-		if at-prevAt >= MinInterval/2 {
-			r.samples = append(r.samples, newSample(cur, prev, at, at-prevAt))
-			prev, prevAt = cur, at
+		if cur.at.Sub(prev.at) >= MinInterval/2 {
+			r.samples = append(r.samples, newSample(cur, prev, cur.at.Sub(r.start), r.tick))
+			prev = cur
 		}
 		if end {
-			r.last, r.elapsed = cur, at
+			r.last, r.elapsed = cur, cur.at.Sub(r.start)
 			return r
 		}
 	}
 }
 
-// newSample returns the sample of the interval of length span from prev to
-// cur, which ends at.
-func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
-	v := newView(cur.Total, prev.Total)
+// newSample returns the sample of the interval from prev to cur, which
+// ends at (since the capture started), of a scheduler with the given
+// tick.
+func newSample(cur, prev snapshot, at, tick time.Duration) sample {
+	span := cur.at.Sub(prev.at)
+	v := newView(cur.st.Total, prev.st.Total)
 	sec := span.Seconds()
 	s := sample{
 		At:              at,
@@ -358,29 +382,50 @@ func newSample(cur, prev shardwheel.Stats, at, span time.Duration) sample {
 		FiredPerSec:     float64(v.Fired) / sec,
 		ScheduledPerSec: float64(v.Scheduled) / sec,
 		CancelledPerSec: float64(v.Cancelled) / sec,
-		Pending:         cur.Pending,
+		Pending:         cur.st.Pending,
 		Queued:          v.Queued,
 		CapHits:         v.CapHits,
 		Panics:          v.Panics,
 		Ticks:           v.Ticks,
+		Scheduled:       v.Scheduled,
 		Refiled:         v.Refiled,
 		TickLag:         v.TickLag,
 		Lateness:        v.Lateness,
 		PassTime:        v.PassTime,
+		PassTaskTime:    v.PassTaskTime,
 		TaskTime:        v.TaskTime,
+		Proc:            procSub(cur.proc, prev.proc, span),
+		end:             cur.at,
 	}
-	if cur.Total.RefiledPeak > prev.Total.RefiledPeak {
-		s.RefiledPeak = cur.Total.RefiledPeak
+	limit := lateLimit(tick)
+	s.Lost = lostAbove(v.ShardStats.Lateness, limit)
+	if s.Lost == 0 {
+		s.Lost = lostAbove(v.ShardStats.TickLag, limit)
 	}
-	if sp := cur.Total.SlowestPass; sp != prev.Total.SlowestPass {
+	if cur.st.Total.RefiledPeak > prev.st.Total.RefiledPeak {
+		s.RefiledPeak = cur.st.Total.RefiledPeak
+	}
+	if sp := cur.st.Total.Recent.SlowestPass; sp.Duration > 0 && sp.Ago < span && span <= shardwheel.RecentWindow {
 		s.SlowestPass = &sp
 	}
 	return s
 }
 
+// lostAbove returns the sum over the durations of h of how far each
+// exceeds limit, each counted at its bucket's middle.
+func lostAbove(h shardwheel.Histogram, limit time.Duration) time.Duration {
+	var lost time.Duration
+	for b := range h.Buckets() {
+		if mid := b.Low + (b.High-b.Low)/2; mid > limit {
+			lost += time.Duration(b.Count) * (mid - limit)
+		}
+	}
+	return lost
+}
+
 // summary returns the text summary of the capture.
 func (r *recording) summary() *summary {
-	total, shards := views(r.last, r.first)
+	total, shards := views(r.last.st, r.first.st)
 	sm := &summary{
 		header: []string{
 			fmt.Sprintf("shardwheel capture: %d shards, tick %s, %s from %s (%d samples every %s)",
@@ -389,17 +434,30 @@ func (r *recording) summary() *summary {
 			"Counts and latencies over the capture.",
 		},
 		tick:    r.tick,
-		pending: r.last.Pending,
+		pending: r.last.st.Pending,
 		elapsed: r.elapsed,
 		total:   total,
 		shards:  shards,
 
-		spikes:     findSpikes(r.tick, r.samples),
+		slowest:      r.last.st.Total.SlowestPass,
+		slowestScope: "since the scheduler started",
+		host:         procSub(r.last.proc, r.first.proc, r.elapsed),
+
 		intervals:  len(r.samples),
 		spikeScope: "of the capture",
 		when: func(s *sample) string {
 			return "at " + offset(s.At-s.Span) + "-" + offset(s.At) + " into the capture"
 		},
+	}
+	sm.spikes, sm.notes = findSpikes(r.tick, r.samples)
+	sm.passWhen = func(ago time.Duration) string {
+		if at := r.elapsed - ago; at >= 0 {
+			return offset(at) + " into the capture"
+		}
+		return units.Duration(ago-r.elapsed) + " before the capture"
+	}
+	if sp := r.last.st.Total.Recent.SlowestPass; sp.Ago < r.elapsed && r.elapsed <= shardwheel.RecentWindow {
+		sm.slowest, sm.slowestScope = sp, "of the capture"
 	}
 	if r.interrupted {
 		sm.header = append(sm.header, fmt.Sprintf("Interrupted after %s of %s.", units.Duration(r.elapsed), units.Duration(r.cfg.Duration)))
@@ -439,6 +497,7 @@ type spikeJSON struct {
 	LatenessMax time.Duration `json:"lateness_max_ns"`
 	LatenessP99 time.Duration `json:"lateness_p99_ns"`
 	PassTimeMax time.Duration `json:"pass_time_max_ns"`
+	Lost        time.Duration `json:"lost_ns"`
 	Causes      []cause       `json:"causes"`
 	Text        string        `json:"text"`
 }
@@ -452,7 +511,7 @@ func spikesJSON(spikes []spike, when func(*sample) string) []spikeJSON {
 		out[i] = spikeJSON{
 			From: s.At - s.Span, To: s.At,
 			TickLagMax: s.TickLag.Max, LatenessMax: s.Lateness.Max, LatenessP99: s.Lateness.P99, PassTimeMax: s.PassTime.Max,
-			Causes: sp.causes, Text: sp.explanation(when),
+			Lost: s.Lost, Causes: sp.causes, Text: sp.explanation(when),
 		}
 	}
 	return out
@@ -472,6 +531,6 @@ func (r *recording) json(sm *summary) captureJSON {
 		Spikes:      spikesJSON(sm.spikes, sm.when),
 		Total:       sm.total,
 		PerShard:    sm.shards,
-		Final:       r.last,
+		Final:       r.last.st,
 	}
 }

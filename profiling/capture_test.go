@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -144,10 +145,10 @@ func TestCapture(t *testing.T) {
 	assert.Positive(t, fired)
 	assert.Positive(t, js.Total.Fired)
 
-	for _, want := range []string{"2 shards", "tick 1ms", "lateness", "tick lag", "task time", "p99.9", "diagnosis"} {
+	for _, want := range []string{"2 shards", "tick 1ms", "lateness", "tick lag", "tasks per pass", "task time (1 in 16)", "p99.9", "diagnosis"} {
 		assert.Contains(t, rep.Summary, want)
 	}
-	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "Pending timers", "Queued new timers", "p99.9"} {
+	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Tasks per pass", "Latency distribution", "Throughput", "fired/s", "scheduled/s", "Pending timers", "Queued new timers", "p99.9", "other processes kept"} {
 		assert.Contains(t, html, want)
 	}
 	require.NotEmpty(t, rep.Diagnosis)
@@ -156,19 +157,32 @@ func TestCapture(t *testing.T) {
 	}
 
 	// Every chart has data, axes with units, and labels clear of each
-	// other; the charts over time draw p50, p99 and max.
+	// other and of the data; the charts over time draw p50, p99 and max,
+	// and name their reference lines in the legend.
 	for _, b := range charts(html) {
-		c := requireReadable(t, b, true, false)
-		switch c.title {
-		case "Tick lag", "Timer lateness", "Pass time":
-			var legend []string
-			for _, tx := range c.texts {
-				if tx.class == "legend" {
-					legend = append(legend, tx.s)
-				}
+		c := requireReadable(t, b, true)
+		var legend, notes []string
+		for _, tx := range c.texts {
+			switch tx.class {
+			case "legend":
+				legend = append(legend, tx.s)
+			case "note":
+				notes = append(notes, tx.s)
 			}
-			assert.ElementsMatch(t, []string{"p50", "p99", "max"}, legend, c.title)
-			assert.Len(t, c.series, 3, c.title)
+		}
+		named := func(ref string) bool {
+			return slices.Contains(legend, ref) || slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, ref+" is above") })
+		}
+		switch c.title {
+		case "Tick lag", "Timer lateness":
+			assert.Subset(t, legend, []string{"p50", "p99", "max"}, c.title)
+			assert.True(t, named("tick + 1ms slack (2ms)"), "%s: %v %v", c.title, legend, notes)
+			assert.True(t, named("incident (22ms)"), "%s: %v %v", c.title, legend, notes)
+			assert.Equal(t, 3, c.lines, c.title)
+		case "Pass time":
+			assert.Subset(t, legend, []string{"p50", "p99", "max"}, c.title)
+			assert.True(t, named("1 tick (1ms)"), "%s: %v %v", c.title, legend, notes)
+			assert.Equal(t, 3, c.lines, c.title)
 		}
 	}
 }

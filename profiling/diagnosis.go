@@ -3,10 +3,13 @@ package profiling
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/hostcpu"
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
@@ -20,15 +23,30 @@ const timerSlack = time.Millisecond
 // shard fell behind: the wheel's resolution (one tick) plus timerSlack.
 func lateLimit(tick time.Duration) time.Duration { return tick + timerSlack }
 
-// taskSampling is how many tasks a shard runs per task it times
-// (ShardStats.TaskTime).
-const taskSampling = 16
+// incidentSlack is how far past lateLimit one late tick or timer must be
+// for its interval to count as a spike on its own, its p99 within the
+// limit. A goroutine made runnable while every P runs a busy goroutine
+// waits for one of them to be preempted, which Go does once it has run
+// 10ms and sysmon, which checks at most every 10ms, notices: waits of up
+// to about 20ms are routine jitter on a busy process, and a worst case
+// within them, with p99 on time, is information, not an incident.
+const incidentSlack = 20 * time.Millisecond
+
+// incidentLimit is the worst tick lag or lateness that makes an interval
+// a spike whatever its p99.
+func incidentLimit(tick time.Duration) time.Duration { return lateLimit(tick) + incidentSlack }
 
 // nodeCost is a generous cost of moving one timer node within the wheel
 // or from a queue into it.
 const nodeCost = 200 * time.Nanosecond
 
-// maxSpikes is how many spikes the summaries list, worst first.
+// gcShareLimit is the share of the CPU the GC must have taken from
+// goroutines in an interval for a wait for a P to be put down to it: the
+// GC aims at 25% while it marks, and takes more only when goroutines
+// allocate faster than it marks (assists).
+const gcShareLimit = 0.25
+
+// maxSpikes is how many spikes the summaries list, most time lost first.
 const maxSpikes = 5
 
 // finding is one line of a summary's diagnosis; OK is set on the line
@@ -43,15 +61,49 @@ type finding struct {
 type cause string
 
 const (
-	causeCPU     cause = "cpu"     // the shard goroutines waited for a CPU
-	causeTasks   cause = "tasks"   // tasks took the passes' time
-	causeBurst   cause = "burst"   // new timers beyond the transfer cap
+	causeCPU     cause = "cpu"     // a shard goroutine was runnable and not running
+	causeGC      cause = "gc"      // the garbage collector: its pauses, or the CPU it took
+	causeTasks   cause = "tasks"   // tasks held the shards
+	causeBurst   cause = "burst"   // new timers beyond the transfer cap, or a pass's many
 	causeCascade cause = "cascade" // a pass re-filed many timers
-	causeUnknown cause = "unknown" // none of the above
+	causeUnknown cause = "unknown" // none the figures show
 )
 
-// spike is a sampling interval whose tick lag or lateness exceeded
-// lateLimit, with what its counters show.
+// causeNames names causes for a reader.
+var causeNames = map[cause]string{
+	causeCPU: "waiting for a CPU", causeGC: "garbage collection", causeTasks: "long tasks",
+	causeBurst: "a burst of new timers", causeCascade: "a cascade of re-filed timers",
+	causeUnknown: "no cause the figures show",
+}
+
+// namesOf names causes for a reader, joined with "and".
+func namesOf(causes []cause) string {
+	names := make([]string, len(causes))
+	for i, c := range causes {
+		names[i] = causeNames[c]
+	}
+	return strings.Join(names, " and ")
+}
+
+// minP99 is the fewest values whose p99 the grading heeds: the p99 of
+// fewer is their maximum, which incidentLimit judges.
+const minP99 = 100
+
+// isSpike reports whether the interval s is a spike: its p99 tick lag or
+// lateness, of minP99 values or more, over lateLimit, or its worst over
+// incidentLimit.
+func isSpike(s *sample, tick time.Duration) bool {
+	over := func(d dist) bool { return d.Count >= minP99 && d.P99 > lateLimit(tick) }
+	return over(s.Lateness) || over(s.TickLag) || max(s.TickLag.Max, s.Lateness.Max) > incidentLimit(tick)
+}
+
+// isNote reports whether the interval s had a tick lag or lateness over
+// lateLimit without being a spike: information, not an incident.
+func isNote(s *sample, tick time.Duration) bool {
+	return !isSpike(s, tick) && max(s.TickLag.Max, s.Lateness.Max) > lateLimit(tick)
+}
+
+// spike is a sampling interval that isSpike, with what its figures show.
 type spike struct {
 	sample *sample
 	causes []cause
@@ -67,16 +119,17 @@ func (sp *spike) worst() time.Duration { return max(sp.sample.TickLag.Max, sp.sa
 // figures describes the spike's interval by its counters.
 func (sp *spike) figures() string {
 	s := sp.sample
-	return fmt.Sprintf("lateness max %s (p99 %s), tick lag max %s, longest pass %s",
-		units.Duration(s.Lateness.Max), units.Duration(s.Lateness.P99), units.Duration(s.TickLag.Max), units.Duration(s.PassTime.Max))
+	return fmt.Sprintf("%s lost above the limit; lateness max %s (p99 %s), tick lag max %s (p99 %s), longest pass %s",
+		units.Duration(s.Lost), units.Duration(s.Lateness.Max), units.Duration(s.Lateness.P99),
+		units.Duration(s.TickLag.Max), units.Duration(s.TickLag.P99), units.Duration(s.PassTime.Max))
 }
 
-// explanation says what the spike's counters point to, when giving an
+// explanation says what the spike's figures point to, when giving an
 // interval's time.
 func (sp *spike) explanation(when func(*sample) string) string {
 	if sp.after != nil {
 		return fmt.Sprintf("the tail of the stall %s: timers due during it ran late in this interval; that one points to %s",
-			when(sp.after), causeNames(sp.causes))
+			when(sp.after), namesOf(sp.causes))
 	}
 	return sp.why
 }
@@ -86,102 +139,258 @@ func (sp *spike) text(when func(*sample) string) string {
 	return fmt.Sprintf("%s: %s; %s", when(sp.sample), sp.figures(), sp.explanation(when))
 }
 
-// findSpikes returns the intervals of samples whose tick lag or lateness
-// exceeded lateLimit(tick), worst first (the earlier of equals first).
-func findSpikes(tick time.Duration, samples []sample) []spike {
-	limit := lateLimit(tick)
-	var out []spike
+// findSpikes returns the intervals of samples that are spikes, most time
+// lost first (then the worse, then the earlier), and how many others had
+// a tick lag or lateness over the limit (isNote).
+func findSpikes(tick time.Duration, samples []sample) (spikes []spike, notes int) {
 	for i := range samples {
 		s := &samples[i]
-		if s.TickLag.Max <= limit && s.Lateness.Max <= limit {
+		if !isSpike(s, tick) {
+			if isNote(s, tick) {
+				notes++
+			}
 			continue
 		}
 		causes, why := explain(s, tick)
 		sp := spike{sample: s, causes: causes, why: why}
 		// Timers due during a stall that straddles two intervals run,
-		// late, in the second, whose own tick lag and passes may then
-		// be short.
-		if i > 0 && len(causes) == 1 && causes[0] == causeUnknown {
+		// late, in the second, whose own passes may then be short: the
+		// stall is the interval before's when one of its passes was half
+		// as long as this one's worst delay, or, when nothing here shows
+		// a cause, when any of its figures was.
+		if i > 0 && isSpike(&samples[i-1], tick) && 2*s.PassTime.Max < sp.worst() {
 			prev := &samples[i-1]
-			if 2*max(prev.TickLag.Max, prev.PassTime.Max, prev.Lateness.Max) >= s.Lateness.Max {
-				sp.after = prev
-				sp.causes, _ = explain(prev, tick)
+			unknown := slices.Equal(causes, []cause{causeUnknown})
+			if 2*prev.PassTime.Max >= sp.worst() ||
+				unknown && 2*max(prev.TickLag.Max, prev.PassTime.Max, prev.Lateness.Max) >= sp.worst() {
+				if pc, _ := explain(prev, tick); !slices.Equal(pc, []cause{causeUnknown}) {
+					sp.after, sp.causes = prev, pc
+				}
 			}
 		}
-		out = append(out, sp)
+		spikes = append(spikes, sp)
 	}
-	slices.SortStableFunc(out, func(a, b spike) int { return cmp.Compare(b.worst(), a.worst()) })
-	return out
+	slices.SortStableFunc(spikes, func(a, b spike) int {
+		return cmp.Or(cmp.Compare(b.sample.Lost, a.sample.Lost), cmp.Compare(b.worst(), a.worst()))
+	})
+	return spikes, notes
 }
 
-// explain says what the counters of s, an interval with a spike, point
-// to. The reasoning compares how late the shards were with how long their
-// passes took: a shard that was late while its passes were short was not
-// running at all, so its goroutine waited for a CPU; one whose passes
-// took as long as it was late was busy, and the counters say with what:
-// tasks, a cascade of re-filed timers, or a burst of new ones.
+// explanation collects the causes of a spike and the sentences that say
+// why.
+type explanation struct {
+	causes []cause
+	whys   []string
+}
+
+// has reports whether c is among e's causes.
+func (e *explanation) has(c cause) bool { return slices.Contains(e.causes, c) }
+
+// add adds cause c with its sentence.
+func (e *explanation) add(c cause, format string, args ...any) {
+	e.causes = append(e.causes, c)
+	e.whys = append(e.whys, fmt.Sprintf(format, args...))
+}
+
+// explain says what the figures of s, an interval with a spike, point
+// to. A shard is late because one of its passes took long (its tasks held
+// it, it moved many timers, or it lost its CPU mid-pass) or because it did
+// not start them (its goroutine was runnable and not running). Tasks are
+// timed in every pass and timer moves counted; "waiting for a CPU" needs
+// the runtime's scheduling latencies or the OS's run-queue wait to show a
+// wait half as long as the delay it explains, and garbage collection its
+// pauses or its share of the CPU; when nothing shows, the cause is
+// unknown.
 func explain(s *sample, tick time.Duration) ([]cause, string) {
-	lag, late, pass := s.TickLag.Max, s.Lateness.Max, s.PassTime.Max
+	var e explanation
+	lag, late := s.TickLag.Max, s.Lateness.Max
 	worst := max(lag, late)
-	var causes []cause
-	var whys []string
-	add := func(c cause, format string, args ...any) {
-		causes = append(causes, c)
-		whys = append(whys, fmt.Sprintf(format, args...))
-	}
+	pass, tasks := s.PassTime.Max, s.PassTaskTime.Max
 	if s.CapHits > 0 {
-		add(causeBurst, "a burst beyond the transfer cap: %d ticks reached the cap, so new timers waited in the queues "+
+		e.add(causeBurst, "a burst beyond the transfer cap: %d ticks reached the cap, so new timers waited in the queues "+
 			"for later ticks (raise WithTransferCap or add shards)", s.CapHits)
 	}
-	// Passes that took at least half as long as the worst delay explain
-	// it, one long pass or several back to back (a timer due during the
-	// first waits for them all); shorter ones do not.
-	passes := time.Duration(s.PassTime.Count) * s.PassTime.Mean
-	if 2*max(pass, passes) >= worst {
-		// Task time is timed one task in taskSampling: scale its sum up
-		// to compare it with the passes'.
-		tasks := time.Duration(s.TaskTime.Count*taskSampling) * s.TaskTime.Mean
-		moved := max(s.RefiledPeak, 0)
-		if sp := s.SlowestPass; sp != nil {
-			moved = max(moved, sp.Refiled)
-		}
+	switch {
+	case 2*pass >= worst:
+		// A pass at least half as long as the worst delay explains it;
+		// what took the pass's time says why.
+		own := max(pass-tasks, 0)
 		switch {
-		case s.TaskTime.Max > tick && 2*s.TaskTime.Max >= pass || passes > 0 && 2*tasks >= passes:
-			add(causeTasks, "long tasks: tasks took about %s of the passes' %s (the longest timed task, one in %d is, ran %s): "+
-				"keep tasks short or hand them off with WithExecutor",
-				units.Duration(min(tasks, passes)), units.Duration(passes), taskSampling, units.Duration(s.TaskTime.Max))
-		case time.Duration(moved)*nodeCost*2 >= pass:
-			add(causeCascade, "a cascade: one pass re-filed %d timers within the wheel, which takes about %s",
-				moved, units.Duration(time.Duration(moved)*nodeCost))
-		case s.SlowestPass != nil && time.Duration(s.SlowestPass.Transferred)*nodeCost*2 >= pass:
-			if s.CapHits == 0 {
-				add(causeBurst, "a burst: one pass took in %d new timers", s.SlowestPass.Transferred)
+		case 2*tasks >= worst:
+			// A task whose goroutine lost its P holds its shard as long as
+			// one that blocks (a goroutine woken by a busy one inherits
+			// the rest of its time slice, and may be preempted at once):
+			// when goroutines waited as long for a P, that comes first.
+			what := fmt.Sprintf("a pass spent %s in its tasks, which may have been their goroutine waiting for a P", units.Duration(tasks))
+			waited := explainWait(&e, s, tasks, what, true)
+			e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass (passes took up to %s): keep tasks "+
+				"short or hand them off with WithExecutor", units.Duration(tasks), units.Duration(pass))
+			if !waited {
+				explainTaskTime(&e, s, tasks)
 			}
+		case explainMoves(&e, s, worst):
+		case explainWait(&e, s, own, fmt.Sprintf("a pass took %s, %s of it outside its tasks with too little work counted "+
+			"to explain it", units.Duration(pass), units.Duration(own)), false):
 		case s.CapHits == 0:
-			add(causeCPU, "waiting for a CPU: passes took up to %s with no long task timed, no cascade and no burst counted, "+
-				"so a shard goroutine most likely lost its CPU mid-pass (GOMAXPROCS, CPU quota, GC or busy goroutines: "+
-				"see the profile at that time)", units.Duration(pass))
+			e.add(causeUnknown, "a pass took %s, %s of it outside its tasks with too little work counted to explain it, "+
+				"and no wait that long shows (%s): the figures cannot tell why (see the profile at that time)",
+				units.Duration(pass), units.Duration(own), waitFigures(s))
 		}
-	} else if 2*lag >= worst {
-		add(causeCPU, "waiting for a CPU: ticks started up to %s late while no pass took over %s, so the shard goroutines "+
-			"were runnable but not running (GOMAXPROCS, CPU quota, GC or busy goroutines: see the profile at that time)",
-			units.Duration(lag), units.Duration(pass))
+	default:
+		// Late with short passes: the shard goroutines did not run when
+		// their timers were due. (Tick lag counts only the ticks a shard
+		// planned to wake for; a shard woken early for a new timer that
+		// then waited shows in lateness alone.)
+		what := fmt.Sprintf("timers ran up to %s late and ticks started up to %s late while no pass took over %s",
+			units.Duration(late), units.Duration(lag), units.Duration(pass))
+		if !explainWait(&e, s, worst, what, false) && s.CapHits == 0 {
+			e.add(causeUnknown, "%s, and no wait that long shows (%s): the figures cannot tell why (see the profile at "+
+				"that time)", what, waitFigures(s))
+		}
 	}
-	if len(causes) == 0 {
-		add(causeUnknown, "timers ran late though ticks started on time and passes were short: the counters show no cause "+
-			"(see the profile at that time)")
+	// Shorter stalls the interval had beside its worst, over the limit
+	// and at least a quarter as long as it: named after it, by what
+	// the pass's own counts show.
+	minor := max(worst/4, lateLimit(tick))
+	if tasks > minor && !e.has(causeTasks) {
+		e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass: keep tasks short or hand them off "+
+			"with WithExecutor", units.Duration(tasks))
 	}
-	why := whys[0]
-	for _, w := range whys[1:] {
-		why += "; also " + w
+	if sp := s.SlowestPass; sp != nil && !e.has(causeCascade) && !e.has(causeBurst) {
+		own := sp.Duration - sp.Tasks
+		if work := time.Duration(sp.Refiled+sp.Transferred) * nodeCost; own > minor && 2*work >= own {
+			explainMoves(&e, s, own)
+		}
 	}
-	return causes, why
+	return e.causes, strings.Join(e.whys, "; also ")
+}
+
+// explainMoves adds a cascade or a burst to e if one pass of the interval
+// moved timers enough to take half of the worst delay, and reports
+// whether it did. It needs that pass's own counts: the interval's slowest
+// pass (sample.SlowestPass), or the new peak of re-filed timers a pass
+// set; totals over the interval's many passes say nothing of one.
+func explainMoves(e *explanation, s *sample, worst time.Duration) bool {
+	if sp := s.SlowestPass; sp != nil {
+		refiled, taken := time.Duration(sp.Refiled)*nodeCost, time.Duration(sp.Transferred)*nodeCost
+		switch {
+		case 2*(refiled+taken) < worst:
+		case refiled >= taken:
+			e.add(causeCascade, "a cascade: a pass of %s re-filed %d timers within the wheel (%d of them by cascades, the rest "+
+				"Resets found at their old slot), about %s of work", units.Duration(sp.Duration), sp.Refiled, sp.Cascaded,
+				units.Duration(refiled))
+			return true
+		case s.CapHits == 0:
+			e.add(causeBurst, "a burst: a pass of %s took in %d new timers, about %s of work",
+				units.Duration(sp.Duration), sp.Transferred, units.Duration(taken))
+			return true
+		default:
+			return true // the cap's burst, already said
+		}
+	}
+	if peak := time.Duration(s.RefiledPeak) * nodeCost; 2*peak >= worst {
+		e.add(causeCascade, "a cascade: a pass re-filed %d timers within the wheel, about %s of work",
+			s.RefiledPeak, units.Duration(peak))
+		return true
+	}
+	return false
+}
+
+// explainWait adds garbage collection or a wait for a CPU, or both, to e
+// if the interval's figures show a wait long enough to explain d, what, a
+// phrase that says how the shard was late, could not explain otherwise,
+// and reports whether they did. Against tasks timed as holding a shard
+// (tasks), a wait must be half as long as d and show in the runtime's
+// scheduling latencies; else a quarter as long will do there, the runtime
+// sampling one scheduling in 8 or so (the shard goroutine's own wait is
+// rarely among them), or the process's threads must have waited half as
+// long in all on the OS's run queues: a sum over threads and the whole
+// interval, which a busy host runs up without any one long wait. The GC
+// is named when it stopped the world half as long, or took gcShareLimit
+// of the CPU while goroutines waited a quarter as long; a wait for a CPU
+// when the GC took less.
+func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks bool) bool {
+	p := s.Proc
+	goWait := 4*p.SchedMax >= d
+	if tasks {
+		goWait = 2*p.SchedMax >= d
+	}
+	osWait := !tasks && p.HostKnown && 2*p.ThreadWait >= d
+	gcShare := p.GCCycles > 0 && p.GCShare >= gcShareLimit
+	named := false
+	switch {
+	case p.GCCycles > 0 && 2*p.GCPauseMax >= d:
+		e.add(causeGC, "garbage collection: %s, and the GC stopped the world for up to %s (%d %s ended in the interval): "+
+			"allocate less, or raise GOGC or GOMEMLIMIT", what, units.Duration(p.GCPauseMax), p.GCCycles, cyclesOf(p.GCCycles))
+		named = true
+	case gcShare && (goWait || osWait):
+		e.add(causeGC, "garbage collection: %s; meanwhile %d %s took %.0f%% of the CPU and goroutines waited up to %s "+
+			"for a P: allocate less, or raise GOGC or GOMEMLIMIT", what, p.GCCycles, cyclesOf(p.GCCycles), 100*p.GCShare,
+			units.Duration(p.SchedMax))
+		named = true
+	}
+	var cpu []string
+	if goWait && !gcShare {
+		cpu = append(cpu, fmt.Sprintf("runnable goroutines waited up to %s for a P (p99 %s; the runtime's scheduling "+
+			"latencies): more goroutines wanted to run than GOMAXPROCS allows (busy goroutines, GC workers)",
+			units.Duration(p.SchedMax), units.Duration(p.SchedP99)))
+	}
+	if osWait {
+		busy := ""
+		if p.OtherCores >= hostcpu.BusyCores(runtime.NumCPU()) {
+			busy = " (a busy host)"
+		}
+		cpu = append(cpu, fmt.Sprintf("the process's threads waited %s in all on the OS's run queues while other processes "+
+			"kept %s of %d CPUs busy%s", units.Duration(p.ThreadWait), units.Sig(p.OtherCores), runtime.NumCPU(), busy))
+	}
+	if len(cpu) > 0 {
+		e.add(causeCPU, "waiting for a CPU: %s, and %s (see the profile at that time)", what, strings.Join(cpu, "; "))
+		named = true
+	}
+	return named
+}
+
+// explainTaskTime adds to e what else the interval's figures show may
+// have taken part of the time tasks held a shard, tasks: the GC, whose
+// assists an allocating task's time includes, when it took gcShareLimit
+// of the CPU; a busy host, when the process's threads waited on the OS's
+// run queues as long as tasks in all and for half the interval's length
+// or more (half a thread waiting all along), other processes keeping
+// BusyCores busy: the OS may then have held a task's thread that long.
+// A busier host's waits are otherwise no evidence against timed tasks: a
+// sum over threads and the interval, run up without any one long wait.
+func explainTaskTime(e *explanation, s *sample, tasks time.Duration) {
+	p := s.Proc
+	if p.GCCycles > 0 && p.GCShare >= gcShareLimit {
+		e.add(causeGC, "garbage collection: %d %s took %.0f%% of the CPU meanwhile, and a task that allocates helps the GC "+
+			"mark (an assist), which its time includes: allocate less, or raise GOGC or GOMEMLIMIT", p.GCCycles, cyclesOf(p.GCCycles),
+			100*p.GCShare)
+	}
+	if p.HostKnown && p.ThreadWait >= tasks && 2*p.ThreadWait >= s.Span && p.OtherCores >= hostcpu.BusyCores(runtime.NumCPU()) {
+		e.add(causeCPU, "waiting for a CPU: the process's threads waited %s in all on the OS's run queues in the interval, "+
+			"other processes keeping %s of %d CPUs busy: the OS may have held a task's thread for part of the tasks' %s",
+			units.Duration(p.ThreadWait), units.Sig(p.OtherCores), runtime.NumCPU(), units.Duration(tasks))
+	}
+}
+
+// waitFigures says what the interval's figures show of waits, for an
+// unknown cause.
+func waitFigures(s *sample) string {
+	p := s.Proc
+	f := fmt.Sprintf("goroutines waited up to %s for a P", units.Duration(p.SchedMax))
+	if p.HostKnown {
+		f += fmt.Sprintf(", threads %s in all for a CPU", units.Duration(p.ThreadWait))
+	}
+	if p.GCCycles > 0 {
+		f += fmt.Sprintf(", GC pauses up to %s", units.Duration(p.GCPauseMax))
+	}
+	return f
 }
 
 // findings interprets the window for a reader who wants to know whether
 // timers were late and why: the lateness and tick lag percentiles up to
-// the maximum, the slowest pass, tasks, the transfer cap and panics, and
-// a line on the spikes, which the summary lists.
+// the maximum, the slowest pass, tasks, the transfer cap, panics, a busy
+// host, and a line on the spikes, which the summary lists.
 func (sm *summary) findings() []finding {
 	t := &sm.total
 	limit := lateLimit(sm.tick)
@@ -214,10 +423,9 @@ func (sm *summary) findings() []finding {
 			OK: true,
 		})
 	}
-	causes := "a shard was held up by its own long tasks (see task time) or its goroutine waited for a CPU: " +
-		"check GOMAXPROCS, CPU quotas, GC and busy goroutines in the profile"
-	if len(sm.spikes) > 0 {
-		causes = "the spikes below say which, interval by interval"
+	causes := "the spikes say why, interval by interval"
+	if len(sm.spikes) == 0 {
+		causes = "no interval was a spike (see the slowest pass)"
 	}
 	switch g := t.TickLag; {
 	case g.P99 > limit:
@@ -227,12 +435,17 @@ func (sm *summary) findings() []finding {
 		warn("shards started some ticks late: tick lag p99 %s is within %s, but p99.9 is %s and max %s; %s",
 			units.Duration(g.P99), units.Duration(limit), units.Duration(g.P999), units.Duration(g.Max), causes)
 	}
-	if sp := t.SlowestPass; sp.Duration > limit {
-		warn("the slowest pass since the scheduler started: %s; %s", describePass(sp), stallCause(sp, t.TaskTime))
+	if sp := sm.slowest; sp.Duration > limit {
+		when := ""
+		if sm.passWhen != nil {
+			when = ", ended " + sm.passWhen(sp.Ago)
+		}
+		warn("the slowest pass %s: %s%s; %s", sm.slowestScope, describePass(sp), when, stallCause(sp))
 	}
-	if t.TaskTime.Max > sm.tick {
-		warn("tasks ran for up to %s (p99 %s): a task longer than a tick delays the rest of its shard; "+
-			"keep tasks short or hand them off with WithExecutor", units.Duration(t.TaskTime.Max), units.Duration(t.TaskTime.P99))
+	if pt := t.PassTaskTime; pt.Max > sm.tick {
+		warn("tasks held a shard for up to %s in one pass (p99 %s of the passes that ran tasks): tasks longer than a tick "+
+			"delay every later timer of their shard; keep tasks short or hand them off with WithExecutor",
+			units.Duration(pt.Max), units.Duration(pt.P99))
 	}
 	if t.CapHits > 0 {
 		warn("ticks reached the transfer cap %d times: new timers waited in the queues for later ticks; "+
@@ -241,32 +454,43 @@ func (sm *summary) findings() []finding {
 	if t.Panics > 0 {
 		warn("%d tasks panicked (see the panic handler's output)", t.Panics)
 	}
+	if h := sm.host; h.HostKnown && h.OtherCores >= hostcpu.BusyCores(runtime.NumCPU()) {
+		warn("the host was busy: other processes kept %s of %d CPUs busy on average and this process's threads waited %s "+
+			"in all for a CPU: expect inflated latencies", units.Sig(h.OtherCores), runtime.NumCPU(), units.Duration(h.ThreadWait))
+	}
 	if n := len(sm.spikes); n > 0 {
 		worst := &sm.spikes[0]
-		warn("%d of %d intervals %s had a spike, tick lag or lateness over %s; the worst, %s, points to %s",
-			n, sm.intervals, sm.spikeScope, units.Duration(limit), sm.when(worst.sample), causeNames(worst.causes))
+		warn("%d of %d intervals %s were spikes (%s); the one that lost the most, %s, lost %s and points to %s",
+			n, sm.intervals, sm.spikeScope, spikeRule(sm.tick), sm.when(worst.sample), units.Duration(worst.sample.Lost),
+			namesOf(worst.causes))
+	}
+	if sm.notes > 0 {
+		out = append(out, finding{Text: fmt.Sprintf("%d other %s %s had a tick lag or lateness over %s, but neither a p99 "+
+			"over it (of %d values or more) nor a value over %s: routine jitter, not listed", sm.notes,
+			plural(sm.notes, "interval", "intervals"), sm.spikeScope, units.Duration(limit), minP99, units.Duration(incidentLimit(sm.tick))), OK: true})
 	}
 	return out
 }
 
-// causeNames names causes for a reader.
-func causeNames(causes []cause) string {
-	names := map[cause]string{
-		causeCPU: "waiting for a CPU", causeTasks: "long tasks", causeBurst: "a burst of new timers",
-		causeCascade: "a cascade of re-filed timers", causeUnknown: "no cause the counters show",
-	}
-	s := ""
-	for i, c := range causes {
-		if i > 0 {
-			s += " and "
-		}
-		s += names[c]
-	}
-	return s
+// spikeRule says what makes an interval a spike.
+func spikeRule(tick time.Duration) string {
+	return fmt.Sprintf("tick lag or lateness p99 over %s (of %d values or more), or a value over %s",
+		units.Duration(lateLimit(tick)), minP99, units.Duration(incidentLimit(tick)))
 }
 
-// spikeLines returns one line per listed spike, worst first, and a last
-// line counting those left out.
+// cyclesOf names n GC cycles.
+func cyclesOf(n uint64) string { return plural(int(n), "GC cycle", "GC cycles") }
+
+// plural returns one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// spikeLines returns one line per listed spike, most time lost first,
+// and a last line counting those left out.
 func (sm *summary) spikeLines() []string {
 	var out []string
 	for i := range sm.spikes[:min(len(sm.spikes), maxSpikes)] {
@@ -274,37 +498,30 @@ func (sm *summary) spikeLines() []string {
 		out = append(out, sp.text(sm.when))
 	}
 	if n := len(sm.spikes) - maxSpikes; n > 0 {
-		noun := "spikes"
-		if n == 1 {
-			noun = "spike"
-		}
-		out = append(out, fmt.Sprintf("%d more %s, smaller: see the charts", n, noun))
+		out = append(out, fmt.Sprintf("%d more %s, smaller: see the charts", n, plural(n, "spike", "spikes")))
 	}
 	return out
 }
 
 // describePass says what one pass of a shard goroutine did.
 func describePass(p shardwheel.PassWork) string {
-	return fmt.Sprintf("%s, %d new timers taken in, %d re-filed, %d tasks run",
-		units.Duration(p.Duration), p.Transferred, p.Refiled, p.Fired)
+	return fmt.Sprintf("%s, of which tasks %s (%d run), %d new timers taken in, %d re-filed (%d by cascades)",
+		units.Duration(p.Duration), units.Duration(p.Tasks), p.Fired, p.Transferred, p.Refiled, p.Cascaded)
 }
 
-// stallCause names the likeliest cause of a slow pass, given the
-// distribution of task time over the same window.
-func stallCause(p shardwheel.PassWork, tasks dist) string {
-	work := time.Duration(p.Transferred+p.Refiled) * nodeCost
+// stallCause says what took a slow pass's time, by its own counts.
+func stallCause(p shardwheel.PassWork) string {
+	own := max(p.Duration-p.Tasks, 0)
+	moves := time.Duration(p.Transferred+p.Refiled) * nodeCost
 	switch {
-	case p.Fired > 0 && tasks.Max > p.Duration/2:
-		return fmt.Sprintf("one of its %d tasks may have taken most of it (the longest timed ran %s): "+
-			"keep tasks short or hand them off with WithExecutor", p.Fired, units.Duration(tasks.Max))
-	case time.Duration(p.Fired)*tasks.Mean > p.Duration/2:
-		return fmt.Sprintf("its %d tasks, %s each on average, took most of it: "+
-			"keep tasks short or hand them off with WithExecutor", p.Fired, units.Duration(tasks.Mean))
-	case work > p.Duration/2:
-		return "moving timers took most of it"
+	case 2*p.Tasks >= p.Duration:
+		return fmt.Sprintf("its tasks held the shard for %s of it: keep tasks short or hand them off with WithExecutor",
+			units.Duration(p.Tasks))
+	case 2*moves >= own:
+		return fmt.Sprintf("moving timers took most of it (about %s)", units.Duration(moves))
 	}
-	return "it did too little work to take that long: the shard's goroutine waited for a CPU " +
-		"(GOMAXPROCS, CPU quota, GC or busy goroutines: see the profile)"
+	return fmt.Sprintf("%s of it was neither its tasks nor moving timers: its goroutine was not running then "+
+		"(waiting for a CPU, or a GC pause or assist; the spikes' figures may say which)", units.Duration(own-moves))
 }
 
 // worstShard returns the shard with the highest lateness p99, or -1 when

@@ -16,19 +16,39 @@ func HandlerAt(s *shardwheel.Scheduler, opts Options, now func() time.Time) http
 	return newHandler(s, withClock(opts, now))
 }
 
+// Reading is a Stats snapshot with a reading of the process and the
+// host, as Capture takes each.
+type Reading = snapshot
+
+// StatsOf returns the Stats snapshot of r.
+func StatsOf(r Reading) shardwheel.Stats { return r.st }
+
+// Take returns a Reading of s, now.
+func Take(s *shardwheel.Scheduler) Reading { return take(s.Stats) }
+
 // Diagnose returns the diagnosis Capture would write (Report.Diagnosis)
-// had it taken the snapshots snaps at the times at, since its start, of
-// a scheduler with the given tick.
-func Diagnose(tick time.Duration, at []time.Duration, snaps []shardwheel.Stats) []string {
+// had it taken the readings snaps, the first at its start, of a scheduler
+// with the given tick, and the causes of each spike, most time lost
+// first.
+func Diagnose(tick time.Duration, snaps []Reading) (lines []string, causes [][]string) {
+	first, last := snaps[0], snaps[len(snaps)-1]
 	r := &recording{
-		cfg:  CaptureConfig{Duration: at[len(at)-1], Interval: at[1] - at[0]},
-		tick: tick, shards: len(snaps[0].Shards), elapsed: at[len(at)-1] - at[0],
-		first: snaps[0], last: snaps[len(snaps)-1],
+		cfg:  CaptureConfig{Duration: last.at.Sub(first.at), Interval: snaps[1].at.Sub(first.at)},
+		tick: tick, shards: len(first.st.Shards), start: first.at, elapsed: last.at.Sub(first.at),
+		first: first, last: last,
 	}
 	for i := 1; i < len(snaps); i++ {
-		r.samples = append(r.samples, newSample(snaps[i], snaps[i-1], at[i]-at[0], at[i]-at[i-1]))
+		r.samples = append(r.samples, newSample(snaps[i], snaps[i-1], snaps[i].at.Sub(first.at), tick))
 	}
-	return r.summary().diagnosis()
+	sm := r.summary()
+	for _, sp := range sm.spikes {
+		var c []string
+		for _, x := range sp.causes {
+			c = append(c, string(x))
+		}
+		causes = append(causes, c)
+	}
+	return sm.diagnosis(), causes
 }
 
 // ChartSpec describes a chart for ChartSVG.
@@ -58,7 +78,7 @@ func ChartSVG(c ChartSpec) string {
 		i++
 	}
 	for _, label := range slices.Sorted(maps.Keys(c.Refs)) {
-		ch.refs = append(ch.refs, ref{label, c.Refs[label]})
+		ch.refs = append(ch.refs, ref{label, c.Refs[label], ""})
 	}
 	for _, s := range c.Spikes {
 		ch.bands = append(ch.bands, band{s[0], s[1], "spike"})
@@ -72,7 +92,7 @@ func ChartSVG(c ChartSpec) string {
 func DurationChartSVG(xMax, refY float64, series ...[][2]float64) string {
 	c := chart{
 		title: "test", xLabel: "time (s)", xMax: xMax, xTicks: secondsTicks(xMax), yLabel: "latency", yKind: yDuration,
-		refs: []ref{{"ref", refY}}, fmtX: units.Sig,
+		refs: []ref{{"ref", refY, ""}}, fmtX: units.Sig,
 	}
 	for _, s := range series {
 		l := line{name: "l", color: "#000"}

@@ -399,10 +399,10 @@ func TestHandlerHTMLPage(t *testing.T) {
 	require.Len(t, blocks, 8)
 	titles := map[string]bool{}
 	for _, b := range blocks {
-		ch := requireReadable(t, b, true, false)
+		ch := requireReadable(t, b, true)
 		titles[ch.title] = true
 	}
-	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Throughput", "Task time", "Pending timers", "Queued new timers"} {
+	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Throughput", "Tasks per pass", "Pending timers", "Queued new timers"} {
 		assert.True(t, titles[want], "chart %q in %v", want, titles)
 	}
 

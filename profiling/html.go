@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/hostcpu"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/shard"
 )
 
 //go:embed report.html.tmpl
@@ -53,7 +55,7 @@ type navLink struct {
 	Current           bool
 }
 
-// card is a headline figure; Warn marks one beyond a tick.
+// card is a headline figure; Warn marks one a spike would be made of.
 type card struct {
 	Label, Value, Detail string
 	Warn                 bool
@@ -97,21 +99,28 @@ func cards(t *view, tick time.Duration, rate string, pending int) []card {
 	limit := lateLimit(tick)
 	return []card{
 		{"lateness p99", units.Duration(t.Lateness.P99), "p99.9 " + units.Duration(t.Lateness.P999) + ", max " +
-			units.Duration(t.Lateness.Max) + " (from the deadline's tick; tasks see up to a tick more)", t.Lateness.Max > limit},
+			units.Duration(t.Lateness.Max) + " (from the deadline's tick; tasks see up to a tick more)",
+			t.Lateness.P99 > limit || t.Lateness.Max > incidentLimit(tick)},
 		{"tick lag p99", units.Duration(t.TickLag.P99), "p99.9 " + units.Duration(t.TickLag.P999) + ", max " +
-			units.Duration(t.TickLag.Max), t.TickLag.Max > limit},
-		{"task time p99", units.Duration(t.TaskTime.P99), "max " + units.Duration(t.TaskTime.Max), t.TaskTime.Max > tick},
+			units.Duration(t.TickLag.Max), t.TickLag.P99 > limit || t.TickLag.Max > incidentLimit(tick)},
+		{"tasks per pass, max", units.Duration(t.PassTaskTime.Max), "how long tasks held a shard in one pass; p99 " +
+			units.Duration(t.PassTaskTime.P99), t.PassTaskTime.Max > tick},
 		{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
 		{"pending", strconv.Itoa(pending), "queued " + strconv.Itoa(t.Queued), false},
 	}
 }
 
 // timeCharts returns the charts of samples over time: tick lag, lateness
-// and pass time (spikes shaded), throughput, task time, pending and
-// queued timers. extra goes after the first three.
+// and pass time (spikes shaded), throughput, tasks per pass, pending and
+// queued timers. extra goes after the first three. A line leaves a gap
+// where an interval has no value (no timer ran, no tick was late) and
+// where the intervals are not contiguous, rather than draw across.
 func timeCharts(ax timeAxis, tick time.Duration, samples []sample, spikes []spike, when func(*sample) string, extra ...htmlChart) []htmlChart {
-	limitRef := []ref{{limitLabel(tick), float64(lateLimit(tick))}}
-	tickRef := []ref{{"1 tick (" + units.Duration(tick) + ")", float64(tick)}}
+	limitRefs := []ref{
+		{limitLabel(tick), float64(lateLimit(tick)), ""},
+		{"incident (" + units.Duration(incidentLimit(tick)) + ")", float64(incidentLimit(tick)), "8 4"},
+	}
+	tickRef := []ref{{"1 tick (" + units.Duration(tick) + ")", float64(tick), ""}}
 	var bands []band
 	for i := range spikes[:min(len(spikes), maxSpikes)] {
 		s := spikes[i].sample
@@ -128,67 +137,90 @@ func timeCharts(ax timeAxis, tick time.Duration, samples []sample, spikes []spik
 		}
 		return c
 	}
-	pick := func(f func(*sample) float64) []point {
-		pts := make([]point, len(samples))
+	// pick returns a line's points: f of each sample that has a value
+	// (has), a gap (NaN) for one that has none and before one that does
+	// not start where the one before it ended.
+	pick := func(f func(*sample) float64, has func(*sample) bool) []point {
+		var pts []point
 		for i := range samples {
-			pts[i] = point{ax.x(&samples[i]), f(&samples[i])}
+			s := &samples[i]
+			if i > 0 && ax.from(s)-ax.x(&samples[i-1]) > gapTolerance*s.Span.Seconds() {
+				pts = append(pts, point{math.NaN(), math.NaN()})
+			}
+			y := math.NaN()
+			if has(s) {
+				y = f(s)
+			}
+			pts = append(pts, point{ax.x(s), y})
 		}
 		return pts
 	}
-	percentiles := func(d func(*sample) dist, p99 bool) []line {
-		lines := []line{{"p50", colorP50, "", pick(func(s *sample) float64 { return float64(d(s).P50) })}}
-		if p99 {
-			lines = append(lines, line{"p99", colorP99, "", pick(func(s *sample) float64 { return float64(d(s).P99) })})
+	always := func(*sample) bool { return true }
+	percentiles := func(d func(*sample) dist, p50 bool) []line {
+		has := func(s *sample) bool { return d(s).Count > 0 }
+		var lines []line
+		if p50 {
+			lines = append(lines, line{"p50", colorP50, "", pick(func(s *sample) float64 { return float64(d(s).P50) }, has)})
 		}
-		return append(lines, line{"max", colorMax, "", pick(func(s *sample) float64 { return float64(d(s).Max) })})
+		return append(lines,
+			line{"p99", colorP99, "", pick(func(s *sample) float64 { return float64(d(s).P99) }, has)},
+			line{"max", colorMax, "", pick(func(s *sample) float64 { return float64(d(s).Max) }, has)})
 	}
 	throughput := []line{
-		{"fired/s", colorFired, "", pick(func(s *sample) float64 { return s.FiredPerSec })},
-		{"scheduled/s", colorScheduled, "", pick(func(s *sample) float64 { return s.ScheduledPerSec })},
+		{"fired/s", colorFired, "", pick(func(s *sample) float64 { return s.FiredPerSec }, always)},
+		{"scheduled/s", colorScheduled, "", pick(func(s *sample) float64 { return s.ScheduledPerSec }, always)},
 	}
 	for i := range samples {
 		if samples[i].CancelledPerSec > 0 {
 			throughput = append(throughput,
-				line{"cancelled/s", colorCancelled, "", pick(func(s *sample) float64 { return s.CancelledPerSec })})
+				line{"cancelled/s", colorCancelled, "", pick(func(s *sample) float64 { return s.CancelledPerSec }, always)})
 			break
 		}
 	}
 	shaded := ""
 	if len(spikes) > 0 {
-		shaded = " Shaded: the worst spikes (hover for what the counters show)."
+		shaded = " Shaded: the spikes that lost the most time (hover for what the figures show)."
 	}
+	gaps := " A line breaks where an interval has no value or the intervals are not contiguous."
 	out := []htmlChart{
 		{template.HTML(overTime("Tick lag", "tick lag", yDuration, "", percentiles(func(s *sample) dist { return s.TickLag }, true),
-			limitRef, true).svg()),
+			limitRefs, true).svg()),
 			"How late the shards started the ticks they planned to wake for, per interval: median, p99 and worst. " +
 				"Go's timers wake a sleeping shard up to about 1ms late (golang/go#44343); above the dotted line a shard was " +
-				"held up: by its own passes (see pass time) or waiting for a CPU." + shaded},
+				"held up: by its own passes (see pass time) or waiting for a CPU. An interval is a spike when its p99 is over " +
+				"the dotted line or its worst over the dashed one." + shaded + gaps},
 		{template.HTML(overTime("Timer lateness", "lateness", yDuration, "", percentiles(func(s *sample) dist { return s.Lateness }, true),
-			limitRef, true).svg()),
+			limitRefs, true).svg()),
 			"How late tasks started after the start of their deadline's tick (their requested deadline rounded up to the tick grid), " +
-				"per interval: median, p99 and worst; above the dotted line a shard fell behind." + shaded},
+				"per interval: median, p99 and worst; above the dotted line a shard fell behind." + shaded + gaps},
 		{template.HTML(overTime("Pass time", "pass time", yDuration, "", percentiles(func(s *sample) dist { return s.PassTime }, true),
 			tickRef, true).svg()),
 			"How long the shards' passes took, per interval: a pass takes in new timers, moves timers down the wheel and runs " +
-				"due tasks. Lag with short passes means the shards waited for a CPU; passes as long as the lag mean they were busy." + shaded},
+				"due tasks. Lag with short passes means the shards waited for a CPU; passes as long as the lag mean they were busy " +
+				"(see tasks per pass)." + shaded + gaps},
 	}
 	out = append(out, extra...)
 	return append(out,
+		htmlChart{template.HTML(overTime("Tasks per pass", "tasks per pass", yDuration, "",
+			percentiles(func(s *sample) dist { return s.PassTaskTime }, false), tickRef, true).svg()),
+			"How long tasks held a shard in each pass that ran any, every pass timed: p99 and longest per interval. Tasks " +
+				"that hold a shard longer than a tick delay every later timer of it: keep them short or use WithExecutor." + shaded + gaps},
 		htmlChart{template.HTML(overTime("Throughput", "throughput", yRate, "timers", throughput, nil, false).svg()),
-			"Timers fired, scheduled and cancelled per second, per interval."},
-		htmlChart{template.HTML(overTime("Task time", "task time", yDuration, "",
-			percentiles(func(s *sample) dist { return s.TaskTime }, false), tickRef, false).svg()),
-			"Run time of tasks (one in 16 is timed), median and longest per interval. A task longer than a tick delays every " +
-				"later timer of its shard."},
+			"Timers fired, scheduled and cancelled per second, per interval." + gaps},
 		htmlChart{template.HTML(overTime("Pending timers", "pending", yCount, "timers", []line{
-			{"pending", colorP50, "", pick(func(s *sample) float64 { return float64(s.Pending) })},
-		}, nil, false).svg()), "Timers pending at the end of each interval."},
+			{"pending", colorP50, "", pick(func(s *sample) float64 { return float64(s.Pending) }, always)},
+		}, nil, false).svg()), "Timers pending at the end of each interval." + gaps},
 		htmlChart{template.HTML(overTime("Queued new timers", "queued", yCount, "timers", []line{
-			{"in queues", colorP99, "", pick(func(s *sample) float64 { return float64(s.Queued) })},
+			{"in queues", colorP99, "", pick(func(s *sample) float64 { return float64(s.Queued) }, always)},
 		}, nil, false).svg()), "New timers still waiting in the queues for their shard at the end of each interval: " +
-			"normally near zero; a rising line means shards cannot keep up with Schedule."},
+			"normally near zero; a rising line means shards cannot keep up with Schedule." + gaps},
 	)
 }
+
+// gapTolerance is how much of an interval's length may lie between its
+// start and the end of the interval before it without a gap in the
+// charts: the snapshots that bound them are taken a little apart.
+const gapTolerance = 0.1
 
 // html renders report.html from the capture's summary sm and its text.
 func (r *recording) html(sm *summary, text string) ([]byte, error) {
@@ -203,14 +235,15 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		Subtitle: fmt.Sprintf("%d shards · tick %s · %s captured from %s · %d samples every %s",
 			r.shards, units.Duration(r.tick), units.Duration(r.elapsed), r.start.Format("2006-01-02 15:04:05 MST"),
 			len(r.samples), units.Duration(r.cfg.Interval)),
-		Cards:        cards(&t, r.tick, rate, r.last.Pending),
+		Cards:        cards(&t, r.tick, rate, r.last.st.Pending),
 		Findings:     sm.findings(),
 		LatencyTitle: "Latency over the capture",
 		Latency: []latencyRow{
 			latencyOf("tick lag", t.TickLag, sm.shards, func(v view) dist { return v.TickLag }),
 			latencyOf("lateness", t.Lateness, sm.shards, func(v view) dist { return v.Lateness }),
-			latencyOf("task time", t.TaskTime, sm.shards, func(v view) dist { return v.TaskTime }),
 			latencyOf("pass time", t.PassTime, sm.shards, func(v view) dist { return v.PassTime }),
+			latencyOf("tasks per pass", t.PassTaskTime, sm.shards, func(v view) dist { return v.PassTaskTime }),
+			latencyOf("task time (1 in 16)", t.TaskTime, sm.shards, func(v view) dist { return v.TaskTime }),
 		},
 		Config: [][2]string{
 			{"shards", strconv.Itoa(r.shards)},
@@ -220,12 +253,17 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 			{"samples", strconv.Itoa(len(r.samples))},
 			{"start", r.start.Format(time.RFC3339)},
 			{"runtime", fmt.Sprintf("%s, GOMAXPROCS %d, %d CPUs", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU())},
+			{"host", hostLine(sm.host)},
 			{"profile", profileFile + ": go tool pprof -http=: " + profileFile},
 		},
 		Summary: text,
 	}
+	if r.trace != "" {
+		p.Config = append(p.Config, [2]string{"trace", traceFile + ": go tool trace " + traceFile +
+			" (regions of type " + shard.RegionPass + " are the passes)"})
+	}
 	if len(sm.spikes) > 0 {
-		p.SpikesTitle = fmt.Sprintf("Spikes: intervals with tick lag or lateness over %s, worst first", units.Duration(lateLimit(r.tick)))
+		p.SpikesTitle = fmt.Sprintf("Spikes: intervals with %s, most time lost first", spikeRule(r.tick))
 		p.Spikes = sm.spikeLines()
 	}
 	if r.interrupted {
@@ -249,6 +287,19 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		return nil, fmt.Errorf("profiling: render %s: %w", htmlFile, err)
 	}
 	return b.Bytes(), nil
+}
+
+// hostLine describes what other processes did to the host over a window.
+func hostLine(h procDelta) string {
+	if !h.HostKnown {
+		return "not known on this OS"
+	}
+	line := fmt.Sprintf("other processes kept %s of %d CPUs busy on average; this process's threads waited %s in all for a CPU",
+		units.Sig(h.OtherCores), runtime.NumCPU(), units.Duration(h.ThreadWait))
+	if h.OtherCores >= hostcpu.BusyCores(runtime.NumCPU()) {
+		line += ": a busy host"
+	}
+	return line
 }
 
 // limitLabel names the lateLimit reference line of the plots.
@@ -315,7 +366,7 @@ func distribution(title string, tick time.Duration, curves []curve) chart {
 		xTicks: ticks,
 		yLabel: "latency",
 		yKind:  yDuration,
-		refs:   []ref{{limitLabel(tick), float64(lateLimit(tick))}},
+		refs:   []ref{{limitLabel(tick), float64(lateLimit(tick)), ""}},
 		fmtX:   func(x float64) string { return "p" + strconv.FormatFloat(100*(1-math.Pow(10, -x)), 'g', 6, 64) },
 	}
 	for _, cv := range curves {

@@ -136,23 +136,57 @@ func (h *handler) summaries(o *observation, window time.Duration) (win, total *s
 	}
 	win = &summary{
 		tick: tick, pending: pending, elapsed: o.window(), total: wt, shards: ws,
-		spikes: findSpikes(tick, o.history), intervals: len(o.history),
-		spikeScope: "in the last " + units.Duration(span.Round(time.Second)),
-		when: func(s *sample) string {
-			ago := now.Sub(s.end).Round(time.Second)
-			if ago <= 0 {
-				return "at " + s.end.Format("15:04:05") + " (just now)"
-			}
-			return fmt.Sprintf("at %s (%s ago)", s.end.Format("15:04:05"), units.Duration(ago))
-		},
+		slowest: o.cur.st.Total.Recent.SlowestPass, slowestScope: "of the last minute",
+		host:      procSub(o.cur.proc, o.base.proc, o.window()),
+		intervals: len(o.history), spikeScope: "in the last " + units.Duration(span.Round(time.Second)),
+		when: func(s *sample) string { return spanText(s, now) },
+	}
+	win.spikes, win.notes = findSpikes(tick, o.history)
+	win.passWhen = func(ago time.Duration) string {
+		if ago < time.Second {
+			return "at " + now.Add(-ago).Format("15:04:05") + " (just now)"
+		}
+		return fmt.Sprintf("at %s (%s ago)", now.Add(-ago).Format("15:04:05"), units.Duration(ago.Round(time.Second)))
 	}
 	win.header = []string{fmt.Sprintf("== last %s ==", units.Duration(window))}
 	if n := windowNote(o.window(), window); n != "" {
 		win.header[0] = fmt.Sprintf("== last %s (asked for %s) ==", n, units.Duration(window))
 	}
 	tt, ts := views(o.cur.st, shardwheel.Stats{})
-	total = &summary{header: []string{"== since the scheduler started =="}, tick: tick, pending: pending, total: tt, shards: ts}
+	total = &summary{
+		header: []string{"== since the scheduler started =="}, tick: tick, pending: pending, total: tt, shards: ts,
+		slowest: o.cur.st.Total.SlowestPass, slowestScope: "since the scheduler started", passWhen: win.passWhen,
+	}
 	return win, total
+}
+
+// placeSpan is the longest interval of the page's history whose spike the
+// page places by the interval alone: a longer one (the page was not
+// reloaded for a while) gets a note.
+const placeSpan = 15 * time.Second
+
+// spanText names the interval of s on the live page, whose snapshot now
+// is the latest: its start and end, with how long ago each was, and, for
+// an interval too long to place a spike in (placeSpan), a note saying so,
+// with when its slowest pass ended if the snapshots show it.
+func spanText(s *sample, now time.Time) string {
+	from := s.end.Add(-s.Span)
+	ago := func(t time.Time) string {
+		if d := now.Sub(t).Round(time.Second); d > 0 {
+			return units.Duration(d) + " ago"
+		}
+		return "just now"
+	}
+	text := fmt.Sprintf("at %s-%s (%s to %s)", from.Format("15:04:05"), s.end.Format("15:04:05"), ago(from), ago(s.end))
+	if s.Span <= placeSpan {
+		return text
+	}
+	text += fmt.Sprintf(", an interval of %s between the page's snapshots: too long to say when in it the spike came "+
+		"(reload more often to place spikes closer)", units.Duration(s.Span.Round(time.Second)))
+	if sp := s.SlowestPass; sp != nil {
+		text += fmt.Sprintf("; its slowest pass, %s, ended at %s", units.Duration(sp.Duration), s.end.Add(-sp.Ago).Format("15:04:05"))
+	}
+	return text
 }
 
 // windowNote says how long the window is when it differs from the one
@@ -269,10 +303,12 @@ func (h *handler) html(o *observation, win, total *summary, window, refresh time
 			latencyOf("tick lag, since start", tt.TickLag, total.shards, func(v view) dist { return v.TickLag }),
 			latencyOf("lateness, "+label, wt.Lateness, win.shards, func(v view) dist { return v.Lateness }),
 			latencyOf("lateness, since start", tt.Lateness, total.shards, func(v view) dist { return v.Lateness }),
-			latencyOf("task time, "+label, wt.TaskTime, win.shards, func(v view) dist { return v.TaskTime }),
-			latencyOf("task time, since start", tt.TaskTime, total.shards, func(v view) dist { return v.TaskTime }),
 			latencyOf("pass time, "+label, wt.PassTime, win.shards, func(v view) dist { return v.PassTime }),
 			latencyOf("pass time, since start", tt.PassTime, total.shards, func(v view) dist { return v.PassTime }),
+			latencyOf("tasks per pass, "+label, wt.PassTaskTime, win.shards, func(v view) dist { return v.PassTaskTime }),
+			latencyOf("tasks per pass, since start", tt.PassTaskTime, total.shards, func(v view) dist { return v.PassTaskTime }),
+			latencyOf("task time (1 in 16), "+label, wt.TaskTime, win.shards, func(v view) dist { return v.TaskTime }),
+			latencyOf("task time (1 in 16), since start", tt.TaskTime, total.shards, func(v view) dist { return v.TaskTime }),
 		},
 		Config: [][2]string{
 			{"shards", strconv.Itoa(h.s.Shards())},
@@ -280,12 +316,12 @@ func (h *handler) html(o *observation, win, total *summary, window, refresh time
 			{"window", fmt.Sprintf("%s asked, %s measured", units.Duration(window), units.Duration(got.Round(time.Millisecond)))},
 			{"snapshots", fmt.Sprintf("%d kept, %d intervals charted", o.kept, len(o.history))},
 			{"runtime", fmt.Sprintf("%s, GOMAXPROCS %d, %d CPUs", runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU())},
+			{"host, " + label, hostLine(win.host)},
 		},
 		Summary: text.String(),
 	}
 	if len(win.spikes) > 0 {
-		p.SpikesTitle = fmt.Sprintf("Spikes %s: intervals with tick lag or lateness over %s, worst first",
-			win.spikeScope, units.Duration(lateLimit(tick)))
+		p.SpikesTitle = fmt.Sprintf("Spikes %s: intervals with %s, most time lost first", win.spikeScope, spikeRule(tick))
 		p.Spikes = win.spikeLines()
 	}
 

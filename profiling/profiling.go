@@ -15,25 +15,79 @@
 //
 // # What the numbers mean
 //
-// Each shard keeps four histograms: tick lag (how late its goroutine
+// Each shard keeps five histograms: tick lag (how late its goroutine
 // started a tick it meant to wake for), lateness (how late timers ran after
 // the start of their deadline's tick), pass time (how long each of its
-// passes took) and task time (run time of one task in 16). Counters and
-// histograms only grow; a window is the difference of two snapshots
-// (Stats.Sub), which is how the Handler reports the last seconds and
-// Capture gets one set of percentiles per sampling interval.
+// passes took), tasks per pass (how long the tasks of each pass that ran
+// any held the shard: every pass is timed) and task time (run time of one
+// task in 16, a sample of what a task costs, which a rare slow task
+// escapes). Counters and histograms only grow; a window is the difference
+// of two snapshots (Stats.Sub), which is how the Handler reports the last
+// seconds and Capture gets one set of percentiles per sampling interval.
+// The slowest pass and the peaks are given since the scheduler started
+// and for the last minute (ShardStats.Recent).
 //
 // Lateness up to one tick is the wheel's resolution. On top of it, a shard
 // sleeps until its next tick on a Go timer, and on Linux the runtime wakes
 // sleeping threads with millisecond granularity (golang/go#44343): expect
 // tick lag and lateness spread over up to about 1ms even on an idle
 // machine, half a tick on average at a 1ms tick. Beyond one tick plus that
-// 1ms a shard fell behind. The diagnosis checks p99, p99.9 and the
-// maximum against that limit, and for each interval of the time series
-// whose maximum exceeded it (a spike) says what the counters show then: a
-// shard late while its passes were short waited for a CPU; passes as long
-// as the delay were busy with tasks, a cascade of re-filed timers, or a
-// burst of new timers beyond the transfer cap.
+// 1ms (the limit) a shard fell behind.
+//
+// # Spikes and their causes
+//
+// An interval of the time series is a spike when its p99 tick lag or
+// lateness is over the limit (a p99 of 100 values or more: that of fewer
+// is their maximum), or when any tick or timer in it is over the limit
+// plus 20ms (the incident limit): a goroutine made runnable while
+// every P runs a busy one waits until one is preempted, which Go does
+// after 10ms and notices up to 10ms later, so lone waits of up to about
+// 20ms are routine on a busy process. Other intervals over the limit are
+// counted as routine jitter, not listed. Spikes are ranked by the time
+// lost above the limit: the sum over the interval's timers of how far
+// each ran past it.
+//
+// For each spike the diagnosis says what the figures of its interval
+// point to, and names no cause they do not show:
+//
+//   - tasks, when one pass's tasks held a shard for half the worst delay
+//     or more (every pass times its tasks): keep tasks short or use
+//     WithExecutor. A goroutine preempted in a task holds its shard as
+//     long, so when goroutines waited half as long for a P, waiting for a
+//     CPU is named first; when the host kept this process's threads
+//     waiting half the interval or more, second. The OS can hold a
+//     task's thread without either showing: wall-clock time cannot tell
+//     a task that blocked from one whose thread lost its CPU;
+//   - waiting for a CPU, when the shards' goroutines were runnable and not
+//     running: the runtime's scheduling latencies
+//     (/sched/latencies:seconds, a sample of one scheduling in 8 or so,
+//     which rarely holds the shard goroutine's own wait) show goroutines
+//     waiting for a P a quarter as long as the delay (half as long against
+//     tasks timed as holding a shard), or this process's threads waited
+//     half as long in all on the OS's run queues (Linux), with how busy
+//     other processes kept the host;
+//   - garbage collection, when the GC stopped the world half as long, or took
+//     a quarter of the CPU (its target while marking; assists take more)
+//     while goroutines waited for a P a quarter as long or more, or while
+//     tasks that allocate held a shard. The runtime counts a GC cycle's
+//     CPU when the cycle ends: the first interval of GC pressure may read
+//     as waiting for a CPU (busy goroutines and GC workers), or as long
+//     tasks when tasks that allocate assist the GC;
+//   - a cascade, when the interval's slowest pass (known when it was the
+//     slowest of the last minute and ended in the interval) or a new peak
+//     re-filed enough timers to take half the delay at 200ns each;
+//   - a burst, when ticks reached the transfer cap, or one pass took in
+//     that many new timers;
+//   - unknown otherwise, with what the figures do show.
+//
+// Shorter stalls of the same interval, over the limit and a quarter as
+// long as its worst or more, are named after it: tasks that held a shard
+// that long, or a pass whose timer moves took most of its time. A stall
+// that straddles two intervals makes timers late in the second, whose own
+// passes may be short: when the interval before is a spike with a pass
+// half as long as the second's worst delay (or, when nothing in the
+// second shows a cause, any figure that long), the second is named the
+// tail of that stall, with its causes.
 //
 // fgprof is offered beside the CPU profiler because lateness is a
 // wall-clock problem: a shard that waits (for a CPU, a lock, a blocking
@@ -141,11 +195,11 @@ func Handler(s *shardwheel.Scheduler) http.Handler {
 // per interval between kept snapshots, for the last MaxWindow.
 //
 // This costs a Stats call per request, and memory for the kept
-// snapshots: at most 24, each about 37 KB per shard plus 37 KB for the
-// total (for 2 shards, at most 2.7 MB; for 16, 15 MB), and up to about
-// 100 KB of chart history. After MaxWindow and a quarter without
-// requests, a timer (time.AfterFunc, not a goroutine) drops all but the
-// newest snapshot.
+// snapshots: at most 24, each about 47 KB per shard plus 47 KB for the
+// total and 5 KB of the runtime's readings (for 2 shards, at most 3.5 MB;
+// for 16, 19 MB), and up to about 150 KB of chart history. After
+// MaxWindow and a quarter without requests, a timer (time.AfterFunc, not
+// a goroutine) drops all but the newest snapshot.
 //
 // # /stats
 //
@@ -202,7 +256,7 @@ type handler struct {
 
 // newHandler returns the handler of s with o.
 func newHandler(s *shardwheel.Scheduler, o opts) *handler {
-	h := &handler{mux: http.NewServeMux(), s: s, metrics: o.Metrics != nil, recent: newRecent(s.Stats, o.now)}
+	h := &handler{mux: http.NewServeMux(), s: s, metrics: o.Metrics != nil, recent: newRecent(s.Stats, s.Tick(), o.now)}
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	h.mux.HandleFunc("GET /stats", h.serveStats)
 	h.mux.Handle("GET /debug/fgprof", fgprof.Handler())

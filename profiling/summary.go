@@ -43,10 +43,11 @@ func summarize(cur, prev shardwheel.Histogram) dist {
 // summarize them and, being shallower, replace them in JSON.
 type view struct {
 	shardwheel.ShardStats
-	TickLag  dist `json:"tick_lag"`
-	Lateness dist `json:"lateness"`
-	TaskTime dist `json:"task_time"`
-	PassTime dist `json:"pass_time"`
+	TickLag      dist `json:"tick_lag"`
+	Lateness     dist `json:"lateness"`
+	TaskTime     dist `json:"task_time"`
+	PassTime     dist `json:"pass_time"`
+	PassTaskTime dist `json:"pass_task_time"`
 }
 
 // newView returns the window from prev to cur. A zero prev makes the window
@@ -57,6 +58,7 @@ func newView(cur, prev shardwheel.ShardStats) view {
 	v.Lateness = summarize(cur.Lateness, prev.Lateness)
 	v.TaskTime = summarize(cur.TaskTime, prev.TaskTime)
 	v.PassTime = summarize(cur.PassTime, prev.PassTime)
+	v.PassTaskTime = summarize(cur.PassTaskTime, prev.PassTaskTime)
 	return v
 }
 
@@ -83,10 +85,21 @@ type summary struct {
 	elapsed time.Duration // the window's length, 0 if unknown (no rates)
 	total   view
 	shards  []view
-	// spikes are the intervals of the time series with a spike, worst
-	// first; intervals counts them all, spikeScope says which they are
+	// slowest is the slowest pass the summary reports, slowestScope
+	// says of what ("since the scheduler started"), and passWhen, if set,
+	// says when a pass ended by its Ago.
+	slowest      shardwheel.PassWork
+	slowestScope string
+	passWhen     func(ago time.Duration) string
+	// host is what the process and the host did over the window, if
+	// known (HostKnown).
+	host procDelta
+	// spikes are the intervals of the time series with a spike, most
+	// time lost first; notes counts the other intervals over the limit
+	// (isNote); intervals counts them all, spikeScope says which they are
 	// ("of the capture") and when names an interval's time.
 	spikes     []spike
+	notes      int
 	intervals  int
 	spikeScope string
 	when       func(*sample) string
@@ -126,27 +139,32 @@ func (sm *summary) write(w io.Writer) error {
 	p("pending\t%d\n", sm.pending)
 	p("resident\t%d\n", t.Resident)
 	p("queued\t%d\n", t.Queued)
-	p("ring peak (since start)\t%d\n", t.QueuedPeak)
-	p("transfer peak (since start)\t%d\n", t.TransferPeak)
-	p("re-filed by one pass, peak (since start)\t%d\n", t.RefiledPeak)
+	p("ring peak (since start; last minute)\t%d; %d\n", t.QueuedPeak, t.Recent.QueuedPeak)
+	p("transfer peak (since start; last minute)\t%d; %d\n", t.TransferPeak, t.Recent.TransferPeak)
+	p("re-filed by one pass, peak (since start; last minute)\t%d; %d\n", t.RefiledPeak, t.Recent.RefiledPeak)
 	p("slowest pass (since start)\t%s\n", describePass(t.SlowestPass))
+	p("slowest pass (last minute)\t%s\n", describePass(t.Recent.SlowestPass))
 
 	p("\nlatency\tcount\tp50\tp90\tp99\tp99.9\tmax\tmean\n")
 	for _, d := range []struct {
 		name string
 		d    dist
-	}{{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"task time", t.TaskTime}, {"pass time", t.PassTime}} {
+	}{
+		{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"pass time", t.PassTime},
+		{"tasks per pass", t.PassTaskTime}, {"task time (1 in 16)", t.TaskTime},
+	} {
 		p("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.name, d.d.Count,
 			units.Duration(d.d.P50), units.Duration(d.d.P90), units.Duration(d.d.P99), units.Duration(d.d.P999),
 			units.Duration(d.d.Max), units.Duration(d.d.Mean))
 	}
 
 	p("\nshard\tresident\tscheduled\tfired\tcancelled\tqueued\tcap hits\tpanics" +
-		"\tlag p99\tlate p99\tlate max\ttask p99\n")
+		"\tlag p99\tlate p99\tlate max\ttasks/pass max\n")
 	for i, v := range sm.shards {
 		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
 			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.Queued, v.CapHits, v.Panics,
-			units.Duration(v.TickLag.P99), units.Duration(v.Lateness.P99), units.Duration(v.Lateness.Max), units.Duration(v.TaskTime.P99))
+			units.Duration(v.TickLag.P99), units.Duration(v.Lateness.P99), units.Duration(v.Lateness.Max),
+			units.Duration(v.PassTaskTime.Max))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -158,7 +176,7 @@ func (sm *summary) write(w io.Writer) error {
 		fmt.Fprintf(&b, "  - %s\n", f.Text)
 	}
 	if len(sm.spikes) > 0 {
-		fmt.Fprintf(&b, "\nspikes (tick lag or lateness over %s), worst first\n", units.Duration(lateLimit(sm.tick)))
+		fmt.Fprintf(&b, "\nspikes (%s), most time lost first\n", spikeRule(sm.tick))
 		for _, l := range sm.spikeLines() {
 			fmt.Fprintf(&b, "  - %s\n", l)
 		}

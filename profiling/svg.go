@@ -1,6 +1,7 @@
 package profiling
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"math"
@@ -21,7 +22,6 @@ const (
 	padTop     = 48
 	padBottom  = 46
 	plotW      = chartW - padLeft - padRight
-	plotH      = chartH - padTop - padBottom
 	maxMarkers = 60 // lines with more points get no markers
 )
 
@@ -58,7 +58,9 @@ const (
 // point is one data point, in the chart's x unit and raw y unit.
 type point struct{ x, y float64 }
 
-// line is one series of a chart.
+// line is one series of a chart. A point whose x or y is not finite
+// (NaN) is a gap: the line stops before it and starts again after it, so
+// that no segment stands for time without data.
 type line struct {
 	name  string
 	color string
@@ -66,11 +68,16 @@ type line struct {
 	pts   []point
 }
 
-// ref is a horizontal reference line, such as one tick.
+// ref is a horizontal reference line, such as one tick, drawn dashed
+// (dash, a stroke-dasharray; "" for refDash) and named in the legend.
 type ref struct {
 	label string
 	y     float64
+	dash  string
 }
+
+// refDash is a reference line's dashes unless it says otherwise.
+const refDash = "2 4"
 
 // band shades the x range [x0, x1], such as an interval with a spike;
 // label is its tooltip.
@@ -196,32 +203,6 @@ func (a box) overlaps(b box) bool { return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < 
 // within reports whether a lies inside b.
 func (a box) within(b box) bool { return a.x0 >= b.x0 && a.x1 <= b.x1 && a.y0 >= b.y0 && a.y1 <= b.y1 }
 
-// hitBy reports whether the segment from p to q crosses a, by clipping
-// it to a (Liang-Barsky).
-func (a box) hitBy(p, q point) bool {
-	t0, t1 := 0.0, 1.0
-	dx, dy := q.x-p.x, q.y-p.y
-	for _, e := range [][2]float64{{-dx, p.x - a.x0}, {dx, a.x1 - p.x}, {-dy, p.y - a.y0}, {dy, a.y1 - p.y}} {
-		pe, qe := e[0], e[1]
-		if pe == 0 {
-			if qe < 0 {
-				return false
-			}
-			continue
-		}
-		t := qe / pe
-		if pe < 0 {
-			t0 = max(t0, t)
-		} else {
-			t1 = min(t1, t)
-		}
-		if t0 > t1 {
-			return false
-		}
-	}
-	return true
-}
-
 // text is one label of a chart.
 type text struct {
 	x, y   float64
@@ -276,10 +257,10 @@ func (l *layout) free(b box) bool {
 func (l *layout) add(b box) { l.boxes = append(l.boxes, b) }
 
 // svg renders the chart. The result is well-formed XML whatever the data:
-// non-finite values are skipped and empty ranges get a default size. No
-// two labels overlap (by their estimated extent), and reference labels sit
-// where the fewest lines cross them, on a background that keeps them
-// readable where one must.
+// non-finite values are gaps and empty ranges get a default size. No two
+// labels overlap (by their estimated extent), and no label sits on the
+// data: reference lines are named in the legend, above the plot, which
+// grows rows as it needs them.
 func (c chart) svg() string {
 	top := 0.0
 	npts := 0
@@ -304,21 +285,68 @@ func (c chart) svg() string {
 	if !(xMax > xMin) || !finite(xMax) {
 		xMax = xMin + 1
 	}
-	px := func(x float64) float64 { return padLeft + min(max((x-xMin)/(xMax-xMin), 0), 1)*plotW }
-	py := func(y float64) float64 { return padTop + plotH - min(max(y/yTop, 0), 1)*plotH }
-	plot := box{padLeft, padTop, chartW - padRight, padTop + plotH}
 	canvas := box{0, 0, chartW, chartH}
 
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" role="img" aria-label="%s" class="chart">`,
-		chartW, chartH, esc(c.title))
 	var lay layout
 	var labels []text // drawn last, over the data
 	place := func(t text) {
 		lay.add(t.box())
 		labels = append(labels, t)
 	}
+	place(text{x: padLeft, y: 20, size: fontTitle, anchor: "start", bold: true, class: "title", s: c.title})
+
+	// The legend, right-aligned along the top, in rows below the title's
+	// when it would run into it: the lines, then the reference lines in
+	// the range. The plot starts below its last row.
+	type entry struct {
+		name, color, dash string
+		ref               bool
+	}
+	var entries []entry
+	for _, l := range c.lines {
+		entries = append(entries, entry{l.name, l.color, l.dash, false})
+	}
+	var off []string
+	for _, r := range c.refs {
+		if !finite(r.y) || r.y > yTop {
+			off = append(off, r.label+" is above this range")
+			continue
+		}
+		entries = append(entries, entry{r.label, "#555", cmp.Or(r.dash, refDash), true})
+	}
+	var legend strings.Builder
+	row, x := 0, float64(chartW-padRight)
+	for i := len(entries) - 1; i >= 0; i-- {
+		en := entries[i]
+		tw := float64(len([]rune(en.name))) * fontLegend * charWidth
+		for {
+			y := 20 + 16*float64(row)
+			bx := box{x - tw - 25, y - ascent*fontLegend, x, y + descent*fontLegend}
+			if lay.free(bx) || row >= 1 && x == chartW-padRight {
+				lay.add(bx)
+				width := "3"
+				if en.ref {
+					width = "1.5"
+				}
+				fmt.Fprintf(&legend, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%s"%s/>`,
+					bx.x0, y-4, bx.x0+20, y-4, en.color, width, dashAttr(en.dash))
+				text{x: bx.x0 + 25, y: y, size: fontLegend, anchor: "start", class: "legend", s: en.name}.svg(&legend)
+				x = bx.x0 - 14
+				break
+			}
+			row, x = row+1, chartW-padRight
+		}
+	}
+	plotTop := float64(padTop + 16*max(0, row-1))
+	plotHeight := float64(chartH-padBottom) - plotTop
+	px := func(x float64) float64 { return padLeft + min(max((x-xMin)/(xMax-xMin), 0), 1)*plotW }
+	py := func(y float64) float64 { return plotTop + plotHeight - min(max(y/yTop, 0), 1)*plotHeight }
+	plotBottom := plotTop + plotHeight
+
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" role="img" aria-label="%s" class="chart">`,
+		chartW, chartH, esc(c.title))
 
 	for _, bd := range c.bands {
 		if !finite(bd.x0) || !finite(bd.x1) {
@@ -328,12 +356,11 @@ func (c chart) svg() string {
 		if x1-x0 < 3 { // visible even when narrow
 			x0, x1 = (x0+x1)/2-1.5, (x0+x1)/2+1.5
 		}
-		w(`<rect x="%.1f" y="%d" width="%.1f" height="%d" class="band"><title>%s</title></rect>`,
-			x0, padTop, x1-x0, plotH, esc(bd.label))
+		w(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" class="band"><title>%s</title></rect>`,
+			x0, plotTop, x1-x0, plotHeight, esc(bd.label))
 	}
 
-	// Title, grid, axes and their labels.
-	place(text{x: padLeft, y: 20, size: fontTitle, anchor: "start", bold: true, class: "title", s: c.title})
+	// Grid, axes and their labels.
 	for _, t := range yTicks {
 		y := py(t.v * div)
 		w(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="grid"/>`, padLeft, y, chartW-padRight, y)
@@ -344,151 +371,39 @@ func (c chart) svg() string {
 			continue
 		}
 		x := px(t.v)
-		w(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" class="grid"/>`, x, padTop, x, padTop+plotH)
-		tt := text{x: x, y: padTop + plotH + 16, size: fontTick, anchor: "middle", class: "xtick", s: t.label}
+		w(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="grid"/>`, x, plotTop, x, plotBottom)
+		tt := text{x: x, y: plotBottom + 16, size: fontTick, anchor: "middle", class: "xtick", s: t.label}
 		if lay.free(tt.box()) && tt.box().within(canvas) {
 			place(tt)
 		}
 	}
-	w(`<path d="M%d %d V%d H%d" class="axis"/>`, padLeft, padTop, padTop+plotH, chartW-padRight)
+	w(`<path d="M%d %.1f V%.1f H%d" class="axis"/>`, padLeft, plotTop, plotBottom, chartW-padRight)
 	place(text{x: padLeft + plotW/2, y: chartH - 6, size: fontAxis, anchor: "middle", class: "xlabel", s: c.xLabel})
 	ylabel := c.yLabel
 	if unit != "" {
 		ylabel += " (" + unit + ")"
 	}
+	mid := plotTop + plotHeight/2
 	yw := float64(len([]rune(ylabel))) * fontAxis * charWidth
-	lay.add(box{14 - ascent*fontAxis, padTop + plotH/2 - yw/2, 14 + descent*fontAxis, padTop + plotH/2 + yw/2})
-	w(`<text transform="translate(14 %d) rotate(-90)" font-size="%d" text-anchor="middle" class="ylabel">%s</text>`,
-		padTop+plotH/2, fontAxis, esc(ylabel))
+	lay.add(box{14 - ascent*fontAxis, mid - yw/2, 14 + descent*fontAxis, mid + yw/2})
+	w(`<text transform="translate(14 %.1f) rotate(-90)" font-size="%d" text-anchor="middle" class="ylabel">%s</text>`,
+		mid, fontAxis, esc(ylabel))
 
-	// The legend, right-aligned along the top, in rows below the title's
-	// when it would run into it.
-	var legend strings.Builder
-	row, x := 0, float64(chartW-padRight)
-	for i := len(c.lines) - 1; i >= 0; i-- {
-		l := c.lines[i]
-		tw := float64(len([]rune(l.name))) * fontLegend * charWidth
-		for {
-			y := 20 + 16*float64(row)
-			bx := box{x - tw - 25, y - ascent*fontLegend, x, y + descent*fontLegend}
-			if lay.free(bx) || row >= 1 && x == chartW-padRight {
-				lay.add(bx)
-				fmt.Fprintf(&legend, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`,
-					bx.x0, y-4, bx.x0+20, y-4, l.color, dashAttr(l.dash))
-				text{x: bx.x0 + 25, y: y, size: fontLegend, anchor: "start", class: "legend", s: l.name}.svg(&legend)
-				x = bx.x0 - 14
-				break
-			}
-			row, x = row+1, chartW-padRight
-		}
-	}
-
-	// Series in pixels, for drawing and for keeping labels off them.
-	type series struct {
-		l   line
-		pts []point // in pixels
-		raw []point
-	}
-	var drawn []series
-	for _, l := range c.lines {
-		s := series{l: l}
-		for _, p := range l.pts {
-			if finite(p.x) && finite(p.y) {
-				s.pts = append(s.pts, point{px(p.x), py(p.y)})
-				s.raw = append(s.raw, p)
-			}
-		}
-		if len(s.pts) > 0 {
-			drawn = append(drawn, s)
-		}
-	}
-	// crossings counts the data segments and the reference lines other
-	// than the one at y skip that cross bx.
-	crossings := func(bx box, skip float64) (data, refs int) {
-		for _, s := range drawn {
-			for i := range s.pts {
-				if bx.hitBy(s.pts[max(i-1, 0)], s.pts[i]) {
-					data++
-				}
-			}
-		}
-		for _, r := range c.refs {
-			if y := py(r.y); finite(r.y) && r.y <= yTop && y != skip && bx.hitBy(point{padLeft, y}, point{chartW - padRight, y}) {
-				refs++
-			}
-		}
-		return data, refs
-	}
-
-	// Reference lines within the range; the others are named in a note,
-	// so that a far-away reference does not flatten the data. Each label
-	// goes where it overlaps no other label and the fewest lines cross
-	// it: above or below its line, at the right, left or middle.
-	var off []string
-	var refLabels strings.Builder
+	// Reference lines in the range; the others are named in a note, so
+	// that a far-away reference does not flatten the data.
 	for _, r := range c.refs {
-		if !finite(r.y) || r.y > yTop {
-			off = append(off, r.label+" is above this range")
-			continue
+		if finite(r.y) && r.y <= yTop {
+			y := py(r.y)
+			w(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="ref"%s/>`, padLeft, y, chartW-padRight, y, dashAttr(cmp.Or(r.dash, refDash)))
 		}
-		y := py(r.y)
-		w(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" class="ref"/>`, padLeft, y, chartW-padRight, y)
-		// Candidates: above the line, then below it, at the right,
-		// left and middle, where the fewest data lines cross; then, only
-		// when another label or reference line leaves no room there,
-		// further off, a line of text at a time. A label stays by its
-		// line rather than dodge data: its background keeps it legible.
-		const (
-			collides    = 1_000_000 // with a label, or off the chart
-			struck      = 5000      // by another reference line
-			outsidePlot = 2000
-			perStep     = 300 // away from its line
-			perCrossing = 10  // by a data line
-		)
-		best, bestScore := text{}, math.MaxInt
-		for step := range 4 {
-			for i, cand := range []text{
-				{x: chartW - padRight - 4, y: y - 4, anchor: "end"},
-				{x: chartW - padRight - 4, y: y + 13, anchor: "end"},
-				{x: padLeft + 4, y: y - 4, anchor: "start"},
-				{x: padLeft + 4, y: y + 13, anchor: "start"},
-				{x: padLeft + plotW/2, y: y - 4, anchor: "middle"},
-				{x: padLeft + plotW/2, y: y + 13, anchor: "middle"},
-			} {
-				off := float64(step * (fontTick + 2))
-				if i%2 == 0 {
-					cand.y -= off
-				} else {
-					cand.y += off
-				}
-				cand.size, cand.class, cand.s = fontTick, "reflabel", r.label
-				bx := cand.box()
-				data, refs := crossings(bx, y)
-				score := data*perCrossing + refs*struck + step*perStep + i
-				if !lay.free(bx) || !bx.within(canvas) {
-					score += collides
-				}
-				if !bx.within(plot) {
-					score += outsidePlot
-				}
-				if score < bestScore {
-					best, bestScore = cand, score
-				}
-			}
-		}
-		bx := best.box()
-		lay.add(bx)
-		fmt.Fprintf(&refLabels, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" class="labelbg"/>`,
-			bx.x0-2, bx.y0, bx.x1-bx.x0+4, bx.y1-bx.y0)
-		best.svg(&refLabels)
 	}
 	if len(off) > 0 {
 		note := strings.Join(off, "; ")
 		var t text
 		for _, cand := range []text{
 			{x: chartW - padRight, y: chartH - 6, anchor: "end"},
-			{x: chartW - padRight, y: padTop - 8, anchor: "end"},
-			{x: padLeft, y: padTop - 8, anchor: "start"},
+			{x: chartW - padRight, y: plotTop - 8, anchor: "end"},
+			{x: padLeft, y: plotTop - 8, anchor: "start"},
 		} {
 			cand.size, cand.class, cand.s = fontTick, "note", note
 			if t.s == "" || lay.free(cand.box()) && cand.box().within(canvas) {
@@ -501,30 +416,43 @@ func (c chart) svg() string {
 		place(t)
 	}
 	if npts == 0 {
-		place(text{x: padLeft + plotW/2, y: padTop + plotH/2, size: fontEmpty, anchor: "middle", class: "empty", s: "no samples"})
+		place(text{x: padLeft + plotW/2, y: mid, size: fontEmpty, anchor: "middle", class: "empty", s: "no samples"})
 	}
 
 	// Series, the last on top (a dashed one lets those below show
-	// through where they coincide), then the labels over them.
-	for _, s := range drawn {
+	// through where they coincide): a path per run of points without a
+	// gap, and a marker on each point when there are few, or on a point
+	// alone between gaps, which no path shows.
+	for _, l := range c.lines {
 		var d strings.Builder
-		for i, p := range s.pts {
+		var markers []int
+		pen := false
+		for i, p := range l.pts {
+			if !finite(p.x) || !finite(p.y) {
+				pen = false
+				continue
+			}
 			cmd := "L"
-			if i == 0 {
+			if !pen {
 				cmd = "M"
 			}
-			fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, p.x, p.y)
-		}
-		w(`<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s class="series"/>`,
-			strings.TrimSpace(d.String()), s.l.color, dashAttr(s.l.dash))
-		if len(s.pts) <= maxMarkers {
-			for i, p := range s.pts {
-				w(`<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s at %s: %s</title></circle>`,
-					p.x, p.y, s.l.color, esc(s.l.name), esc(c.fmtX(s.raw[i].x)), esc(c.yKind.fmtY(s.raw[i].y)))
+			fmt.Fprintf(&d, "%s%.1f %.1f ", cmd, px(p.x), py(p.y))
+			alone := !pen && (i+1 == len(l.pts) || !finite(l.pts[i+1].x) || !finite(l.pts[i+1].y))
+			if alone || len(l.pts) <= maxMarkers {
+				markers = append(markers, i)
 			}
+			pen = true
+		}
+		if d.Len() > 0 {
+			w(`<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"%s class="series"/>`,
+				strings.TrimSpace(d.String()), l.color, dashAttr(l.dash))
+		}
+		for _, i := range markers {
+			p := l.pts[i]
+			w(`<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"><title>%s at %s: %s</title></circle>`,
+				px(p.x), py(p.y), l.color, esc(l.name), esc(c.fmtX(p.x)), esc(c.yKind.fmtY(p.y)))
 		}
 	}
-	b.WriteString(refLabels.String())
 	for _, t := range labels {
 		t.svg(&b)
 	}

@@ -47,10 +47,17 @@ const (
 	maxRefresh = time.Hour
 )
 
-// snapshot is a Stats snapshot and when it was taken.
+// snapshot is a Stats snapshot, a reading of the process and the host
+// taken with it, and when.
 type snapshot struct {
-	at time.Time
-	st shardwheel.Stats
+	at   time.Time
+	st   shardwheel.Stats
+	proc procReading
+}
+
+// take returns a snapshot of stats and the process, now.
+func take(stats func() shardwheel.Stats) snapshot {
+	return snapshot{st: stats(), proc: readProc(), at: time.Now()}
 }
 
 // recent keeps the snapshots the Handler's requests took, from which it
@@ -61,6 +68,7 @@ type snapshot struct {
 type recent struct {
 	stats func() shardwheel.Stats
 	now   func() time.Time
+	tick  time.Duration // the Scheduler's, for the samples' lost time
 
 	mu      sync.Mutex
 	snaps   []snapshot // oldest first; never empty
@@ -69,10 +77,11 @@ type recent struct {
 	idle    *time.Timer
 }
 
-// newRecent returns a recent holding one snapshot, taken now.
-func newRecent(stats func() shardwheel.Stats, now func() time.Time) *recent {
-	st := stats()
-	return &recent{stats: stats, now: now, snaps: []snapshot{{now(), st}}}
+// newRecent returns a recent of a Scheduler with the given tick, holding
+// one snapshot, taken now.
+func newRecent(stats func() shardwheel.Stats, tick time.Duration, now func() time.Time) *recent {
+	st, proc := stats(), readProc()
+	return &recent{stats: stats, now: now, tick: tick, snaps: []snapshot{{now(), st, proc}}}
 }
 
 // observation is what one request sees: the current snapshot, the one
@@ -89,11 +98,11 @@ func (o *observation) window() time.Duration { return o.cur.at.Sub(o.base.at) }
 // observe takes a snapshot, returns the window of about the length asked
 // for that ends with it, and keeps the snapshot for later windows.
 func (r *recent) observe(window time.Duration) observation {
-	st := r.stats()
+	st, proc := r.stats(), readProc()
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	o := observation{cur: snapshot{now, st}, base: r.pick(now, window)}
+	o := observation{cur: snapshot{now, st, proc}, base: r.pick(now, window)}
 	r.keep(o.cur)
 	r.last = now
 	if r.idle == nil {
@@ -135,9 +144,7 @@ func (r *recent) keep(cur snapshot) {
 	// An interval longer than the charts' reach (requests stopped for a
 	// while) would be one point standing for all of it: leave it out.
 	if gap <= MaxWindow {
-		s := newSample(cur.st, newest.st, 0, gap)
-		s.end = cur.at
-		r.history = append(r.history, s)
+		r.history = append(r.history, newSample(cur, newest, 0, r.tick))
 	}
 	cut := 0
 	for cut < len(r.history) && cur.at.Sub(r.history[cut].end) > MaxWindow {

@@ -21,7 +21,7 @@ func fakeRecent() (r *recent, advance func(time.Duration)) {
 		calls++
 		return shardwheel.Stats{Total: shardwheel.ShardStats{Fired: calls}}
 	}
-	r = newRecent(stats, func() time.Time { return now })
+	r = newRecent(stats, time.Millisecond, func() time.Time { return now })
 	return r, func(d time.Duration) { now = now.Add(d) }
 }
 

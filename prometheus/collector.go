@@ -16,11 +16,12 @@ import (
 	"github.com/shardwheel/shardwheel/internal/metrics"
 )
 
-// DefaultBuckets are the classic histogram's upper bounds, in seconds:
-// 1, 2.5 and 5 per decade from 1µs to 10s, which spans a noop task's run
-// time to a shard stalled for seconds, and puts bounds at the 1ms, 10ms
-// and 100ms a tick is usually set to.
-var DefaultBuckets = []float64{
+// DecadeBuckets are classic upper bounds, in seconds, for a histogram
+// that knows nothing of the tick: 1, 2.5 and 5 per decade from 1µs to
+// 10s. They are coarse near a 1ms tick (bounds at 1ms and 2.5ms: a p99
+// between them may read up to 1.5ms off); TickBuckets, the default, are
+// not.
+var DecadeBuckets = []float64{
 	1e-6, 2.5e-6, 5e-6,
 	1e-5, 2.5e-5, 5e-5,
 	1e-4, 2.5e-4, 5e-4,
@@ -31,6 +32,41 @@ var DefaultBuckets = []float64{
 	10,
 }
 
+// TickBuckets returns the classic upper bounds, in seconds, that
+// NewCollector uses for a Scheduler of the given tick: DecadeBuckets'
+// bounds below half a tick and above four ticks, and in between, where
+// lateness and tick lag gather, a bound every eighth of a tick from half
+// a tick to two ticks, then 2.5, 3 and 4 ticks, and one tick plus 1ms:
+// the limit profiling's diagnosis judges lateness by, so that the share
+// of timers over it is one bucket's count. For a 1ms tick that is 35
+// bounds (DecadeBuckets has 22). It panics if tick is not positive.
+//
+// histogram_quantile interpolates linearly within the bucket that holds
+// the quantile, so its estimate is off by at most that bucket's width
+// (plus the 3.125% our buckets add, see the package comment): within an
+// eighth of a tick between half a tick and two ticks, that is 12.5% of a
+// value between one tick and two, 25% of one at half a tick.
+func TickBuckets(tick time.Duration) []float64 {
+	if tick <= 0 {
+		panic("shardwheelprom: TickBuckets: tick must be positive, got " + tick.String())
+	}
+	t := tick.Seconds()
+	var out []float64
+	for _, b := range DecadeBuckets {
+		if b < t/2 || b > 4*t {
+			out = append(out, b)
+		}
+	}
+	// In nanoseconds, then seconds: the bounds read as the decimals they
+	// are (le="0.001125", not a float's rounding of tick*9/8).
+	for k := time.Duration(4); k <= 16; k++ {
+		out = append(out, (tick * k / 8).Seconds())
+	}
+	out = append(out, (tick * 5 / 2).Seconds(), (tick * 3).Seconds(), (tick * 4).Seconds(), (tick + time.Millisecond).Seconds())
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Option configures a Collector.
 type Option func(*config)
 
@@ -38,6 +74,8 @@ type config struct {
 	namespace   string
 	constLabels prometheus.Labels
 	buckets     []float64
+	bucketsSet  bool
+	total       bool
 }
 
 // WithNamespace prefixes every metric name with namespace and an
@@ -55,11 +93,21 @@ func WithConstLabels(labels prometheus.Labels) Option {
 }
 
 // WithBuckets sets the classic histograms' upper bounds, in seconds,
-// instead of DefaultBuckets. They must be positive, finite and strictly
-// increasing; none at all leaves only the +Inf bucket, for a Prometheus
-// that ingests the native histograms alone.
+// instead of TickBuckets(s.Tick()): DecadeBuckets, for instance, for
+// fewer series. They must be positive, finite and strictly increasing;
+// none at all leaves only the +Inf bucket, for a Prometheus that ingests
+// the native histograms alone.
 func WithBuckets(bounds ...float64) Option {
-	return func(c *config) { c.buckets = slices.Clone(bounds) }
+	return func(c *config) { c.buckets, c.bucketsSet = slices.Clone(bounds), true }
+}
+
+// WithTotalOnly exports Stats.Total, without the shard label, instead of
+// one series per shard: a Scheduler's series then do not grow with its
+// shards (see the package comment for the counts). The per-shard view is
+// lost: which shard was late, and the max of a gauge over shards, which
+// Total's peaks and slowest pass already are.
+func WithTotalOnly() Option {
+	return func(c *config) { c.total = true }
 }
 
 // Collector is a prometheus.Collector that exports a Scheduler's Stats.
@@ -68,6 +116,7 @@ func WithBuckets(bounds ...float64) Option {
 type Collector struct {
 	stats   func() shardwheel.Stats // the Scheduler's Stats method
 	buckets []float64
+	total   bool               // WithTotalOnly
 	shard   []*prometheus.Desc // one per metrics.Shard entry
 	sched   []*prometheus.Desc // one per metrics.Scheduler entry
 	labels  []string           // shard label values, by index
@@ -75,24 +124,32 @@ type Collector struct {
 
 // NewCollector returns a Collector of s's statistics, to register with a
 // prometheus.Registerer. Invalid names or labels given as options are
-// reported by the registration, as for any Collector. NewCollector panics
-// if s was not made by shardwheel.New, or if WithBuckets gave invalid
-// bounds: both are programming errors, as prometheus.NewHistogram treats
-// its buckets.
+// reported by the registration, as for any Collector. The classic
+// histograms' bounds are TickBuckets(s.Tick()) unless WithBuckets says
+// otherwise. NewCollector panics if s was not made by shardwheel.New, or
+// if WithBuckets gave invalid bounds: both are programming errors, as
+// prometheus.NewHistogram treats its buckets.
 func NewCollector(s *shardwheel.Scheduler, opts ...Option) *Collector {
 	if s == nil || s.Shards() == 0 {
 		panic("shardwheelprom: NewCollector needs a Scheduler made by shardwheel.New")
 	}
-	c := config{buckets: slices.Clone(DefaultBuckets)} // a later change to DefaultBuckets does not reach it
+	var c config
 	for _, o := range opts {
 		o(&c)
+	}
+	if !c.bucketsSet {
+		c.buckets = TickBuckets(s.Tick())
 	}
 	if err := checkBuckets(c.buckets); err != nil {
 		panic("shardwheelprom: WithBuckets: " + err.Error())
 	}
-	col := &Collector{stats: s.Stats, buckets: c.buckets}
+	col := &Collector{stats: s.Stats, buckets: c.buckets, total: c.total}
+	labels := []string{"shard"}
+	if c.total {
+		labels = nil
+	}
 	for _, m := range metrics.Shard {
-		col.shard = append(col.shard, newDesc(c, m.Prom, m.Help, m.Unit, []string{"shard"}))
+		col.shard = append(col.shard, newDesc(c, m.Prom, m.Help, m.Unit, labels))
 	}
 	for _, m := range metrics.Scheduler {
 		col.sched = append(col.sched, newDesc(c, m.Prom, m.Help, m.Unit, nil))
@@ -138,24 +195,34 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect takes one Stats snapshot and sends its metrics: the Scheduler's
-// without a shard label, then each shard's.
+// without a shard label, then each shard's, or, WithTotalOnly, the total's
+// without a label.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.stats()
 	for i, m := range metrics.Scheduler {
 		ch <- constMetric(c.sched[i], m.Kind, float64(m.Int(st)))
 	}
+	if c.total {
+		c.collectShard(ch, st.Total)
+		return
+	}
 	for i, sh := range st.Shards {
-		label := c.labels[i]
-		for j, m := range metrics.Shard {
-			d := c.shard[j]
-			switch {
-			case m.Hist != nil:
-				ch <- c.histogram(d, m.Hist(sh), label)
-			case m.Seconds != nil:
-				ch <- constMetric(d, m.Kind, m.Seconds(sh).Seconds(), label)
-			default:
-				ch <- constMetric(d, m.Kind, float64(m.Int(sh)), label)
-			}
+		c.collectShard(ch, sh, c.labels[i])
+	}
+}
+
+// collectShard sends the metrics of one shard's statistics (or the
+// total's), with the given label values.
+func (c *Collector) collectShard(ch chan<- prometheus.Metric, sh shardwheel.ShardStats, labels ...string) {
+	for j, m := range metrics.Shard {
+		d := c.shard[j]
+		switch {
+		case m.Hist != nil:
+			ch <- c.histogram(d, m.Hist(sh), labels...)
+		case m.Seconds != nil:
+			ch <- constMetric(d, m.Kind, m.Seconds(sh).Seconds(), labels...)
+		default:
+			ch <- constMetric(d, m.Kind, float64(m.Int(sh)), labels...)
 		}
 	}
 }
@@ -177,7 +244,7 @@ func constMetric(d *prometheus.Desc, k metrics.Kind, v float64, labels ...string
 
 // histogram returns h as one Prometheus histogram that carries both the
 // classic buckets and the native ones (see the package comment).
-func (c *Collector) histogram(d *prometheus.Desc, h shardwheel.Histogram, label string) prometheus.Metric {
+func (c *Collector) histogram(d *prometheus.Desc, h shardwheel.Histogram, labels ...string) prometheus.Metric {
 	count, sum := h.Count(), h.Sum().Seconds()
 	cumulative := metrics.Classic(h.Buckets(), c.buckets)
 	classic := make(map[float64]uint64, len(c.buckets))
@@ -189,7 +256,7 @@ func (c *Collector) histogram(d *prometheus.Desc, h shardwheel.Histogram, label 
 	for _, b := range buckets {
 		native[int(b.Index)] = int64(b.Count)
 	}
-	cm, err := prometheus.NewConstHistogram(d, count, sum, classic, label)
+	cm, err := prometheus.NewConstHistogram(d, count, sum, classic, labels...)
 	if err != nil {
 		return prometheus.NewInvalidMetric(d, err)
 	}
@@ -197,7 +264,7 @@ func (c *Collector) histogram(d *prometheus.Desc, h shardwheel.Histogram, label 
 	// that were exactly 0. The created timestamp is left zero, for
 	// bothHistogram drops it: when the Scheduler started is not known
 	// here.
-	nm, err := prometheus.NewConstNativeHistogram(d, count, sum, native, nil, zero, metrics.NativeScale, 0, time.Time{}, label)
+	nm, err := prometheus.NewConstNativeHistogram(d, count, sum, native, nil, zero, metrics.NativeScale, 0, time.Time{}, labels...)
 	if err != nil {
 		return prometheus.NewInvalidMetric(d, err)
 	}

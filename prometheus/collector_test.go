@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +44,11 @@ func keysFor(s *shardwheel.Scheduler, i, n int) []uint64 {
 // test stops the Scheduler itself when it wants Stopped counted.
 func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler {
 	t.Helper()
+	// One P while the scenario schedules: every timer without a series
+	// is filed on shard 0, the shard of P 0, whatever its key (its task
+	// runs on its key's shard), so that each shard's counts are known.
+	// The series (Every) are filed on their key's shard.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	opts = append([]shardwheel.Option{shardwheel.WithShards(2), shardwheel.WithPanicHandler(func(any) {})}, opts...)
 	s, err := shardwheel.New(opts...)
 	require.NoError(t, err)
@@ -50,7 +56,7 @@ func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler 
 	hour := func(shard, n int) []shardwheel.Timeout {
 		var tms []shardwheel.Timeout
 		for _, k := range keysFor(s, shard, n) {
-			tm, err := s.Schedule(k, time.Hour, func() {})
+			tm, err := s.Every(k, time.Hour, shardwheel.SkipMissed, func() {})
 			require.NoError(t, err)
 			tms = append(tms, tm)
 		}
@@ -86,12 +92,12 @@ func TestCollectAndCompare(t *testing.T) {
 	counters := `
 # HELP shardwheel_timers_scheduled_total Timers accepted by Schedule and its kin.
 # TYPE shardwheel_timers_scheduled_total counter
-shardwheel_timers_scheduled_total{shard="0"} 6
-shardwheel_timers_scheduled_total{shard="1"} 4
+shardwheel_timers_scheduled_total{shard="0"} 7
+shardwheel_timers_scheduled_total{shard="1"} 3
 # HELP shardwheel_timers_fired_total Timer tasks started.
 # TYPE shardwheel_timers_fired_total counter
-shardwheel_timers_fired_total{shard="0"} 2
-shardwheel_timers_fired_total{shard="1"} 1
+shardwheel_timers_fired_total{shard="0"} 3
+shardwheel_timers_fired_total{shard="1"} 0
 # HELP shardwheel_timers_cancelled_total Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.
 # TYPE shardwheel_timers_cancelled_total counter
 shardwheel_timers_cancelled_total{shard="0"} 1
@@ -187,11 +193,13 @@ func TestNewCollectorPanicsOnProgrammingErrors(t *testing.T) {
 	}
 	assert.NotPanics(t, func() { shardwheelprom.NewCollector(s, shardwheelprom.WithBuckets()) })
 
-	// The default bounds are copied: changing them later changes nothing.
-	c := shardwheelprom.NewCollector(s)
-	saved := shardwheelprom.DefaultBuckets[0]
-	shardwheelprom.DefaultBuckets[0] = 99
-	defer func() { shardwheelprom.DefaultBuckets[0] = saved }()
+	assert.PanicsWithValue(t, "shardwheelprom: TickBuckets: tick must be positive, got 0s", func() { shardwheelprom.TickBuckets(0) })
+
+	// Bounds are copied: changing DecadeBuckets later changes nothing.
+	c := shardwheelprom.NewCollector(s, shardwheelprom.WithBuckets(shardwheelprom.DecadeBuckets...))
+	saved := shardwheelprom.DecadeBuckets[0]
+	shardwheelprom.DecadeBuckets[0] = 99
+	defer func() { shardwheelprom.DecadeBuckets[0] = saved }()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
 	mfs, err := reg.Gather()
@@ -321,9 +329,10 @@ func TestHistogramsAddUp(t *testing.T) {
 			assert.Equal(t, h.Sum().Seconds(), got.GetSampleSum(), what)
 
 			// Classic: each bound's count is our buckets with High <= it.
-			require.Len(t, got.GetBucket(), len(shardwheelprom.DefaultBuckets), what)
+			bounds := shardwheelprom.TickBuckets(time.Millisecond)
+			require.Len(t, got.GetBucket(), len(bounds), what)
 			for j, b := range got.GetBucket() {
-				require.Equal(t, shardwheelprom.DefaultBuckets[j], b.GetUpperBound(), what)
+				require.Equal(t, bounds[j], b.GetUpperBound(), what)
 				var want uint64
 				for ours := range h.Buckets() {
 					if float64(ours.High)/1e9 <= b.GetUpperBound() {

@@ -30,18 +30,34 @@ func ExampleNewCollector() {
 		fmt.Printf("%s %s series=%d\n", mf.GetName(), mf.GetType(), len(mf.GetMetric()))
 	}
 	// Output:
+	// shardwheel_blocks_released_total COUNTER series=2
+	// shardwheel_blocks_remade_total COUNTER series=2
 	// shardwheel_held_cancelled_timers GAUGE series=2
+	// shardwheel_nodes_allocated GAUGE series=2
+	// shardwheel_nodes_released_total COUNTER series=2
 	// shardwheel_pass_duration_seconds HISTOGRAM series=2
+	// shardwheel_pass_task_duration_seconds HISTOGRAM series=2
 	// shardwheel_pending_timers GAUGE series=1
 	// shardwheel_periodic_missed_total COUNTER series=2
 	// shardwheel_periodic_runs_total COUNTER series=2
 	// shardwheel_queued_peak_timers GAUGE series=2
 	// shardwheel_queued_timers GAUGE series=2
+	// shardwheel_recent_queued_peak_timers GAUGE series=2
+	// shardwheel_recent_refiled_peak_timers GAUGE series=2
+	// shardwheel_recent_slowest_pass_cascaded_timers GAUGE series=2
+	// shardwheel_recent_slowest_pass_fired_timers GAUGE series=2
+	// shardwheel_recent_slowest_pass_refiled_timers GAUGE series=2
+	// shardwheel_recent_slowest_pass_seconds GAUGE series=2
+	// shardwheel_recent_slowest_pass_task_seconds GAUGE series=2
+	// shardwheel_recent_slowest_pass_transferred_timers GAUGE series=2
+	// shardwheel_recent_transfer_peak_timers GAUGE series=2
 	// shardwheel_refiled_peak_timers GAUGE series=2
 	// shardwheel_resident_timers GAUGE series=2
+	// shardwheel_slowest_pass_cascaded_timers GAUGE series=2
 	// shardwheel_slowest_pass_fired_timers GAUGE series=2
 	// shardwheel_slowest_pass_refiled_timers GAUGE series=2
 	// shardwheel_slowest_pass_seconds GAUGE series=2
+	// shardwheel_slowest_pass_task_seconds GAUGE series=2
 	// shardwheel_slowest_pass_transferred_timers GAUGE series=2
 	// shardwheel_sweeps_total COUNTER series=2
 	// shardwheel_swept_timers_total COUNTER series=2
@@ -53,6 +69,7 @@ func ExampleNewCollector() {
 	// shardwheel_ticks_skipped_total COUNTER series=2
 	// shardwheel_timer_resets_total COUNTER series=2
 	// shardwheel_timers_cancelled_total COUNTER series=2
+	// shardwheel_timers_crossed_total COUNTER series=2
 	// shardwheel_timers_fired_total COUNTER series=2
 	// shardwheel_timers_refiled_total COUNTER series=2
 	// shardwheel_timers_scheduled_total COUNTER series=2

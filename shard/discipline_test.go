@@ -144,7 +144,7 @@ func TestLatenessIsMeasuredFromTheDeadlineTick(t *testing.T) {
 	st := h.sh.statsNow()
 	require.Equal(t, uint64(3), st.Lateness.Count())
 	assert.Equal(t, int64(3*testTick), st.Lateness.Max())
-	assert.Equal(t, PassWork{Fired: 3}, st.SlowestPass, "the busiest pass and what it did")
+	assert.Equal(t, PassWork{Fired: 3, End: h.clock.Now()}, st.SlowestPass, "the busiest pass and what it did")
 }
 
 // TestForcedCascadeEmptiesTheSlotWhateverFiledSays has a slot whose filed

@@ -77,7 +77,10 @@ const lateSample = 64
 // just reached, or elapsed itself for the timers filed due) and returns
 // the clock reading after their tasks. now is a reading taken before it
 // started. Lateness is measured from each task's own deadline tick, one
-// sample for a run of up to lateSample tasks of the same tick.
+// sample for a run of up to lateSample tasks of the same tick. The time
+// its tasks held the shard, from the start of the first (see runTask) to
+// the reading after the last, adds to the pass's PassWork.Tasks: two
+// clock reads per list, not per task.
 func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
 	return sh.runList(sh.h.w.take(due), now)
 }
@@ -120,6 +123,11 @@ func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) 
 		idx = next
 	}
 	record()
+	if sh.work.timing {
+		// A task ran, so record read the clock after the last one.
+		sh.work.tasks += now - sh.work.taskStart
+		sh.work.timing = false
+	}
 	return now, true
 }
 
@@ -282,13 +290,21 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 // task over (handOver), a series' to be filed again when it returns. The
 // caller has published the timer's run word (beginRun), and withdraws it
 // after: the panic handler below still counts as part of the task. See
-// Quiet for the handshake with closed. A task (or run call) that calls
+// Quiet for the handshake with closed. The first task of a list reads the
+// clock for runList's PassWork.Tasks; one task in taskSampleEvery is
+// timed alone for Stats.TaskTime. A task (or run call) that calls
 // runtime.Goexit never returns here: the deferred call below sees it,
 // ends the run, and hands the shard to a successor (goexit.go).
 func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series bool) {
 	if sh.closed.Load() && !sh.quieted {
 		sh.quieted = true
 		close(sh.quiet)
+	}
+	if sh.cfg.Stats && !sh.work.timing {
+		// The first task of its list: runList times the list's tasks
+		// from here.
+		sh.work.timing = true
+		sh.work.taskStart = sh.clock.Now()
 	}
 	sh.stats.tasks++
 	if sh.cfg.Stats && sh.stats.tasks%taskSampleEvery == 0 {

@@ -31,7 +31,12 @@ type Stats struct {
 	Sweeps        uint64
 	Swept         uint64
 	SlowestPass   PassWork
-	Panics        uint64
+	// Recent holds the peaks of the passes of the last RecentWindow
+	// (see recentSlots), and Now the clock's reading when the snapshot
+	// was taken, on which PassWork.End is read.
+	Recent Recent
+	Now    time.Duration
+	Panics uint64
 	// PeriodicRuns counts the runs of periodic timers' tasks, which
 	// Fired does not (a series is one timer, however often it runs), and
 	// PeriodicMissed the grid points they missed (periodic.go).
@@ -51,6 +56,7 @@ type Stats struct {
 	TickLag        hist.Snapshot
 	Lateness       hist.Snapshot
 	PassTime       hist.Snapshot
+	PassTaskTime   hist.Snapshot
 	TaskTime       hist.Snapshot
 }
 
@@ -85,10 +91,13 @@ const (
 	cSweeps                // sweeps completed
 	cSwept                 // cancelled nodes sweeps freed
 	cPanics                // tasks that panicked
-	cSlowNs                // the slowest pass: duration and work
+	cSlowNs                // the slowest pass: duration, work and end
+	cSlowTasks
 	cSlowTransferred
 	cSlowRefiled
+	cSlowCascaded
 	cSlowFired
+	cSlowEnd
 	cPeriodicRuns   // runs of periodic timers' tasks (not in cFired)
 	cBlocksReleased // big blocks given back (reserve.go)
 	cBlocksRemade   // released big blocks made again
@@ -99,22 +108,42 @@ const (
 
 // PassWork describes one pass of a shard goroutine.
 type PassWork struct {
-	// Duration is how long the pass took (zero with Stats off).
+	// Duration is how long the pass took, and Tasks how long its tasks
+	// held the shard (both zero with Stats off): for each list of due
+	// timers that ran any, the time from the start of its first task to
+	// the clock reading after its last (see runList).
 	Duration time.Duration
+	Tasks    time.Duration
 	// Transferred, Refiled and Fired count the new timers it moved into
 	// the wheel, the timers it moved within the wheel, and the tasks it
-	// ran.
+	// ran; Cascaded is the part of Refiled that cascades moved.
 	Transferred int
 	Refiled     int
+	Cascaded    int
 	Fired       int
+	// End is the clock reading at the pass's end (with Stats off, at its
+	// start: passes are not timed then).
+	End time.Duration
+}
+
+// slower reports whether p is a slower pass than q: it took longer, or
+// as long (every pass takes 0 with Stats off) and did more.
+func (p PassWork) slower(q PassWork) bool {
+	return p.Duration > q.Duration ||
+		p.Duration == q.Duration && p.Transferred+p.Refiled+p.Fired > q.Transferred+q.Refiled+q.Fired
 }
 
 // passWork is the shard goroutine's tally of the current pass: besides
-// PassWork's counts, cascaded is the part of refiled that cascades moved,
-// and filed the timers it filed again that were not new (Resets found on
-// the attention stack, periodic timers after a run), which the execution
-// tracer shows (trace.go).
-type passWork struct{ transferred, refiled, fired, cascaded, filed int }
+// PassWork's counts, filed is the timers it filed again that were not new
+// (Resets found on the attention stack, periodic timers after a run),
+// which the execution tracer shows (trace.go); tasks is PassWork.Tasks,
+// and taskStart the clock reading at the first task of the list being
+// run, if timing (see runTask).
+type passWork struct {
+	transferred, refiled, fired, cascaded, filed int
+	tasks, taskStart                             time.Duration
+	timing                                       bool
+}
 
 // workerStats is the shard goroutine's side of Stats: it records the
 // histograms, which anyone may snapshot, and counts tasks for sampling;
@@ -128,8 +157,10 @@ type workerStats struct {
 	tickLag       hist.Histogram
 	lateness      hist.Histogram
 	passTime      hist.Histogram
+	passTaskTime  hist.Histogram
 	taskTime      hist.Histogram
 	tasks         uint64 // tasks run, for sampling
+	recent        [recentSlots]recentSlot
 }
 
 // publish copies the holder's counters for readers. Holder only.
@@ -285,10 +316,15 @@ func (sh *Shard) Stats() Stats {
 	st.RefiledPeak = int(p[cRefiledPeak].Load())
 	st.SlowestPass = PassWork{
 		Duration:    time.Duration(p[cSlowNs].Load()),
+		Tasks:       time.Duration(p[cSlowTasks].Load()),
 		Transferred: int(p[cSlowTransferred].Load()),
 		Refiled:     int(p[cSlowRefiled].Load()),
+		Cascaded:    int(p[cSlowCascaded].Load()),
 		Fired:       int(p[cSlowFired].Load()),
+		End:         time.Duration(p[cSlowEnd].Load()),
 	}
+	st.Now = sh.clock.Now()
+	st.Recent = sh.recentPeaks(st.Now)
 	st.Panics = p[cPanics].Load()
 	st.PeriodicRuns = p[cPeriodicRuns].Load()
 	st.PeriodicMissed = l.missed
@@ -298,6 +334,7 @@ func (sh *Shard) Stats() Stats {
 	st.TickLag = sh.stats.tickLag.Snapshot()
 	st.Lateness = sh.stats.lateness.Snapshot()
 	st.PassTime = sh.stats.passTime.Snapshot()
+	st.PassTaskTime = sh.stats.passTaskTime.Snapshot()
 	st.TaskTime = sh.stats.taskTime.Snapshot()
 	return st
 }
@@ -320,21 +357,162 @@ func (sh *Shard) recordTick(now time.Duration, target uint64) {
 }
 
 // recordPass accounts for the work of the pass that started at clock
-// reading start. Shard goroutine, holding the wheel.
+// reading start: the pass's time and its tasks', the slowest pass, and the
+// recent peaks. Shard goroutine, holding the wheel.
 func (sh *Shard) recordPass(start time.Duration) {
 	c, w := &sh.h.counts, sh.work
 	c[cRefiledPeak] = max(c[cRefiledPeak], uint64(w.refiled))
-	var took time.Duration
+	p := PassWork{
+		Tasks: w.tasks, Transferred: w.transferred, Refiled: w.refiled, Cascaded: w.cascaded, Fired: w.fired, End: start,
+	}
 	if sh.cfg.Stats {
-		took = sh.clock.Now() - start
-		sh.stats.passTime.Record(int64(took))
+		p.End = sh.clock.Now()
+		p.Duration = p.End - start
+		sh.stats.passTime.Record(int64(p.Duration))
+		if w.fired > 0 {
+			sh.stats.passTaskTime.Record(int64(w.tasks))
+		}
 	}
-	// Ties (every pass takes 0 with Stats off) go to the pass that did
-	// the most.
-	work, slowWork := uint64(w.transferred+w.refiled+w.fired), c[cSlowTransferred]+c[cSlowRefiled]+c[cSlowFired]
-	if uint64(took) > c[cSlowNs] || uint64(took) == c[cSlowNs] && work > slowWork {
-		c[cSlowNs] = uint64(took)
-		c[cSlowTransferred], c[cSlowRefiled], c[cSlowFired] =
-			uint64(w.transferred), uint64(w.refiled), uint64(w.fired)
+	slowest := PassWork{
+		Duration: time.Duration(c[cSlowNs]), Transferred: int(c[cSlowTransferred]), Refiled: int(c[cSlowRefiled]), Fired: int(c[cSlowFired]),
 	}
+	if p.slower(slowest) {
+		c[cSlowNs], c[cSlowTasks], c[cSlowEnd] = uint64(p.Duration), uint64(p.Tasks), uint64(p.End)
+		c[cSlowTransferred], c[cSlowRefiled], c[cSlowCascaded], c[cSlowFired] =
+			uint64(p.Transferred), uint64(p.Refiled), uint64(p.Cascaded), uint64(p.Fired)
+	}
+	sh.recordRecent(start, p)
+}
+
+// Recent peaks. SlowestPass and the peaks since the shard started only
+// rise: after one incident they cannot show the next. Stats.Recent holds
+// the same figures for the passes of the last minute, kept by the shard
+// goroutine in a ring of one slot per second of its clock; a reader takes
+// the maximum over the slots of the current second and the recentSlots-1
+// before it, so that a peak leaves Recent between RecentWindow and
+// RecentWindow plus a second after its pass started.
+
+// RecentWindow is the span of Stats.Recent, to the second: the passes
+// that started in the current second of the shard's clock or in the 60
+// before it.
+const RecentWindow = time.Minute
+
+// recentSlots is the number of one-second slots the ring keeps: those of
+// RecentWindow and the current one.
+const recentSlots = int64(RecentWindow/time.Second) + 1
+
+// Recent is the peaks of the passes of the last RecentWindow.
+type Recent struct {
+	// SlowestPass is the slowest of those passes, as Stats.SlowestPass
+	// is of all.
+	SlowestPass PassWork
+	// QueuedPeak is the most new timers one of those passes found in the
+	// queue (the timers it took in and those it left waiting), and
+	// TransferPeak the most new timers moved into the wheel in one tick
+	// as the passes of that tick left the count: a producer's transfer
+	// after the last pass of a tick counts in Stats.TransferPeak only.
+	QueuedPeak   int
+	TransferPeak int
+	// RefiledPeak is the most timers one of those passes moved within
+	// the wheel.
+	RefiledPeak int
+}
+
+// recentSlot is one second's peaks. epoch is the second (the clock
+// reading over a second, plus 1) whose passes the slot holds, 0 while it
+// is being cleared for a new one; the shard goroutine writes the slot,
+// readers take it if epoch reads the same before and after its fields.
+type recentSlot struct {
+	epoch                             atomic.Int64
+	slowNs, slowTasks, slowEnd        atomic.Int64
+	slowTransferred, slowRefiled      atomic.Int64
+	slowCascaded, slowFired           atomic.Int64
+	queuedPeak, transferPeak, refiled atomic.Int64
+}
+
+// epochOf returns the ring's second of clock reading t.
+func epochOf(t time.Duration) int64 { return int64(t/time.Second) + 1 }
+
+// pass returns the slot's slowest pass.
+func (sl *recentSlot) pass() PassWork {
+	return PassWork{
+		Duration:    time.Duration(sl.slowNs.Load()),
+		Tasks:       time.Duration(sl.slowTasks.Load()),
+		Transferred: int(sl.slowTransferred.Load()),
+		Refiled:     int(sl.slowRefiled.Load()),
+		Cascaded:    int(sl.slowCascaded.Load()),
+		Fired:       int(sl.slowFired.Load()),
+		End:         time.Duration(sl.slowEnd.Load()),
+	}
+}
+
+// recordRecent adds p, the pass that started at clock reading start, to
+// the ring. Shard goroutine, holding the wheel.
+func (sh *Shard) recordRecent(start time.Duration, p PassWork) {
+	e := epochOf(start)
+	sl := &sh.stats.recent[e%recentSlots]
+	if sl.epoch.Load() != e {
+		sl.epoch.Store(0)
+		for _, v := range []*atomic.Int64{
+			&sl.slowNs, &sl.slowTasks, &sl.slowEnd, &sl.slowTransferred, &sl.slowRefiled,
+			&sl.slowCascaded, &sl.slowFired, &sl.queuedPeak, &sl.transferPeak, &sl.refiled,
+		} {
+			v.Store(0)
+		}
+		sl.epoch.Store(e)
+	}
+	if p.slower(sl.pass()) {
+		sl.slowNs.Store(int64(p.Duration))
+		sl.slowTasks.Store(int64(p.Tasks))
+		sl.slowEnd.Store(int64(p.End))
+		sl.slowTransferred.Store(int64(p.Transferred))
+		sl.slowRefiled.Store(int64(p.Refiled))
+		sl.slowCascaded.Store(int64(p.Cascaded))
+		sl.slowFired.Store(int64(p.Fired))
+	}
+	raise := func(v *atomic.Int64, n int64) {
+		if n > v.Load() {
+			v.Store(n)
+		}
+	}
+	raise(&sl.refiled, int64(p.Refiled))
+	if p.Transferred > 0 {
+		raise(&sl.queuedPeak, int64(sh.queuedNow())+int64(p.Transferred))
+	}
+	if sh.h.capTick == sh.h.tick {
+		raise(&sl.transferPeak, int64(sh.h.capUsed))
+	}
+}
+
+// recentPeaks returns the peaks of the ring's slots of the second of
+// clock reading now and the recentSlots-1 before it; a slot of a later
+// second (a pass that started after now was read) counts too. Any
+// goroutine; it never waits for the shard goroutine, and reads a slot
+// again only if that goroutine cleared it meanwhile, which it does once
+// a second.
+func (sh *Shard) recentPeaks(now time.Duration) Recent {
+	cur := epochOf(now)
+	var r Recent
+	for i := range sh.stats.recent {
+		sl := &sh.stats.recent[i]
+		for {
+			e := sl.epoch.Load()
+			if e == 0 || cur-e >= recentSlots {
+				break // unused, being cleared, or too old
+			}
+			p := sl.pass()
+			q, t, f := sl.queuedPeak.Load(), sl.transferPeak.Load(), sl.refiled.Load()
+			if sl.epoch.Load() != e {
+				continue // cleared for a new second meanwhile
+			}
+			if p.slower(r.SlowestPass) {
+				r.SlowestPass = p
+			}
+			r.QueuedPeak = max(r.QueuedPeak, int(q))
+			r.TransferPeak = max(r.TransferPeak, int(t))
+			r.RefiledPeak = max(r.RefiledPeak, int(f))
+			break
+		}
+	}
+	return r
 }

@@ -78,6 +78,13 @@ type Metric struct {
 	Samples string
 }
 
+// NotExported lists the ShardStats fields no exporter publishes, with the
+// reason.
+var NotExported = map[string]string{
+	"SlowestPass.Ago":        "a time since an event, which grows between collections: a backend sees when the slowest pass changed from its gauge",
+	"Recent.SlowestPass.Ago": "as SlowestPass.Ago",
+}
+
 // Shard is the table of per-shard metrics. Counters are uint64 in
 // ShardStats and int64 here: they would need 292 years at a billion a
 // second to tell the difference.
@@ -102,9 +109,20 @@ var Shard = []Metric{
 	{Field: "Sweeps", Prom: "sweeps_total", OTel: "shardwheel.sweep.completed", Kind: Counter, Unit: "{sweep}", Help: "Completed sweeps of the shard's nodes.", Int: func(s Stats) int64 { return int64(s.Sweeps) }},
 	{Field: "Swept", Prom: "swept_timers_total", OTel: "shardwheel.sweep.freed", Kind: Counter, Unit: "{timer}", Help: "Cancelled timer nodes freed by sweeps.", Int: func(s Stats) int64 { return int64(s.Swept) }},
 	{Field: "SlowestPass.Duration", Prom: "slowest_pass_seconds", OTel: "shardwheel.pass.slowest.duration", Kind: Gauge, Unit: "s", Help: "How long the shard's slowest pass took (0 with WithStats(false)).", Seconds: func(s Stats) time.Duration { return s.SlowestPass.Duration }},
+	{Field: "SlowestPass.Tasks", Prom: "slowest_pass_task_seconds", OTel: "shardwheel.pass.slowest.tasks", Kind: Gauge, Unit: "s", Help: "How long the tasks of the shard's slowest pass held the shard (0 with WithStats(false)).", Seconds: func(s Stats) time.Duration { return s.SlowestPass.Tasks }},
 	{Field: "SlowestPass.Transferred", Prom: "slowest_pass_transferred_timers", OTel: "shardwheel.pass.slowest.transferred", Kind: Gauge, Unit: "{timer}", Help: "New timers the shard's slowest pass moved from the queue into the wheel.", Int: func(s Stats) int64 { return int64(s.SlowestPass.Transferred) }},
 	{Field: "SlowestPass.Refiled", Prom: "slowest_pass_refiled_timers", OTel: "shardwheel.pass.slowest.refiled", Kind: Gauge, Unit: "{timer}", Help: "Timers the shard's slowest pass moved within the wheel.", Int: func(s Stats) int64 { return int64(s.SlowestPass.Refiled) }},
+	{Field: "SlowestPass.Cascaded", Prom: "slowest_pass_cascaded_timers", OTel: "shardwheel.pass.slowest.cascaded", Kind: Gauge, Unit: "{timer}", Help: "Timers the shard's slowest pass moved down the wheel in cascades (part of the refiled ones).", Int: func(s Stats) int64 { return int64(s.SlowestPass.Cascaded) }},
 	{Field: "SlowestPass.Fired", Prom: "slowest_pass_fired_timers", OTel: "shardwheel.pass.slowest.fired", Kind: Gauge, Unit: "{timer}", Help: "Tasks the shard's slowest pass ran.", Int: func(s Stats) int64 { return int64(s.SlowestPass.Fired) }},
+	{Field: "Recent.SlowestPass.Duration", Prom: "recent_slowest_pass_seconds", OTel: "shardwheel.pass.recent_slowest.duration", Kind: Gauge, Unit: "s", Help: "How long the shard's slowest pass of the last minute took (0 with WithStats(false)).", Seconds: func(s Stats) time.Duration { return s.Recent.SlowestPass.Duration }},
+	{Field: "Recent.SlowestPass.Tasks", Prom: "recent_slowest_pass_task_seconds", OTel: "shardwheel.pass.recent_slowest.tasks", Kind: Gauge, Unit: "s", Help: "How long the tasks of the shard's slowest pass of the last minute held the shard (0 with WithStats(false)).", Seconds: func(s Stats) time.Duration { return s.Recent.SlowestPass.Tasks }},
+	{Field: "Recent.SlowestPass.Transferred", Prom: "recent_slowest_pass_transferred_timers", OTel: "shardwheel.pass.recent_slowest.transferred", Kind: Gauge, Unit: "{timer}", Help: "New timers the shard's slowest pass of the last minute moved from the queue into the wheel.", Int: func(s Stats) int64 { return int64(s.Recent.SlowestPass.Transferred) }},
+	{Field: "Recent.SlowestPass.Refiled", Prom: "recent_slowest_pass_refiled_timers", OTel: "shardwheel.pass.recent_slowest.refiled", Kind: Gauge, Unit: "{timer}", Help: "Timers the shard's slowest pass of the last minute moved within the wheel.", Int: func(s Stats) int64 { return int64(s.Recent.SlowestPass.Refiled) }},
+	{Field: "Recent.SlowestPass.Cascaded", Prom: "recent_slowest_pass_cascaded_timers", OTel: "shardwheel.pass.recent_slowest.cascaded", Kind: Gauge, Unit: "{timer}", Help: "Timers the shard's slowest pass of the last minute moved down the wheel in cascades (part of the refiled ones).", Int: func(s Stats) int64 { return int64(s.Recent.SlowestPass.Cascaded) }},
+	{Field: "Recent.SlowestPass.Fired", Prom: "recent_slowest_pass_fired_timers", OTel: "shardwheel.pass.recent_slowest.fired", Kind: Gauge, Unit: "{timer}", Help: "Tasks the shard's slowest pass of the last minute ran.", Int: func(s Stats) int64 { return int64(s.Recent.SlowestPass.Fired) }},
+	{Field: "Recent.QueuedPeak", Prom: "recent_queued_peak_timers", OTel: "shardwheel.queue.recent_peak_depth", Kind: Gauge, Unit: "{timer}", Help: "The most new timers a pass of the last minute found in the shard's queue.", Int: func(s Stats) int64 { return int64(s.Recent.QueuedPeak) }},
+	{Field: "Recent.TransferPeak", Prom: "recent_transfer_peak_timers", OTel: "shardwheel.transfer.recent_peak", Kind: Gauge, Unit: "{timer}", Help: "The most timers moved from the queue to the wheel in one tick of the last minute, as its passes left the count.", Int: func(s Stats) int64 { return int64(s.Recent.TransferPeak) }},
+	{Field: "Recent.RefiledPeak", Prom: "recent_refiled_peak_timers", OTel: "shardwheel.pass.recent_peak_refiled", Kind: Gauge, Unit: "{timer}", Help: "The most timers one pass of the last minute moved within the wheel.", Int: func(s Stats) int64 { return int64(s.Recent.RefiledPeak) }},
 	{Field: "Panics", Prom: "task_panics_total", OTel: "shardwheel.task.panics", Kind: Counter, Unit: "{panic}", Help: "Tasks that panicked or called runtime.Goexit.", Int: func(s Stats) int64 { return int64(s.Panics) }},
 	{Field: "PeriodicRuns", Prom: "periodic_runs_total", OTel: "shardwheel.periodic.runs", Kind: Counter, Unit: "{run}", Help: "Runs of periodic timers' tasks (Every), which timers fired does not count.", Int: func(s Stats) int64 { return int64(s.PeriodicRuns) }},
 	{Field: "PeriodicMissed", Prom: "periodic_missed_total", OTel: "shardwheel.periodic.missed", Kind: Counter, Unit: "{point}", Help: "Grid points periodic timers missed because their series was behind.", Int: func(s Stats) int64 { return int64(s.PeriodicMissed) }},
@@ -116,7 +134,8 @@ var Shard = []Metric{
 	{Field: "TickLag", Prom: "tick_lag_seconds", OTel: "shardwheel.tick.lag", Kind: Distribution, Unit: "s", Samples: "{tick}", Help: "How late the shard started processing a tick it had planned to wake for.", Hist: func(s Stats) shardwheel.Histogram { return s.TickLag }},
 	{Field: "Lateness", Prom: "task_lateness_seconds", OTel: "shardwheel.task.lateness", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "How late tasks started versus their deadline rounded up to the tick grid.", Hist: func(s Stats) shardwheel.Histogram { return s.Lateness }},
 	{Field: "PassTime", Prom: "pass_duration_seconds", OTel: "shardwheel.pass.duration", Kind: Distribution, Unit: "s", Samples: "{pass}", Help: "How long each pass of the shard took.", Hist: func(s Stats) shardwheel.Histogram { return s.PassTime }},
-	{Field: "TaskTime", Prom: "task_duration_seconds", OTel: "shardwheel.task.duration", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "Run time of tasks run inline or handed to the executor, sampled one task in 16.", Hist: func(s Stats) shardwheel.Histogram { return s.TaskTime }},
+	{Field: "PassTaskTime", Prom: "pass_task_duration_seconds", OTel: "shardwheel.pass.task_duration", Kind: Distribution, Unit: "s", Samples: "{pass}", Help: "How long the tasks of each pass that ran any held the shard.", Hist: func(s Stats) shardwheel.Histogram { return s.PassTaskTime }},
+	{Field: "TaskTime", Prom: "task_duration_seconds", OTel: "shardwheel.task.duration", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "Run time of single tasks run inline or handed to the executor, sampled one task in 16.", Hist: func(s Stats) shardwheel.Histogram { return s.TaskTime }},
 }
 
 // SchedulerMetric describes a metric of the whole Scheduler, exported
@@ -131,9 +150,10 @@ type SchedulerMetric struct {
 }
 
 // Scheduler is the table of whole-Scheduler metrics. Stats.Total is not
-// exported: it is the sum (or, for peaks, the max) of the shard series,
-// which every backend computes, and exporting it too would double every
-// sum over the shard label.
+// exported beside the shards' series: it is their sum (or, for peaks, the
+// max), which every backend computes, and exporting it too would double
+// every sum over the shard label. The exporters' WithTotalOnly exports it
+// instead of them, through the Shard table without the label.
 var Scheduler = []SchedulerMetric{
 	{Field: "Pending", Prom: "pending_timers", OTel: "shardwheel.timer.pending", Kind: Level, Unit: "{timer}", Help: "Timers scheduled and not yet fired, cancelled or stopped (Scheduler.Pending).", Int: func(s shardwheel.Stats) int64 { return int64(s.Pending) }},
 }

@@ -31,8 +31,8 @@ func leaves(t reflect.Type, prefix string) []string {
 }
 
 // TestEveryShardStatsFieldIsExported fails when a field is added to
-// ShardStats (or PassWork) without a line in Shard, and when a line names
-// a field that does not exist.
+// ShardStats (or PassWork) without a line in Shard or NotExported, and
+// when a line names a field that does not exist.
 func TestEveryShardStatsFieldIsExported(t *testing.T) {
 	described := map[string]int{}
 	for _, m := range Shard {
@@ -40,6 +40,11 @@ func TestEveryShardStatsFieldIsExported(t *testing.T) {
 	}
 	fields := leaves(reflect.TypeFor[shardwheel.ShardStats](), "")
 	require.NotEmpty(t, fields)
+	for f := range NotExported {
+		require.Contains(t, fields, f, "NotExported names a field ShardStats does not have")
+		require.Zero(t, described[f], "%s is both exported and not", f)
+		described[f] = 1
+	}
 	for _, f := range fields {
 		assert.Equal(t, 1, described[f], "ShardStats.%s must be described by exactly one entry of metrics.Shard", f)
 		delete(described, f)

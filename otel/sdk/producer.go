@@ -11,14 +11,15 @@
 //	reg, err := shardwheelotel.Register(s, provider.Meter(shardwheelotel.ScopeName),
 //		shardwheelotel.WithoutSummaries())
 //
-// The Producer exports only the four distributions; Register exports the
+// The Producer exports only the five distributions; Register exports the
 // counters and gauges, and WithoutSummaries drops its summaries of the
 // distributions, which the histograms replace.
 //
 // Each distribution (shardwheel.tick.lag, shardwheel.task.lateness,
-// shardwheel.pass.duration, shardwheel.task.duration; unit s) is one
-// exponential histogram data point per shard, with the attribute shard,
-// at scale 5: 32 buckets per power of two, bounds 2.2% apart. Each bucket
+// shardwheel.pass.duration, shardwheel.pass.task_duration,
+// shardwheel.task.duration; unit s) is one exponential histogram data
+// point per shard, with the attribute shard (or, WithTotalOnly, one for
+// the whole Scheduler, without it), at scale 5: 32 buckets per power of two, bounds 2.2% apart. Each bucket
 // of a shardwheel.Histogram (1/32 of a power of two of nanoseconds wide)
 // lands whole in the exponential bucket that holds its upper bound, so a
 // duration is never shown below its value and at most 3.125% above it;
@@ -53,17 +54,31 @@ const ScopeName = "github.com/shardwheel/shardwheel/otel/sdk"
 type Producer struct {
 	stats func() shardwheel.Stats // the Scheduler's Stats method
 	start time.Time
+	total bool            // WithTotalOnly
 	attrs []attribute.Set // the shard attribute, by index
+}
+
+// Option configures NewProducer.
+type Option func(*Producer)
+
+// WithTotalOnly produces one data point per distribution, of Stats.Total
+// without the shard attribute, instead of one per shard: to go with
+// shardwheelotel.Register's option of the same name.
+func WithTotalOnly() Option {
+	return func(p *Producer) { p.total = true }
 }
 
 // NewProducer returns a Producer of s's distributions, to pass to a
 // reader with sdkmetric.WithProducer. It panics if s was not made by
 // shardwheel.New.
-func NewProducer(s *shardwheel.Scheduler) *Producer {
+func NewProducer(s *shardwheel.Scheduler, opts ...Option) *Producer {
 	if s == nil || s.Shards() == 0 {
 		panic("shardwheelsdk: NewProducer needs a Scheduler made by shardwheel.New")
 	}
 	p := &Producer{stats: s.Stats, start: time.Now()}
+	for _, o := range opts {
+		o(p)
+	}
 	for i := range s.Shards() {
 		p.attrs = append(p.attrs, attribute.NewSet(attribute.Int("shard", i)))
 	}
@@ -80,9 +95,13 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 		if m.Hist == nil {
 			continue
 		}
-		points := make([]metricdata.ExponentialHistogramDataPoint[float64], len(st.Shards))
-		for i, sh := range st.Shards {
-			points[i] = p.point(m.Hist(sh), i, now)
+		var points []metricdata.ExponentialHistogramDataPoint[float64]
+		if p.total {
+			points = append(points, p.point(m.Hist(st.Total), *attribute.EmptySet(), now))
+		} else {
+			for i, sh := range st.Shards {
+				points = append(points, p.point(m.Hist(sh), p.attrs[i], now))
+			}
 		}
 		out = append(out, metricdata.Metrics{
 			Name:        m.OTel,
@@ -94,10 +113,11 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	return []metricdata.ScopeMetrics{{Scope: instrumentation.Scope{Name: ScopeName}, Metrics: out}}, nil
 }
 
-// point returns shard i's histogram h as a data point.
-func (p *Producer) point(h shardwheel.Histogram, i int, now time.Time) metricdata.ExponentialHistogramDataPoint[float64] {
+// point returns the histogram h as a data point with the attributes
+// attrs.
+func (p *Producer) point(h shardwheel.Histogram, attrs attribute.Set, now time.Time) metricdata.ExponentialHistogramDataPoint[float64] {
 	dp := metricdata.ExponentialHistogramDataPoint[float64]{
-		Attributes: p.attrs[i],
+		Attributes: attrs,
 		StartTime:  p.start,
 		Time:       now,
 		Count:      h.Count(),

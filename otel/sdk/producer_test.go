@@ -186,7 +186,7 @@ func TestEmptyHistograms(t *testing.T) {
 	sm, err := shardwheelsdk.NewProducer(s).Produce(context.Background())
 	require.NoError(t, err)
 	require.Len(t, sm, 1)
-	require.Len(t, sm[0].Metrics, 4)
+	require.Len(t, sm[0].Metrics, 5)
 	for _, m := range sm[0].Metrics {
 		dp := m.Data.(metricdata.ExponentialHistogram[float64]).DataPoints[0]
 		assert.Zero(t, dp.Count, m.Name)
@@ -201,5 +201,26 @@ func TestEmptyHistograms(t *testing.T) {
 func TestNewProducerPanicsOnAZeroScheduler(t *testing.T) {
 	for _, s := range []*shardwheel.Scheduler{nil, {}} {
 		assert.PanicsWithValue(t, "shardwheelsdk: NewProducer needs a Scheduler made by shardwheel.New", func() { shardwheelsdk.NewProducer(s) })
+	}
+}
+
+// TestProducerTotalOnly: WithTotalOnly produces one point per
+// distribution, Stats.Total's, without the shard attribute.
+func TestProducerTotalOnly(t *testing.T) {
+	s := busy(t)
+	p := shardwheelsdk.NewProducer(s, shardwheelsdk.WithTotalOnly())
+	s.Stop()
+	st := s.Stats().Total
+	got := collect(t, readerOf(t, p))[shardwheelsdk.ScopeName]
+	for _, m := range metrics.Shard {
+		if m.Hist == nil {
+			continue
+		}
+		data := got[m.OTel].Data.(metricdata.ExponentialHistogram[float64])
+		require.Len(t, data.DataPoints, 1, m.OTel)
+		dp := data.DataPoints[0]
+		assert.Zero(t, dp.Attributes.Len(), m.OTel)
+		assert.Equal(t, m.Hist(st).Count(), dp.Count, m.OTel)
+		assert.Equal(t, m.Hist(st).Sum().Seconds(), dp.Sum, m.OTel)
 	}
 }
