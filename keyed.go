@@ -204,7 +204,7 @@ func (s *Scheduler) CancelKey(key uint64) bool {
 // lock-free and, like Timeout.Reset, allocates nothing.
 func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
 	ix := s.keyed(key)
-	_, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Reset(r, delay) })
+	_, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Reset(r, key, delay) })
 	return ok
 }
 

@@ -3,7 +3,6 @@ package shardwheel_test
 import (
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/pool"
 )
 
 // Tests of the wheel per P: timers made on one P and ended from another,
@@ -323,7 +323,7 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 		return true
 	}, 30*time.Second, pollEvery, "every shard that held many timers swept them, its P gone or not")
 
-	const n, rounds, flat = 5000, 12, 5
+	const n, rounds, flat = 5000, 24, 10
 	var heap []uint64
 	for range rounds {
 		var done sync.WaitGroup
@@ -338,8 +338,11 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 		heap = append(heap, heapInUse())
 	}
 	t.Logf("heap after each round: %v", heap)
-	last := heap[rounds-flat:]
-	assert.Less(t, slices.Max(last)-slices.Min(last), uint64(n)*8, "the last %d rounds grow nothing", flat)
+	// The last rounds grow the heap by less than one block of nodes (the
+	// arenas of the shards the timers cross to may make one more small
+	// block as their stock settles), and may shrink it: blocks given back.
+	const block = 1 << 14 * pool.NodeBytes
+	assert.Less(t, int64(heap[rounds-1])-int64(heap[rounds-flat]), int64(block), "the last %d rounds grew the heap: %v", flat, heap)
 	st := s.Stats()
 	assert.Positive(t, st.Total.Crossed, "the timers crossed to their keys' shards")
 	var probes sync.WaitGroup

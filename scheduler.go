@@ -621,7 +621,7 @@ func (t Timeout) Cancel() bool {
 // unchanged. A timer from ScheduleWithin becomes exact: it runs at the new
 // deadline.
 func (t Timeout) Reset(delay time.Duration) bool {
-	return t.sh != nil && t.sh.Reset(t.ref, delay)
+	return t.sh != nil && t.sh.Reset(t.ref, t.key, delay)
 }
 
 // Pending reports whether the timer has not yet ended: for a periodic

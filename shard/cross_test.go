@@ -113,7 +113,7 @@ func TestRoutedTimersCrossExactlyOnce(t *testing.T) {
 						now := clock.Now()
 						prev := rt.due.Load()
 						rt.due.Store(min(prev, int64(now+delay)))
-						if rt.sh.Reset(rt.ref, delay) {
+						if rt.sh.Reset(rt.ref, rt.key, delay) {
 							rt.due.Store(int64(now + delay))
 						}
 					}

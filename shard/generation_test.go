@@ -62,7 +62,7 @@ func TestGenerationsNeverRepeat(t *testing.T) {
 	require.Equal(t, old.gen+1<<tagBits, live.gen, "the generation does not")
 	assert.False(t, h.sh.Pending(old), "a stale handle is inert")
 	assert.False(t, h.sh.Cancel(old))
-	assert.False(t, h.sh.Reset(old, time.Minute))
+	assert.False(t, h.sh.Reset(old, 0, time.Minute))
 	_, ok := h.sh.Deadline(old)
 	assert.False(t, ok)
 	assert.True(t, h.sh.Pending(live), "the live timer is untouched")

@@ -182,7 +182,7 @@ func dueAt(sh *Shard, due uint64) uint64 { return max(due, sh.h.w.elapsed) }
 func (e *tickExpect) resetTo(id int, due uint64, r *rand.Rand) {
 	sh := e.h.sh
 	delay := sh.tickTime(due) - e.h.clock.Now() - time.Duration(r.Int64N(int64(testTick)))
-	require.True(e.h.t, sh.Reset(e.refs[id], delay))
+	require.True(e.h.t, sh.Reset(e.refs[id], 0, delay))
 	e.want[id] = dueAt(sh, sh.ceilTick(e.h.clock.Now()+max(delay, 0)))
 }
 

@@ -138,7 +138,7 @@ func runModel(t *testing.T, ops []byte) {
 			}
 			tm := timers[int(arg)%len(timers)]
 			delay := arg * testTick / 3
-			got := h.sh.Reset(tm.ref, delay)
+			got := h.sh.Reset(tm.ref, 0, delay)
 			tm.history = append(tm.history, "reset "+delay.String()+" at "+now.String())
 			if tm.series {
 				// A period <= 0 is refused.
@@ -327,7 +327,7 @@ func runWheelModel(t *testing.T, c wheelModel, seed uint64) {
 	}
 	reset := func(tm *modelTimer, delay time.Duration) {
 		now := h.clock.Now()
-		got := sh.Reset(tm.ref, delay)
+		got := sh.Reset(tm.ref, 0, delay)
 		tm.history = append(tm.history, fmt.Sprintf("reset %v at %v (after pass %d) -> %v", delay, now-sh.origin, seq, got))
 		if got != (tm.state == "pending") {
 			fail("timer %d: Reset returned %v: %v", tm.id, got, tm.history)

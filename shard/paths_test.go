@@ -62,7 +62,7 @@ func TestSweepFreesHeldNodesAndStaleHandlesStayInert(t *testing.T) {
 			}
 			assert.False(t, h.sh.Pending(old), "stale handle of node %d", old.idx)
 			assert.False(t, h.sh.Cancel(old))
-			assert.False(t, h.sh.Reset(old, time.Second))
+			assert.False(t, h.sh.Reset(old, 0, time.Second))
 		}
 		assert.True(t, h.sh.Pending(r), "the new timer on node %d is untouched", r.idx)
 	}
@@ -89,7 +89,7 @@ func TestQueuedTimerResetAndCancelled(t *testing.T) {
 			require.Equal(t, Accepted, rej)
 			h.clock.Advance(2 * testTick)
 			resetAt := h.clock.Now()
-			require.True(t, h.sh.Reset(r, c.reset))
+			require.True(t, h.sh.Reset(r, 0, c.reset))
 			require.True(t, h.sh.Cancel(cancelled))
 			assert.Equal(t, 2, h.sh.statsNow().Queued)
 			unhold()
@@ -295,7 +295,7 @@ func TestResetOfAQueuedTimerWakesTheShardGoroutine(t *testing.T) {
 	require.Greater(t, h.sh.sleepUntil.Load(), far, "a queued timer an hour away wakes nobody")
 
 	resetAt := h.clock.Now()
-	require.True(t, h.sh.Reset(r, 3*testTick))
+	require.True(t, h.sh.Reset(r, 0, 3*testTick))
 	due := h.sh.deadlineTick(resetAt, 3*testTick)
 	assert.LessOrEqual(t, h.sh.sleepUntil.Load(), due, "the goroutine's plan")
 	assert.Len(t, h.sh.wake, 1, "the goroutine is woken")

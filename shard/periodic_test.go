@@ -225,15 +225,15 @@ func TestSeriesReset(t *testing.T) {
 			r, rej := schedSeries(h.sh, 1, 10*testTick, SkipMissed, func() {
 				runs = append(runs, h.clock.Now()-start)
 				if tc.during && len(runs) == 1 {
-					require.True(t, h.sh.Reset(r, tc.d))
+					require.True(t, h.sh.Reset(r, 0, tc.d))
 				}
 			})
 			require.Equal(t, Accepted, rej)
 			h.step(12 * testTick)
 			if !tc.during {
-				require.False(t, h.sh.Reset(r, 0), "a period <= 0 is refused")
-				require.False(t, h.sh.Reset(r, -testTick))
-				require.True(t, h.sh.Reset(r, tc.d))
+				require.False(t, h.sh.Reset(r, 0, 0), "a period <= 0 is refused")
+				require.False(t, h.sh.Reset(r, 0, -testTick))
+				require.True(t, h.sh.Reset(r, 0, tc.d))
 			}
 			for h.clock.Now()-start < tc.want[len(tc.want)-1] {
 				h.step(testTick)
@@ -256,7 +256,7 @@ func TestSeriesQueued(t *testing.T) {
 	require.Equal(t, Accepted, rej)
 	r2, rej := schedSeries(h.sh, 2, 10*testTick, SkipMissed, func() {})
 	require.Equal(t, Accepted, rej)
-	require.True(t, h.sh.Reset(r2, 4*testTick))
+	require.True(t, h.sh.Reset(r2, 0, 4*testTick))
 	unhold()
 	h.step(25 * testTick)
 	require.Equal(t, []time.Duration{10 * testTick, 20 * testTick}, runs)

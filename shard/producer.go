@@ -399,7 +399,11 @@ func (sh *Shard) takeBack(r Ref, slot pool.Slot, n *pool.Node, drop state) (done
 //
 // For a periodic timer it restarts the series' grid from now with period
 // delay (see resetSeries).
-func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
+//
+// key is the timer's Request.Key: a timer with a key that has crossed to
+// its key's shard (cross.go) is found there by it. (The node's own Key is
+// the holder's to read: another life may be writing it.)
+func (sh *Shard) Reset(r Ref, key uint64, delay time.Duration) bool {
 	slot, n, ok := sh.find(r)
 	if !ok {
 		return false
@@ -416,7 +420,7 @@ func (sh *Shard) Reset(r Ref, delay time.Duration) bool {
 			return false
 		}
 		if s.status() == statusHanded {
-			if done, ok := sh.resetHanded(sh.routeOf(n.Key), r, n, s, t); done {
+			if done, ok := sh.resetHanded(sh.routeOf(key), r, n, s, t); done {
 				sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
 				return ok
 			}

@@ -64,7 +64,7 @@ func TestSpikeGivesBlocksBack(t *testing.T) {
 	for _, r := range refs[:100] {
 		assert.False(t, h.sh.Pending(r))
 		assert.False(t, h.sh.Cancel(r))
-		assert.False(t, h.sh.Reset(r, time.Second))
+		assert.False(t, h.sh.Reset(r, 0, time.Second))
 	}
 
 	// A second spike reuses the indices: the high-water mark stays.

@@ -141,7 +141,7 @@ func TestCancel(t *testing.T) {
 		assert.True(t, h.sh.Cancel(r))
 		assert.False(t, h.sh.Cancel(r), "second Cancel")
 		assert.False(t, h.sh.Pending(r))
-		assert.False(t, h.sh.Reset(r, time.Second))
+		assert.False(t, h.sh.Reset(r, 0, time.Second))
 		assert.Zero(t, h.pending())
 		h.step(20 * testTick)
 		assert.Zero(t, h.sh.h.w.count, "cancelled node left in the wheel")
@@ -186,7 +186,7 @@ func TestStaleHandleNeverTouchesRecycledNode(t *testing.T) {
 	fresh := h.schedule(2, 5*testTick)
 	require.Equal(t, old.idx, fresh.idx, "test needs the node to be reused")
 	assert.False(t, h.sh.Cancel(old))
-	assert.False(t, h.sh.Reset(old, time.Hour))
+	assert.False(t, h.sh.Reset(old, 0, time.Hour))
 	assert.False(t, h.sh.Pending(old))
 	_, ok := h.sh.Deadline(old)
 	assert.False(t, ok)
@@ -218,7 +218,7 @@ func TestResetLaterIsLazyAndEarlierIsRefiled(t *testing.T) {
 				h.step(tt.at)
 			}
 			resetAt := h.clock.Now()
-			require.True(t, h.sh.Reset(r, tt.reset))
+			require.True(t, h.sh.Reset(r, 0, tt.reset))
 			h.step(tt.first + tt.reset + 2*testTick)
 			require.Contains(t, h.fired, 1)
 			assert.GreaterOrEqual(t, h.fired[1], resetAt+tt.reset, "never before the new deadline")
@@ -346,7 +346,7 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	for i := range 8 {
 		r, rej := sched(h.sh, uint64(10+i), time.Hour, func() { t.Error("cancelled timer ran") })
 		require.Equal(t, Accepted, rej)
-		require.True(t, h.sh.Reset(r, 2*time.Hour))
+		require.True(t, h.sh.Reset(r, 0, 2*time.Hour))
 		require.True(t, h.sh.Cancel(r))
 	}
 	unhold()

@@ -136,7 +136,7 @@ func TestSlackWindows(t *testing.T) {
 					} else {
 						now := h.clock.Now()
 						d := testTick + time.Duration(r.Int64N(int64(500*testTick)))
-						require.True(t, h.sh.Reset(tm.ref, d))
+						require.True(t, h.sh.Reset(tm.ref, 0, d))
 						tm.exact, tm.lo, tm.hi = true, now+d, h.sh.tickTime(h.sh.deadlineTick(now, d))
 					}
 				}

@@ -30,9 +30,9 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 	assert.Equal(t, uint64(1), st.CapHits)
 	assert.Equal(t, 10, st.QueuedPeak)
 
-	require.True(t, h.sh.Cancel(refs[0]))              // in the wheel
-	require.True(t, h.sh.Cancel(refs[9]))              // still in its queue
-	require.True(t, h.sh.Reset(refs[1], 600*testTick)) // later, across levels
+	require.True(t, h.sh.Cancel(refs[0]))                 // in the wheel
+	require.True(t, h.sh.Cancel(refs[9]))                 // still in its queue
+	require.True(t, h.sh.Reset(refs[1], 0, 600*testTick)) // later, across levels
 	unhold = holdWheel(t, h.sh)
 	_, rej := sched(h.sh, 99, 0, func() { panic("x") }) // panics when run; queued
 	require.Equal(t, Accepted, rej)
@@ -147,7 +147,7 @@ func TestPassTaskTimeIsTheTasksTime(t *testing.T) {
 	r, rej := sched(h.sh, 9, 3*testTick, func() { t.Error("reset to later: must not run yet") })
 	require.Equal(t, Accepted, rej)
 	h.pass() // takes them in
-	require.True(t, h.sh.Reset(r, time.Hour))
+	require.True(t, h.sh.Reset(r, 0, time.Hour))
 	h.pass()
 	before := h.sh.Stats()
 	require.Zero(t, before.PassTaskTime.Count(), "no pass has run a task")

@@ -46,7 +46,7 @@ func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	require.True(t, h.sh.Cancel(filed), "cancelled in the wheel")
 	earlier := indexed(5, time.Hour)
 	h.pass()
-	require.True(t, h.sh.Reset(earlier, 0), "an earlier deadline queues the node for attention")
+	require.True(t, h.sh.Reset(earlier, 0, 0), "an earlier deadline queues the node for attention")
 	unindexed := indexed(6, time.Hour)
 	h.pass()
 	require.True(t, h.sh.CancelUnindexed(unindexed))

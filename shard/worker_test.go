@@ -171,7 +171,7 @@ func TestConcurrentProducersOnSmallWheels(t *testing.T) {
 						} else {
 							d := time.Duration(r.IntN(300)) * time.Millisecond / 4
 							now := clock.Now()
-							if sh.Reset(o.ref, d) {
+							if sh.Reset(o.ref, 0, d) {
 								o.due = now + d
 							}
 						}
