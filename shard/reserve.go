@@ -169,6 +169,16 @@ func (sh *Shard) reviewReserve(tick uint64) {
 	h.lowFree = 0
 }
 
+// reviewDue returns the tick of the next review and true if the holder
+// keeps enough free nodes that a review might give some back: the shard
+// goroutine wakes for it even when nothing else is due (plan). Holder
+// only.
+func (sh *Shard) reviewDue() (uint64, bool) {
+	sh.assertHolder()
+	block := 1 << sh.arena.BigBits()
+	return sh.h.reviewAt, sh.h.nfree >= (reserveFloor+2)*block
+}
+
 // sortShare sorts up to sortStep nodes of h.sort: those below the limit go
 // on the free list, the others are parked. The shard goroutine, holding
 // the wheel, each pass while h.sort holds nodes (plan keeps it busy).

@@ -137,3 +137,30 @@ func TestLimitRisesWithDemand(t *testing.T) {
 	assert.LessOrEqual(t, h.sh.arena.HighWater(), hw, "no growth while parked or released nodes lie above the limit")
 	assert.Equal(t, int64(len(refs)), h.sh.Live())
 }
+
+// An idle shard gives a cancelled spike's memory back by itself: nobody
+// schedules, cancels or reads its Stats after the spike, and its goroutine
+// still sweeps, reviews and releases (it plans a wake for the review while
+// it keeps enough free nodes for one to shed).
+func TestIdleShardGivesTheSpikeBack(t *testing.T) {
+	sh, err := New(Config{Tick: testTick, WheelSize: 64, TransferCap: 1 << 20, Lanes: 1, OnPanic: func(any) {}})
+	require.NoError(t, err)
+	sh.Start()
+	t.Cleanup(func() { sh.Close(); <-sh.Exited() })
+	block := uint64(1) << sh.arena.BigBits()
+	n := int(12 * block)
+	refs := make([]Ref, n)
+	for i := range refs {
+		var rej Reject
+		refs[i], rej = sched(sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	peak, _ := sh.arena.Footprint()
+	for _, r := range refs {
+		require.True(t, sh.Cancel(r))
+	}
+	require.Eventually(t, func() bool {
+		allocated, _ := sh.arena.Footprint() // read off the arena: no Stats call to wake the shard
+		return allocated <= (reserveFloor+3)*block
+	}, 30*time.Second, 10*time.Millisecond, "an idle shard kept its spike (%d nodes at the peak)", peak)
+}
