@@ -1,0 +1,177 @@
+package shardwheel
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/shardwheel/shardwheel/shard"
+)
+
+// mix64 is the finaliser of MurmurHash3: every input bit affects every
+// output bit, so sequential keys spread evenly over the shards.
+func mix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// ShardOf returns the index of the shard that key routes to, in
+// [0, Shards()).
+func (s *Scheduler) ShardOf(key uint64) int {
+	s.mustBeNew()
+	return s.route(key)
+}
+
+// route is ShardOf for a Scheduler made by New.
+func (s *Scheduler) route(key uint64) int {
+	// Lemire's multiply-shift maps the hash onto [0, n) without a division.
+	hi, _ := bits.Mul64(mix64(key), uint64(len(s.shards)))
+	return int(hi)
+}
+
+// Schedule runs task once, delay from now, on the shard that key routes to,
+// and returns a handle to the timer. Timers with equal keys share a shard;
+// keys need not be unique. A timer that needs no key (a request timeout)
+// is cheaper through AfterFunc, which files it on the calling goroutine's
+// own shard. delay <= 0 runs task at the first tick at or after the call,
+// normally the next, and a delay beyond MaxDelay is clamped.
+//
+// It returns ErrNilTask for a nil task, ErrStopped after Stop, and
+// ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the
+// shard holds ShardCapacity timers); a rejected call leaves no trace, in
+// Stats too. Schedule never blocks: it does not wait for any shard, so it
+// is safe to call from a task however many timers the task schedules. It
+// is lock-free and, in steady state, allocates nothing.
+//
+// Three relatives cover what Schedule does not:
+//
+//   - Every runs a task periodically on a drift-free grid, with one node
+//     for the whole series and a policy (SkipMissed, BurstMissed,
+//     DelayMissed) for grid points missed while the shard was behind, so
+//     that a heartbeat need not re-arm itself in its task.
+//   - ScheduleWithin lets a timer run up to slack late, and files it
+//     where it costs the wheel least: no cascade, wake-ups shared with
+//     other timers with slack; timers without slack keep their precision.
+//   - Timeout.CancelWait is Cancel that, when the task has started,
+//     waits until it has returned (with WithExecutor too), unless it is
+//     called from inside that task.
+func (s *Scheduler) Schedule(key uint64, delay time.Duration, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	return s.scheduleRouted(key, delay, shard.Task{Func: task})
+}
+
+// scheduleRouted schedules a timer that runs on key's shard, filed on the
+// caller's.
+func (s *Scheduler) scheduleRouted(key uint64, delay time.Duration, task shard.Task) (Timeout, error) {
+	sh := s.localShard()
+	r := s.request(key, delay, task)
+	r.Routed = true
+	return s.scheduleOn(sh, &r)
+}
+
+// AfterFunc runs task once, delay from now, on the shard of the P the
+// caller runs on, and returns a handle to the timer: Schedule without a
+// key, for timers that need none (request timeouts, idle timers). The
+// timer's whole life then usually stays on the caller's CPU, which makes
+// it the cheapest way to schedule; its Key is 0. Delays, errors and
+// guarantees are Schedule's.
+func (s *Scheduler) AfterFunc(delay time.Duration, task func()) (Timeout, error) {
+	if task == nil {
+		return Timeout{}, ErrNilTask
+	}
+	sh := s.localShard()
+	r := s.request(0, delay, shard.Task{Func: task})
+	return s.scheduleOn(sh, &r)
+}
+
+// request describes a timer due delay from now.
+func (s *Scheduler) request(key uint64, delay time.Duration, task shard.Task) shard.Request {
+	return shard.Request{Key: key, Now: s.clock.Now(), Delay: delay, Task: task}
+}
+
+// localShard returns the shard of the P the caller runs on.
+func (s *Scheduler) localShard() *shard.Shard {
+	s.mustBeNew()
+	if p := shard.CurrentP(); p < len(s.local) {
+		return s.local[p]
+	} else {
+		return s.shards[p%len(s.shards)]
+	}
+}
+
+// scheduleOn schedules r on sh, borrowing pending tokens from other shards
+// and trying again while sh reports none.
+func (s *Scheduler) scheduleOn(sh *shard.Shard, r *shard.Request) (Timeout, error) {
+	if sh.Closed() {
+		return Timeout{}, ErrStopped
+	}
+	var ref shard.Ref
+	var rej shard.Reject
+	for {
+		if ref, rej = sh.Schedule(r); rej != shard.NoTokens || !s.borrowTokens(sh) {
+			break
+		}
+	}
+	switch rej {
+	case shard.Accepted:
+		return Timeout{sh: sh, ref: ref, key: r.Key}, nil
+	case shard.NoTokens:
+		return Timeout{}, s.errLimit
+	case shard.ArenaFull:
+		return Timeout{}, errShardFull
+	default:
+		return Timeout{}, ErrStopped
+	}
+}
+
+// borrowTokens moves pending tokens from another shard into sh. It runs
+// only when sh's own share is used up, i.e. near the WithMaxPending limit.
+// When no shard has any it marks the scheduler dry, so that later
+// rejections cost O(1), then looks once more (see shard/tokens.go for why).
+func (s *Scheduler) borrowTokens(sh *shard.Shard) bool {
+	if s.dry.Load() {
+		return false
+	}
+	if s.takeFromAny(sh) {
+		return true
+	}
+	s.dry.Store(true)
+	if s.takeFromAny(sh) {
+		s.dry.Store(false)
+		return true
+	}
+	return false
+}
+
+// takeFromAny moves spare tokens from any shard, sh included, into sh.
+func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
+	for _, o := range s.shards {
+		if sh.TakeTokens(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// Pending returns the number of timers accepted and not yet ended (run,
+// cancelled or returned by Stop). While timers are being scheduled and
+// cancelled concurrently it is a snapshot, exact when the scheduler is
+// quiescent. A timer whose task is running no longer counts.
+func (s *Scheduler) Pending() int {
+	// Every shard's ins, then every shard's outs: a token a timer gives
+	// back on one shard may let another shard accept one, and reading
+	// shard by shard could count both.
+	var in, out uint64
+	for _, sh := range s.shards {
+		in += sh.Ins()
+	}
+	for _, sh := range s.shards {
+		out += sh.Outs()
+	}
+	return int(in - min(out, in))
+}
