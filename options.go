@@ -48,15 +48,6 @@ const (
 	// MaxFirstBlock bounds WithFirstBlock: 2^22 nodes (184 MiB with
 	// their tasks) is the largest block a shard allocates.
 	MaxFirstBlock = 1 << 22
-
-	// DefaultRingSize is DefaultFirstBlock.
-	//
-	// Deprecated: WithRingSize is WithFirstBlock.
-	DefaultRingSize = DefaultFirstBlock
-	// MaxRingSize is MaxFirstBlock.
-	//
-	// Deprecated: WithRingSize is WithFirstBlock.
-	MaxRingSize = MaxFirstBlock
 )
 
 // ErrInvalidOption is wrapped by every error New returns for a bad option.
@@ -145,18 +136,10 @@ func WithWheelSize(n int) Option {
 // larger). The default is DefaultFirstBlock; n must be in [1,
 // MaxFirstBlock]. A larger first block saves a few early allocations for
 // a shard that will surely hold many timers.
-func WithFirstBlock(n int) Option { return firstBlock("WithFirstBlock", n) }
-
-// WithRingSize is WithFirstBlock, under the name of an earlier design.
-//
-// Deprecated: use WithFirstBlock.
-func WithRingSize(n int) Option { return firstBlock("WithRingSize", n) }
-
-// firstBlock is WithFirstBlock, called name in its errors.
-func firstBlock(name string, n int) Option {
+func WithFirstBlock(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxFirstBlock {
-			return invalid(name, n, fmt.Sprintf("must be in [1, %d]", MaxFirstBlock))
+			return invalid("WithFirstBlock", n, fmt.Sprintf("must be in [1, %d]", MaxFirstBlock))
 		}
 		c.firstBlock = n
 		return nil

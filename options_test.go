@@ -31,8 +31,6 @@ func TestInvalidOptionsNameOptionAndValue(t *testing.T) {
 		{shardwheel.WithWheelSize(1<<16 + 1), "WithWheelSize(65537)"},
 		{shardwheel.WithFirstBlock(0), "WithFirstBlock(0)"},
 		{shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock + 1), "WithFirstBlock(4194305)"},
-		{shardwheel.WithRingSize(0), "WithRingSize(0)"},
-		{shardwheel.WithRingSize(shardwheel.MaxRingSize + 1), "WithRingSize(4194305)"},
 		{shardwheel.WithTransferCap(0), "WithTransferCap(0)"},
 		{shardwheel.WithMaxPending(-1), "WithMaxPending(-1)"},
 		{shardwheel.WithExecutor(nil), "WithExecutor(nil)"},
