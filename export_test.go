@@ -41,7 +41,7 @@ func Epoch(s *Scheduler) time.Time { return s.epoch }
 func RunningShard(s *Scheduler) int {
 	gid := shard.GoroutineID()
 	for i, sh := range s.shards {
-		if sh.IsWorker(gid) {
+		if sh.IsShardGoroutine(gid) {
 			return i
 		}
 	}

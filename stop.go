@@ -71,7 +71,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	s.mustBeNew()
 	gid := shard.GoroutineID()
 	if !s.stopping.CompareAndSwap(false, true) {
-		if s.onWorker(gid) {
+		if s.onShardGoroutine(gid) {
 			return nil, nil
 		}
 		err := wait(ctx, s.stopped)
@@ -87,16 +87,16 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	}
 	var err error
 	for _, sh := range s.shards {
-		if sh.IsWorker(gid) {
+		if sh.IsShardGoroutine(gid) {
 			continue // quiet: it is running the task that called us
 		}
 		if err == nil {
 			err = wait(ctx, sh.Exited())
 		}
 		if err != nil {
-			// Giving up on a worker still busy: Drain may run beside
-			// it once it touches no node again, which it reaches
-			// without waiting for any task (see shard.Quiet).
+			// Giving up on a shard goroutine still busy: Drain may
+			// run beside it once it touches no node again, which it
+			// reaches without waiting for any task (see shard.Quiet).
 			if quiet, ch := sh.Quiet(); !quiet {
 				select {
 				case <-ch:
@@ -142,9 +142,11 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
-func (s *Scheduler) onWorker(gid uint64) bool {
+// onShardGoroutine reports whether the goroutine with id gid is one of s's
+// shard goroutines: Stop called from a task run inline.
+func (s *Scheduler) onShardGoroutine(gid uint64) bool {
 	for _, sh := range s.shards {
-		if sh.IsWorker(gid) {
+		if sh.IsShardGoroutine(gid) {
 			return true
 		}
 	}

@@ -57,12 +57,12 @@ func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 			if n.Prev != detached {
 				w.unlink(idx)
 				sh.h.counts[cRefiled]++
-				if sh.h.worker {
+				if sh.h.goroutine {
 					sh.work.refiled++
 				}
 			}
 			sh.fileOrCross(idx, n, s, t)
-			if sh.h.worker {
+			if sh.h.goroutine {
 				sh.work.filed++
 			}
 			sh.wakeFor(t)

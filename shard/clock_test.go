@@ -7,7 +7,7 @@ import (
 )
 
 // ManualClock is a Clock that moves only when Advance is called. It is meant
-// for tests: a worker driven by it sleeps until the test advances time past
+// for tests: a shard goroutine driven by it sleeps until the test advances time past
 // its wake-up tick. The zero value reads 0 and is ready to use.
 type ManualClock struct {
 	now    atomic.Int64

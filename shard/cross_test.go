@@ -93,7 +93,7 @@ func TestRoutedTimersCrossExactlyOnce(t *testing.T) {
 							if late := int64(clock.Now()) - rt.due.Load(); late < 0 {
 								rt.early.Store(-late)
 							}
-							if !k.IsWorker(GoroutineID()) {
+							if !k.IsShardGoroutine(GoroutineID()) {
 								rt.elsewhere.Store(true)
 							}
 							rt.ran.Add(1)

@@ -12,16 +12,16 @@ import (
 // Time discipline: deadlines anchored at the call, bounded passes, and
 // Stats that report what users feel.
 
-// TestDeadlineIsAnchoredAtTheCall has the worker pick a timer up long after
+// TestDeadlineIsAnchoredAtTheCall has the shard goroutine pick a timer up long after
 // the Schedule call: it still runs at its deadline's tick, not a delay
-// after the worker saw it.
+// after the shard goroutine saw it.
 func TestDeadlineIsAnchoredAtTheCall(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
 	call := h.clock.Now()
 	_, rej := sched(h.sh, 1, 30*testTick+testTick/2, func() { h.fired[1] = h.clock.Now() })
 	require.Equal(t, Accepted, rej)
-	h.clock.Advance(20 * testTick) // the worker is busy elsewhere for 20 ticks
+	h.clock.Advance(20 * testTick) // the shard goroutine is busy elsewhere for 20 ticks
 	h.step(40 * testTick)
 	require.Contains(t, h.fired, 1)
 	want := call + 31*testTick // the first tick at or after call + 30.5 ticks
@@ -98,7 +98,7 @@ func TestPassBudgetLetsDueTimersRunDuringABurst(t *testing.T) {
 	h.pass()
 	assert.Contains(t, h.fired, 0, "the due timer ran in the first pass")
 	assert.Equal(t, passBudget, h.sh.work.transferred)
-	assert.True(t, h.sh.more, "the worker passes again at once")
+	assert.True(t, h.sh.more, "the shard goroutine passes again at once")
 	h.pass()
 	h.pass()
 	assert.False(t, h.sh.more)
@@ -138,7 +138,7 @@ func TestLatenessIsMeasuredFromTheDeadlineTick(t *testing.T) {
 	for id := range 3 {
 		h.schedule(id, 5*testTick) // one pass each, which takes it in
 	}
-	h.clock.Advance(8 * testTick) // the worker reaches tick 5 three ticks late
+	h.clock.Advance(8 * testTick) // the shard goroutine reaches tick 5 three ticks late
 	h.pass()
 	require.Len(t, h.fired, 3)
 	st := h.sh.statsNow()

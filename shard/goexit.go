@@ -32,7 +32,7 @@ import "errors"
 //     starts the successor instead of closing exited.
 //
 // The successor is a new shard goroutine from the top of run: it stores
-// its goroutine id (IsWorker, which Stop uses) and token (g, which
+// its goroutine id (IsShardGoroutine, which Stop uses) and token (g, which
 // CancelWait uses), locks its own thread and pins it (Config.Pin: the old
 // thread ends with its locked goroutine), and makes a pass at once. It
 // starts after every deferred call of its predecessor has returned, so

@@ -19,9 +19,10 @@ import (
 // runs, never early (those after it in the slot's list, one with slack in
 // the coarse slot of the same tick, a series that Goexits too), and later
 // ones run on time. Inline (and through an executor that runs tasks in
-// its run call) a new shard goroutine has taken over, which IsWorker and
-// CancelWait's self-detection name; through a goroutine executor the
-// shard goroutine never changed. The wheel is left well formed.
+// its run call) a new shard goroutine has taken over, which
+// IsShardGoroutine and CancelWait's self-detection name; through a
+// goroutine executor the shard goroutine never changed. The wheel is left
+// well formed.
 func TestGoexitHandsTheShardToANewGoroutine(t *testing.T) {
 	for name, exec := range executors {
 		t.Run(name, func(t *testing.T) {
@@ -82,7 +83,7 @@ func TestGoexitHandsTheShardToANewGoroutine(t *testing.T) {
 				// (Its token may be the old one's: the runtime reuses a
 				// dead goroutine's g.)
 				assert.NotEqual(t, first, sh.gid.Load(), "a new shard goroutine")
-				assert.False(t, sh.IsWorker(first))
+				assert.False(t, sh.IsShardGoroutine(first))
 			} else {
 				assert.Equal(t, first, sh.gid.Load(), "the same shard goroutine")
 			}

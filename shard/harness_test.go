@@ -12,7 +12,7 @@ import (
 
 const testTick = time.Millisecond
 
-// harness drives a shard without its goroutine: the test plays the worker,
+// harness drives a shard without its goroutine: the test plays the shard goroutine,
 // calling pass after moving the manual clock, so every outcome is exact.
 type harness struct {
 	t      testing.TB
@@ -47,7 +47,7 @@ func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	return h
 }
 
-// schedule files timer id and lets the "worker" pick it up at once.
+// schedule files timer id and lets the shard goroutine pick it up at once.
 func (h *harness) schedule(id int, delay time.Duration) Ref {
 	h.t.Helper()
 	r, rej := sched(h.sh, uint64(id), delay, func() {
@@ -174,7 +174,7 @@ func (e *tickExpect) scheduleAt(id int, due uint64, r *rand.Rand) {
 }
 
 // dueAt is the elapsed tick at which a timer due at tick due runs: its own,
-// or, when the worker has processed that tick already, the current one (it
+// or, when the shard goroutine has processed that tick already, the current one (it
 // runs at the start of the next pass, before elapsed moves on).
 func dueAt(sh *Shard, due uint64) uint64 { return max(due, sh.h.w.elapsed) }
 

@@ -113,7 +113,7 @@ func runModel(t *testing.T, ops []byte) {
 				check() // a timer due at the call's tick may run in that pass
 				continue
 			}
-			// Leave it in its queue: the worker files it at the next
+			// Leave it in its queue: the shard goroutine files it at the next
 			// pass, which may be a few ticks later, but its deadline
 			// counts from now.
 			id := len(timers) - 1
@@ -235,7 +235,7 @@ type modelTimer struct {
 	id      int
 	ref     Ref
 	due     time.Duration // call clock reading + delay: never before
-	eff     uint64        // the tick it must run at when the worker keeps up
+	eff     uint64        // the tick it must run at when the shard goroutine keeps up
 	seq     int           // the pass the call was made after (or during)
 	state   string        // pending, cancelled, ran
 	history []string
@@ -254,7 +254,7 @@ func logUniform(r *rand.Rand, limit uint64) uint64 {
 // and from tasks), clock jumps and planned sleeps, and checks after every
 // pass: each timer runs at most once, never before call + delay, and in the
 // first pass (after its call) whose target reaches its tick, or the next
-// unprocessed tick; the worker never plans to sleep past a pending timer's
+// unprocessed tick; the shard goroutine never plans to sleep past a pending timer's
 // tick nor parks untimed with one pending; the wheel verifies; and in the
 // end every timer has ended exactly once.
 func runWheelModel(t *testing.T, c wheelModel, seed uint64) {
@@ -363,7 +363,7 @@ func runWheelModel(t *testing.T, c wheelModel, seed uint64) {
 			}
 		}
 	}
-	// pass runs a pass, and the passes the worker makes at once after it.
+	// pass runs a pass, and the passes the shard goroutine makes at once after it.
 	pass := func() {
 		seq++
 		inPass, passTarget = true, sh.floorTick(h.clock.Now())
@@ -388,7 +388,7 @@ func runWheelModel(t *testing.T, c wheelModel, seed uint64) {
 		}
 		live = live[:j]
 	}
-	// sleep moves the clock as the real worker sleeps (to a random point
+	// sleep moves the clock as the real shard goroutine sleeps (to a random point
 	// of the planned tick) and passes; false when it parks untimed.
 	sleep := func() bool {
 		next, park, timed := sh.plan()

@@ -87,7 +87,7 @@ func (sh *Shard) tickOf(s state) uint64 {
 // at the start of its pass, to the tick the pass processes.
 func (sh *Shard) catchUp() {
 	w := sh.h.w
-	if w.count != 0 || sh.h.worker {
+	if w.count != 0 || sh.h.goroutine {
 		return
 	}
 	// The holder's tick, not a clock read: a Schedule's is its own call's
@@ -124,7 +124,7 @@ func (sh *Shard) freeNode(idx uint32, n *pool.Node, s state) {
 func (sh *Shard) freeSlot(idx uint32, n *pool.Node, s state, slot pool.Slot) {
 	n.Prev = 0
 	if s.indexed() && sh.cfg.Unindex != nil {
-		if !sh.h.worker {
+		if !sh.h.goroutine {
 			if sh.h.unindex == 0 {
 				sh.signal()
 			}

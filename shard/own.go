@@ -16,8 +16,8 @@ package shard
 // them in the middle, for a few hundred nanoseconds, and never run a task
 // or anything else that may block. The shard goroutine holds it, unpinned,
 // for its passes: it runs due tasks, which may block, and calls
-// Config.Unindex. (worker tells the two apart: a pinned holder leaves the
-// index's work to the shard goroutine; see freeNode.)
+// Config.Unindex. (holder.goroutine tells the two apart: a pinned holder
+// leaves the index's work to the shard goroutine; see freeNode.)
 //
 // The handshake with the queue, step by step:
 //
@@ -85,7 +85,7 @@ func (sh *Shard) tryHoldAt(tick uint64) bool {
 	if o&ownHeld != 0 || !sh.own.CompareAndSwap(o, o|ownHeld) {
 		return false
 	}
-	sh.h.worker, sh.h.tick = false, tick
+	sh.h.goroutine, sh.h.tick = false, tick
 	sh.heldBy()
 	return true
 }
@@ -123,7 +123,7 @@ func (sh *Shard) holdForPass() bool {
 		switch {
 		case o&ownHeld == 0:
 			if sh.own.CompareAndSwap(o, o&^ownWanted|ownHeld) {
-				sh.h.worker = true
+				sh.h.goroutine = true
 				sh.heldBy()
 				return true
 			}
@@ -142,12 +142,12 @@ func (sh *Shard) holdForPass() bool {
 // or it has gone round releaseRounds times (and then wakes the shard
 // goroutine to finish).
 func (sh *Shard) release() {
-	worker, tick := sh.h.worker, sh.h.tick // read while holding
+	goroutine, tick := sh.h.goroutine, sh.h.tick // read while holding
 	budget := takeInBudget
-	if worker {
+	if goroutine {
 		budget = passBudget
 	}
-	if !worker && sh.queue.Backlogged() {
+	if !goroutine && sh.queue.Backlogged() {
 		sh.transfer(budget) // what an earlier holder left beyond its budget
 	}
 	for round := 0; ; round++ {
@@ -167,7 +167,7 @@ func (sh *Shard) release() {
 		if !sh.tryHold() {
 			return
 		}
-		sh.h.worker, sh.h.tick = worker, tick
+		sh.h.goroutine, sh.h.tick = goroutine, tick
 		sh.takeIn(budget)
 	}
 }

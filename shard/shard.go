@@ -227,9 +227,9 @@ type Shard struct {
 type holder struct {
 	// by is the holding goroutine's token (gtoken.go), kept with the
 	// verify tag only, for assertHolder.
-	by     uintptr
-	w      *wheel
-	worker bool // the holder is the shard goroutine, which may block
+	by        uintptr
+	w         *wheel
+	goroutine bool // the holder is the shard goroutine, which may block (tasks, Config.Unindex)
 	// free lists (through the nodes' Next) the free nodes below limit
 	// that only the holder hands out, with no atomic operation; nfree
 	// counts them. Producers that do not hold the wheel take theirs from

@@ -70,7 +70,7 @@ func TestNonPositiveDelayOnATickBoundaryRunsAtOnce(t *testing.T) {
 
 // TestBurstBeyondTheBudgetRunsOnTime has more timers due at one tick than
 // one pass takes in: those the first pass left in the queue run in the
-// pass the worker makes at once after it, not a tick later.
+// pass the shard goroutine makes at once after it, not a tick later.
 func TestBurstBeyondTheBudgetRunsOnTime(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
@@ -85,7 +85,7 @@ func TestBurstBeyondTheBudgetRunsOnTime(t *testing.T) {
 	h.clock.Advance(testTick)
 	h.pass()
 	require.Equal(t, due, h.sh.h.w.elapsed)
-	require.True(t, h.sh.more, "budget reached: the worker passes again at once")
+	require.True(t, h.sh.more, "budget reached: the shard goroutine passes again at once")
 	assert.Len(t, ran, passBudget)
 	h.pass() // at once: same tick, takes the last 10 in and runs them
 	require.False(t, h.sh.more)
@@ -110,7 +110,7 @@ func TestHugeDelayIsClampedNotWrapped(t *testing.T) {
 
 func TestLongDelayIsNeverEarly(t *testing.T) {
 	// A delay of 2^38 ns and more, at a tick that does not divide it:
-	// rounding to the tick grid must go up, before and after the worker
+	// rounding to the tick grid must go up, before and after the shard goroutine
 	// files the timer.
 	h := newHarness(t, func(c *Config) { c.Tick = 7 * time.Millisecond })
 	delay := time.Duration(1<<ticksBits) + 3
@@ -322,14 +322,15 @@ func TestTokens(t *testing.T) {
 }
 
 // TestNodeFreedWhileQueuedStartsNextLifeClean: a node that ended while on
-// the attention stack (so the worker marked it detached) and was then
-// reused starts its next life "not yet transferred", so that a Cancel of
-// it while still in its queue does not free it twice.
+// the attention stack (so the shard goroutine marked it detached) and was
+// then reused starts its next life "not yet transferred", so that a Cancel
+// of it while still in its queue does not free it twice.
 func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 	h := newHarness(t)
 	// Timers 1 and 2 are due at the same tick, 1 first in its slot. The
-	// worker takes the whole slot, runs 1, whose task cancels 2: 2 ends
-	// while on the attention stack, and the worker marks it detached.
+	// shard goroutine takes the whole slot, runs 1, whose task cancels 2:
+	// 2 ends while on the attention stack, and the shard goroutine marks
+	// it detached.
 	var two Ref
 	cancelled := false
 	_, rej := sched(h.sh, 1, 5*testTick, func() { cancelled = h.sh.Cancel(two) })
@@ -366,7 +367,7 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 }
 
 // TestQuietWhileATaskRuns: after Close, Quiet is true inside a task, and
-// the channel it returned before is closed once the worker starts one.
+// the channel it returned before is closed once the shard goroutine starts one.
 func TestQuietWhileATaskRuns(t *testing.T) {
 	h := newHarness(t)
 	var inside bool
@@ -386,8 +387,8 @@ func TestQuietWhileATaskRuns(t *testing.T) {
 	select {
 	case <-ch:
 	default:
-		t.Fatal("the worker started a task after Close without signalling")
+		t.Fatal("the shard goroutine started a task after Close without signalling")
 	}
 	quiet, _ = h.sh.Quiet()
-	assert.False(t, quiet, "the task has returned and the worker has not exited")
+	assert.False(t, quiet, "the task has returned and the shard goroutine has not exited")
 }

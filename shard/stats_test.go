@@ -64,7 +64,7 @@ func TestStatsCountEveryOutcome(t *testing.T) {
 func TestStatsTickLagAndSkippedTicks(t *testing.T) {
 	h := newHarness(t)
 	h.schedule(1, 50*testTick)
-	// The worker plans to sleep until the timer's slot or its cascade
+	// The shard goroutine plans to sleep until the timer's slot or its cascade
 	// window: emulate it waking 3ms after that.
 	start := h.sh.h.w.elapsed
 	wake, park, _ := h.sh.plan()
@@ -74,7 +74,7 @@ func TestStatsTickLagAndSkippedTicks(t *testing.T) {
 	h.pass()
 	st := h.sh.statsNow()
 	assert.Equal(t, uint64(1), st.Ticks)
-	assert.Greater(t, wake-start, uint64(10), "a far timer lets the worker sleep")
+	assert.Greater(t, wake-start, uint64(10), "a far timer lets the shard goroutine sleep")
 	assert.Equal(t, wake-start+2, st.TicksSkipped, "an idle shard does not process empty ticks")
 	require.Equal(t, uint64(1), st.TickLag.Count())
 	assert.InDelta(t, float64(3*testTick), float64(st.TickLag.Max()), float64(testTick))

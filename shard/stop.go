@@ -21,7 +21,8 @@ func (sh *Shard) Close() {
 
 // Exited returns a channel that is closed when the shard goroutine has
 // returned (the last of them, if a task's runtime.Goexit replaced it: see
-// goexit.go). That goroutine itself must not wait on it (see IsWorker).
+// goexit.go). That goroutine itself must not wait on it (see
+// IsShardGoroutine).
 func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 
 // Quiet reports, after Close, whether the shard goroutine will fire no
@@ -48,9 +49,9 @@ func (sh *Shard) Quiet() (bool, <-chan struct{}) {
 	}
 }
 
-// IsWorker reports whether the goroutine with id gid (see GoroutineID) is
-// this shard's goroutine, as a task run inline is.
-func (sh *Shard) IsWorker(gid uint64) bool { return sh.gid.Load() == gid }
+// IsShardGoroutine reports whether the goroutine with id gid (see
+// GoroutineID) is this shard's goroutine, as a task run inline is.
+func (sh *Shard) IsShardGoroutine(gid uint64) bool { return sh.gid.Load() == gid }
 
 // Drain claims, after Close, every timer that is still pending, wherever
 // it is (in the wheel, in the queue), and calls keep with each one's

@@ -250,7 +250,7 @@ func TestSharedLanesAfterGOMAXPROCSRaise(t *testing.T) {
 				require.Eventually(t, func() bool {
 					st := sh.statsNow()
 					return st.Scheduled == st.Fired+st.Cancelled && st.Queued == 0 && st.Resident == 0
-				}, 10*time.Second, time.Millisecond, "the worker publishes every end")
+				}, 10*time.Second, time.Millisecond, "the shard goroutine publishes every end")
 				sh.Close()
 				<-sh.Exited()
 				for p := range out {

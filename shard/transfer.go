@@ -37,13 +37,13 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	}
 	waiting := !sh.queue.Empty()
 	more = total == limit && limit < capLeft && waiting
-	if waiting && !sh.h.worker {
+	if waiting && !sh.h.goroutine {
 		sh.signal()
 	}
 	if total == 0 {
 		return more
 	}
-	if sh.h.worker {
+	if sh.h.goroutine {
 		sh.work.transferred += total
 	}
 	sh.wakeFor(first)
@@ -55,7 +55,7 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	if sh.h.capUsed == sh.cfg.TransferCap {
 		c[cCapHits]++
 	}
-	if sh.h.worker {
+	if sh.h.goroutine {
 		// Producers do not sum the lanes' counters, which other cores
 		// write: the shard goroutine's passes sample the peak.
 		c[cQueuedPeak] = max(c[cQueuedPeak], sh.queuedNow()+uint64(total))

@@ -40,7 +40,8 @@ func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	plain, rej := sched(h.sh, 2, 0, func() {})
 	require.Equal(t, Accepted, rej)
 	h.pass()
-	require.True(t, h.sh.Cancel(indexed(3, time.Hour)), "cancelled before the worker took it off its queue")
+	require.True(t, h.sh.Cancel(indexed(3, time.Hour)),
+		"cancelled before the shard goroutine took it off its queue")
 	filed := indexed(4, time.Hour)
 	h.pass()
 	require.True(t, h.sh.Cancel(filed), "cancelled in the wheel")

@@ -109,7 +109,7 @@ func TestNextWakeCoversDueSlotsAndCascadeWindows(t *testing.T) {
 	w := h.sh.h.w
 	_, ok := w.nextWake()
 	assert.False(t, ok, "empty wheel")
-	// A far timer alone: the worker must wake when its slot's cascade
+	// A far timer alone: the shard goroutine must wake when its slot's cascade
 	// window opens, well before it is due, to move it down in time.
 	h.schedule(1, 300*testTick)
 	due := w.elapsed + 300
@@ -137,7 +137,7 @@ func TestNextWakeCoversDueSlotsAndCascadeWindows(t *testing.T) {
 // every level of an 8-slot wheel and wakes it once after a jump of many
 // ticks, including whole level ranges and their edges: the one pass runs
 // exactly the timers due by then, and the rest run at their ticks with the
-// worker sleeping as plan says.
+// shard goroutine sleeping as plan says.
 func TestParkedShardWokenAcrossLevels(t *testing.T) {
 	var jumps []uint64
 	for p := uint64(1); p < 1<<22; p *= 4 {

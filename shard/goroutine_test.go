@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// These tests run the real worker goroutine on a manual clock. They wait for
-// the worker with require.Eventually, but every assertion is about an
+// These tests run the real shard goroutine on a manual clock. They wait for
+// the shard goroutine with require.Eventually, but every assertion is about an
 // outcome, never about how long something took.
 
 func startShard(t *testing.T) (*Shard, *ManualClock) {
@@ -32,7 +32,7 @@ func startShard(t *testing.T) (*Shard, *ManualClock) {
 
 const waitFor, pollEvery = 5 * time.Second, 100 * time.Microsecond
 
-func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
+func TestIdleShardGoroutineParksAndScheduleWakesIt(t *testing.T) {
 	sh, clock := startShard(t)
 	require.Eventually(t, func() bool { return sh.sleepUntil.Load() == math.MaxUint64 }, waitFor, pollEvery,
 		"an idle shard parks untimed instead of ticking")
@@ -41,7 +41,7 @@ func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
 	start := clock.Now()
 	_, rej := sched(sh, 1, 5*testTick, func() { ranAt.Store(int64(clock.Now())) })
 	require.Equal(t, Accepted, rej)
-	// The worker must wake (it was parked with no timer at all), take the
+	// The shard goroutine must wake (it was parked with no timer at all), take the
 	// timer, and sleep until its tick; the test then moves time along.
 	require.Eventually(t, func() bool {
 		if ranAt.Load() != 0 {
@@ -53,11 +53,11 @@ func TestIdleWorkerParksAndScheduleWakesIt(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Duration(ranAt.Load()), start+5*testTick, "never early")
 }
 
-func TestFarTimerLetsWorkerPark(t *testing.T) {
+func TestFarTimerLetsTheShardGoroutinePark(t *testing.T) {
 	sh, _ := startShard(t)
 	_, rej := sched(sh, 1, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
-	// With only a timer an hour away, the worker parks until it (or a
+	// With only a timer an hour away, the shard goroutine parks until it (or a
 	// cascade) is due rather than waking every tick.
 	require.Eventually(t, func() bool {
 		next := sh.sleepUntil.Load()
@@ -85,7 +85,7 @@ func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 	sh, clock := startShard(t)
 	done := make(chan []Ref, 1)
 	_, rej := sched(sh, 1, testTick, func() {
-		assert.True(t, sh.IsWorker(GoroutineID()))
+		assert.True(t, sh.IsShardGoroutine(GoroutineID()))
 		sh.Close()
 		var refs []Ref
 		sh.Drain(func(r Ref, _ uint64, _ time.Duration, _ Task) bool { refs = append(refs, r); return true })
@@ -94,13 +94,13 @@ func TestStopFromTaskDoesNotWaitForItself(t *testing.T) {
 	require.Equal(t, Accepted, rej)
 	other, rej := sched(sh, 2, time.Hour, func() {})
 	require.Equal(t, Accepted, rej)
-	require.False(t, sh.IsWorker(GoroutineID()))
+	require.False(t, sh.IsShardGoroutine(GoroutineID()))
 	require.Eventually(t, func() bool { clock.Advance(testTick); return len(done) == 1 }, waitFor, pollEvery)
 	assert.Equal(t, []Ref{other}, <-done)
-	<-sh.Exited() // the worker exits once the task returns
+	<-sh.Exited() // the shard goroutine exits once the task returns
 }
 
-// TestConcurrentProducersOnSmallWheels runs the real worker on the real
+// TestConcurrentProducersOnSmallWheels runs the real shard goroutine on the real
 // clock with small wheels (many levels, so many cascades) while producers
 // schedule, reset and cancel concurrently: every accepted timer ends exactly
 // once, and none runs before its latest deadline.
