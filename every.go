@@ -8,7 +8,8 @@ import (
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// Missed says what a periodic timer does with the grid points it missed while its shard was behind.
+// Missed says what a periodic timer does with the grid points it missed
+// while its shard was behind.
 type Missed uint8
 
 const (
@@ -16,6 +17,22 @@ const (
 	BurstMissed               // run once for each of them, back to back, then go on on the grid
 	DelayMissed               // run once, and the grid restarts one period after this run returns
 )
+
+// engine returns the engine's value of the policy m (shard.SkipMissed and
+// its kin), and false for a value that is no policy. The engine's
+// constants are its own: this switch, not a conversion, joins the two, and
+// TestMissedMatchesTheEngine checks it.
+func (m Missed) engine() (uint8, bool) {
+	switch m {
+	case SkipMissed:
+		return shard.SkipMissed, true
+	case BurstMissed:
+		return shard.BurstMissed, true
+	case DelayMissed:
+		return shard.DelayMissed, true
+	}
+	return 0, false
+}
 
 // String returns the constant's name.
 func (m Missed) String() string {
@@ -122,10 +139,11 @@ func (s *Scheduler) every(sh *shard.Shard, key uint64, period time.Duration, mis
 	if period < s.tick {
 		return Timeout{}, ErrBadPeriod
 	}
-	if missed > DelayMissed {
+	policy, ok := missed.engine()
+	if !ok {
 		return Timeout{}, ErrBadMissed
 	}
 	r := s.request(key, period, task)
-	r.Period, r.Missed = period, uint8(missed)
+	r.Period, r.Missed = period, policy
 	return s.scheduleOn(sh, &r)
 }

@@ -243,3 +243,106 @@ func TestEveryFuncAndAfterFuncWithinStayLocal(t *testing.T) {
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	})
 }
+
+// TestMissedPoliciesAfterAStall tells the three policies apart by what a
+// series does after its shard stalled (blockShard, on the real clock) for
+// at least nine periods: a deficit, the grid points come by less the runs
+// made, that SkipMissed keeps (one run served them all), BurstMissed
+// makes up (a run each), and DelayMissed keeps too, its grid restarted a
+// period after the run that caught up returned. Each bound it asserts
+// follows from "never early" alone: the host's speed changes how long the
+// test waits, never its outcome.
+func TestMissedPoliciesAfterAStall(t *testing.T) {
+	const period = 20 * time.Millisecond
+	for _, policy := range missedPolicies {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := newScheduler(t, shardwheel.WithShards(1))
+			var mu sync.Mutex
+			var starts []time.Duration // of each run, since before the Every call
+			var released atomic.Bool
+			caughtUp := make(chan time.Duration, 1) // DelayMissed: the catching-up run's start
+			finish := make(chan struct{})           // DelayMissed: lets that run return
+			var returned atomic.Int64               // DelayMissed: when it returned, at the latest
+			before := time.Now()
+			since := func() time.Duration { return time.Since(before) }
+			hb, err := s.Every(1, period, policy, func() {
+				at := since()
+				mu.Lock()
+				starts = append(starts, at)
+				mu.Unlock()
+				if policy == shardwheel.DelayMissed && released.Load() && len(caughtUp) == 0 && returned.Load() == 0 {
+					caughtUp <- at
+					<-finish
+					returned.Store(int64(since()))
+				}
+			})
+			require.NoError(t, err)
+			after := since() // the grid's anchor lies in [0, after]
+			runs := func() int { mu.Lock(); defer mu.Unlock(); return len(starts) }
+			defer func() {
+				if t.Failed() {
+					mu.Lock()
+					defer mu.Unlock()
+					t.Logf("runs started at %v (the Every call took %v)", starts, after)
+				}
+			}()
+			last := func() time.Duration { mu.Lock(); defer mu.Unlock(); return starts[len(starts)-1] }
+			// Grid points come by at since() = d: at least pointsLo(d), at
+			// most pointsHi(d).
+			pointsLo := func(d time.Duration) int { return int((d - after) / period) }
+			pointsHi := func(d time.Duration) int { return int(d / period) }
+
+			require.Eventually(t, func() bool { return runs() >= 2 }, waitFor, pollEvery, "the series runs")
+			release := blockShard(t, s)
+			n0 := runs()
+			stalledFrom := last() // no run starts while the shard is blocked
+			require.Eventually(t, func() bool { return since() >= stalledFrom+9*period }, waitFor, pollEvery)
+			require.Equal(t, n0, runs(), "a run started while the shard was blocked")
+			released.Store(true)
+			release()
+
+			switch policy {
+			case shardwheel.SkipMissed:
+				// The run that catches up, then one on the grid: the
+				// nine points and more missed stay missed.
+				require.Eventually(t, func() bool { return runs() >= n0+2 }, waitFor, pollEvery)
+				r := runs()
+				assert.LessOrEqual(t, r, pointsHi(since())-6, "SkipMissed made up missed points")
+			case shardwheel.BurstMissed:
+				// A run for every point missed: the deficit closes.
+				require.Eventually(t, func() bool {
+					d := since()
+					return runs() >= pointsLo(d)-1
+				}, waitFor, pollEvery, "BurstMissed never made up the missed points")
+			case shardwheel.DelayMissed:
+				var start time.Duration
+				select {
+				case start = <-caughtUp:
+				case <-time.After(waitFor):
+					t.Fatal("no run after the stall")
+				}
+				require.Equal(t, n0+1, runs(), "one run catches up")
+				// Let it return halfway between two points of the old
+				// grid, so that the old grid's next point comes well
+				// before the new grid's first.
+				require.Eventually(t, func() bool {
+					phase := (since() - after) % period
+					return phase >= 4*period/10 && phase <= 6*period/10
+				}, waitFor, pollEvery)
+				close(finish)
+				require.Eventually(t, func() bool { return runs() >= n0+3 }, waitFor, pollEvery)
+				end := time.Duration(returned.Load())
+				require.Positive(t, end)
+				mu.Lock()
+				next, then := starts[n0+1], starts[n0+2]
+				mu.Unlock()
+				assert.GreaterOrEqual(t, next, end+period,
+					"the grid restarts a period after the run that caught up returned (it started at %v)", start)
+				assert.GreaterOrEqual(t, then, end+2*period, "and goes on from there")
+				assert.LessOrEqual(t, runs(), pointsHi(since())-6, "DelayMissed made up missed points")
+			}
+			assert.Positive(t, s.Stats().Total.PeriodicMissed)
+			require.True(t, hb.Cancel())
+		})
+	}
+}

@@ -16,3 +16,27 @@ func TestLimitsMatchTheEngine(t *testing.T) {
 	assert.Equal(t, shard.MaxHandlers, MaxHandlers)
 	assert.Equal(t, pool.MaxFirst, MaxFirstBlock)
 }
+
+// TestMissedMatchesTheEngine checks the join of the API's Missed policies
+// to the engine's: each maps to the engine's constant of the same name,
+// and has its value, so that a number read in one layer means the same
+// policy in the other; the engine's three are distinct, and no other
+// value is a policy.
+func TestMissedMatchesTheEngine(t *testing.T) {
+	want := map[Missed]uint8{SkipMissed: shard.SkipMissed, BurstMissed: shard.BurstMissed, DelayMissed: shard.DelayMissed}
+	seen := map[uint8]bool{}
+	for m, e := range want {
+		got, ok := m.engine()
+		assert.True(t, ok, "%v is a policy", m)
+		assert.Equal(t, e, got, "%v maps to the engine's constant of its name", m)
+		assert.Equal(t, e, uint8(m), "%v has the engine's value", m)
+		assert.False(t, seen[got], "%v: two policies map to engine value %d", m, got)
+		seen[got] = true
+	}
+	for m := range 256 {
+		if _, ok := want[Missed(m)]; !ok {
+			_, ok := Missed(m).engine()
+			assert.False(t, ok, "Missed(%d) is no policy", m)
+		}
+	}
+}
