@@ -73,4 +73,10 @@
 // about as much CPU as time.AfterFunc. A tick costs work only for timers
 // that are due: each shard is a hierarchical wheel, and an idle shard
 // sleeps until its next due slot, or parks when it has none.
+//
+// # The execution tracer
+//
+// While runtime/trace is on, each pass of a shard goroutine is a region of
+// type TraceRegionPass, with what the pass did logged in it: go tool trace
+// shows a late tick beside the goroutine that held the CPU meanwhile.
 package shardwheel

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
-	"github.com/shardwheel/shardwheel/shard"
 )
 
 // A proxy fails timed-out requests by id with one shared Handler instead of
@@ -426,7 +425,7 @@ func TestHandlerExpiryAllocatesNothing(t *testing.T) {
 	withExecutor := perTimer(true)
 	t.Logf("mallocs per expired Handler timer: inline %.3f, with executor %.3f", inline, withExecutor)
 	assert.Less(t, inline, 0.1)
-	if shard.CheapGoroutineToken {
+	if cheapGoroutineToken {
 		assert.Less(t, withExecutor, 0.1)
 	} else {
 		assert.Less(t, withExecutor, 1.1, "the run's goroutine token alone")

@@ -3,6 +3,7 @@ package shardwheel_test
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -136,3 +137,8 @@ func settles(t *testing.T, s *shardwheel.Scheduler, what string, want func(shard
 		t.Fatalf("%s: never so; now taken back %d, held %d, cancelled %d, resident %d", what, st.TakenBack, st.HeldCancelled, st.Cancelled, st.Resident)
 	}
 }
+
+// cheapGoroutineToken reports whether a run handed to an executor
+// records its goroutine without allocating here: on amd64, arm64 and 386
+// with the gc compiler, as WithExecutor promises.
+var cheapGoroutineToken = runtime.Compiler == "gc" && slices.Contains([]string{"amd64", "arm64", "386"}, runtime.GOARCH)

@@ -10,10 +10,10 @@ import (
 )
 
 // TestLimitsMatchTheEngine checks that the limits the API spells out as
-// literals are the engine's.
+// literals are the engine's. (MaxHandlers is the engine's table's, which
+// TestHandlerErrors fills: the engine keeps its limit to itself.)
 func TestLimitsMatchTheEngine(t *testing.T) {
 	assert.Equal(t, pool.Capacity, ShardCapacity)
-	assert.Equal(t, shard.MaxHandlers, MaxHandlers)
 	assert.Equal(t, pool.MaxFirst, MaxFirstBlock)
 }
 
@@ -39,4 +39,10 @@ func TestMissedMatchesTheEngine(t *testing.T) {
 			assert.False(t, ok, "Missed(%d) is no policy", m)
 		}
 	}
+}
+
+// TestTraceRegionIsTheEngines: the region type the API names is the one
+// the shard goroutines open.
+func TestTraceRegionIsTheEngines(t *testing.T) {
+	assert.Equal(t, shard.RegionPass, TraceRegionPass)
 }

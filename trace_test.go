@@ -21,6 +21,7 @@ import (
 // with their logs.
 func TestPassesInTheTrace(t *testing.T) {
 	var buf bytes.Buffer
+	require.Equal(t, "shardwheel.pass", shardwheel.TraceRegionPass, "the name README and go tool trace show")
 	require.NoError(t, trace.Start(&buf))
 	s, err := shardwheel.New(shardwheel.WithShards(2))
 	if err != nil {
@@ -38,7 +39,7 @@ func TestPassesInTheTrace(t *testing.T) {
 	s.Stop()
 	trace.Stop()
 	b := buf.Bytes()
-	for _, want := range []string{"shardwheel.pass", "shardwheel.shard", "shardwheel.work", "taken_in=", "cascaded="} {
+	for _, want := range []string{shardwheel.TraceRegionPass, "shardwheel.shard", "shardwheel.work", "taken_in=", "cascaded="} {
 		require.True(t, bytes.Contains(b, []byte(want)), "%q not in the trace (%d bytes)", want, len(b))
 	}
 }

@@ -59,10 +59,6 @@ const (
 	FlagProxy
 )
 
-// SeriesBytes is what a node costs in a block that holds periodic timers:
-// a pointer to its Series record. The record itself belongs to the series.
-const SeriesBytes = 8
-
 // SetSeries points the node to r, its periodic timer's record, making the
 // block's array of such pointers if it has none. Only the node's owner may
 // call it: the producer before it publishes the node.

@@ -28,7 +28,7 @@ import (
 //     run call. A reader looks at one bucket of the table, whatever the
 //     runs in flight; the execRuns are pooled, so a run costs no
 //     allocation in steady state where the goroutine token is cheap
-//     (CheapGoroutineToken), and a burst's are given back once it is over
+//     (cheapGoroutineToken), and a burst's are given back once it is over
 //     (trimRuns).
 //
 // A waiter that saw the timer end (its Cancel failed, or, for a periodic
@@ -497,13 +497,6 @@ func (sh *Shard) inFlight(word uint64, me uintptr) (running, self bool) {
 		self = self || selfA || selfB
 	}
 	return running, self
-}
-
-// Running reports whether the task of the timer r is running now (inline,
-// or handed to the executor and not returned yet), and whether the caller
-// is that task.
-func (sh *Shard) Running(r Ref) (running, self bool) {
-	return sh.inFlight(runWordOf(r), goroutineToken())
 }
 
 // WaitRun waits until no run of the timer r is in flight, and returns nil,

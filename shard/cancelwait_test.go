@@ -80,7 +80,7 @@ func TestCancelWaitWaitsForTheTask(t *testing.T) {
 				})
 				require.Equal(t, Accepted, rej)
 				advanceUntil(t, clock, started.Load)
-				running, self := sh.Running(r)
+				running, self := sh.running(r)
 				require.True(t, running)
 				require.False(t, self)
 				ctx, cancel := context.WithCancel(context.Background())
@@ -101,7 +101,7 @@ func TestCancelWaitWaitsForTheTask(t *testing.T) {
 					res := <-got
 					assert.Equal(t, waitResult{false, context.Canceled, false}, res)
 					free()
-					require.Eventually(t, func() bool { r, _ := sh.Running(r); return !r }, waitFor, pollEvery)
+					require.Eventually(t, func() bool { r, _ := sh.running(r); return !r }, waitFor, pollEvery)
 					return
 				}
 				free()
@@ -353,7 +353,7 @@ func TestExecutorHandOverIsLinear(t *testing.T) {
 		n, small[0], float64(small[0])/n, 2*n, large[0], float64(large[0])/(2*n), large[1], mallocs[1])
 	assert.Less(t, float64(large[0])/(2*n), 512.0, "bytes per timer handed over")
 	assert.Less(t, float64(large[0]), 2.5*float64(small[0])+64<<10, "twice the timers, about twice the bytes")
-	if CheapGoroutineToken {
+	if cheapGoroutineToken {
 		assert.Less(t, float64(mallocs[1])/(2*n), 0.01, "a burst the shard has seen before allocates nothing per run")
 	}
 }

@@ -95,7 +95,7 @@ func TestGoexitHandsTheShardToANewGoroutine(t *testing.T) {
 				for r == nil {
 					r = ref.Load()
 				}
-				running, me := sh.Running(*r)
+				running, me := sh.running(*r)
 				self <- [2]bool{running, me}
 			})
 			require.Equal(t, Accepted, rej)

@@ -61,7 +61,7 @@ func TestFarTimerLetsTheShardGoroutinePark(t *testing.T) {
 	// cascade) is due rather than waking every tick.
 	require.Eventually(t, func() bool {
 		next := sh.sleepUntil.Load()
-		return next != math.MaxUint64 && next > sh.floorTick(sh.clock.Now())+1 && sh.Tokens() == 1<<30-1
+		return next != math.MaxUint64 && next > sh.floorTick(sh.clock.Now())+1 && sh.heldTokens() == 1<<30-1
 	}, waitFor, pollEvery)
 }
 
@@ -185,7 +185,7 @@ func TestConcurrentProducersOnSmallWheels(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		require.Eventually(t, func() bool { return sh.Tokens() == 1<<30 }, 20*time.Second, time.Millisecond,
+		require.Eventually(t, func() bool { return sh.heldTokens() == 1<<30 }, 20*time.Second, time.Millisecond,
 			"every timer ends")
 		sh.Close()
 		<-sh.Exited()

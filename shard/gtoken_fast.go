@@ -12,7 +12,7 @@ func getg() uintptr
 // never 0.
 func goroutineToken() uintptr { return getg() }
 
-// CheapGoroutineToken reports whether a run handed to an executor records
+// cheapGoroutineToken reports whether a run handed to an executor records
 // its goroutine (see Config.Run) without allocating: true on this
 // platform.
-const CheapGoroutineToken = true
+const cheapGoroutineToken = true

@@ -6,7 +6,7 @@ package shard
 // its id plus one, never 0. It costs a stack trace's formatting.
 func goroutineToken() uintptr { return uintptr(GoroutineID()) + 1 }
 
-// CheapGoroutineToken reports whether a run handed to an executor records
+// cheapGoroutineToken reports whether a run handed to an executor records
 // its goroutine (see Config.Run) without allocating: false on this
 // platform, where the stack trace costs an allocation per run.
-const CheapGoroutineToken = false
+const cheapGoroutineToken = false

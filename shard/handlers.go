@@ -5,9 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// MaxHandlers is the most handlers one table holds: a timer names its
+// maxHandlers is the most handlers one table holds: a timer names its
 // handler by a 16-bit number, 0 meaning "a closure".
-const MaxHandlers = 1<<16 - 1
+const maxHandlers = 1<<16 - 1
 
 // handlerChunk is how many handlers one chunk of a table holds.
 const handlerChunk = 256
@@ -31,13 +31,13 @@ type Handlers struct {
 	chunks atomic.Pointer[[]*[handlerChunk]func(uint64)] // copy-on-write under mu
 }
 
-// Add registers fn and returns its number (1..MaxHandlers), or false when
+// Add registers fn and returns its number (1..maxHandlers), or false when
 // the table is full.
 func (t *Handlers) Add(fn func(uint64)) (uint16, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.n + 1
-	if h > MaxHandlers {
+	if h > maxHandlers {
 		return 0, false
 	}
 	var chunks []*[handlerChunk]func(uint64)

@@ -10,7 +10,7 @@ import (
 
 // TestHandlersAddConcurrently: concurrent Adds hand out distinct numbers
 // 1..n, each naming its own function, readable while the table grows past
-// several chunks; the table refuses more than MaxHandlers.
+// several chunks; the table refuses more than maxHandlers.
 func TestHandlersAddConcurrently(t *testing.T) {
 	var tab Handlers
 	const goroutines, perG = 8, 200 // 1600 handlers: several chunks
@@ -48,10 +48,10 @@ func TestHandlersAddConcurrently(t *testing.T) {
 	assert.False(t, seen[0], "0 means a closure and is never handed out")
 	assert.True(t, seen[goroutines*perG], "numbers are dense from 1")
 
-	for range MaxHandlers - goroutines*perG {
+	for range maxHandlers - goroutines*perG {
 		_, ok := tab.Add(func(uint64) {})
 		require.True(t, ok)
 	}
 	_, ok := tab.Add(func(uint64) {})
-	assert.False(t, ok, "the table holds MaxHandlers")
+	assert.False(t, ok, "the table holds maxHandlers")
 }

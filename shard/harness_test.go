@@ -219,3 +219,20 @@ func (sh *Shard) statsNow() Stats {
 	procUnpin()
 	return sh.Stats()
 }
+
+// heldTokens returns the pending tokens sh holds now, summed over its
+// lanes.
+func (sh *Shard) heldTokens() int64 {
+	var q int64
+	for i := range sh.lanes {
+		q += sh.lanes[i].tokens.Load()
+	}
+	return q
+}
+
+// running reports whether the task of the timer r is running now (inline,
+// or handed to the executor and not returned yet), and whether the caller
+// is that task.
+func (sh *Shard) running(r Ref) (running, self bool) {
+	return sh.inFlight(runWordOf(r), goroutineToken())
+}

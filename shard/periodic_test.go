@@ -290,12 +290,12 @@ func TestSeriesExecutorNeverOverlaps(t *testing.T) {
 			require.Len(t, *held, 1, "handed over at its point")
 			h.step(45 * testTick) // the executor sits on the run: 20..50 pass
 			require.Len(t, *held, 1, "no run while one is in flight")
-			run, _ := h.sh.Running(r)
+			run, _ := h.sh.running(r)
 			require.True(t, run)
 			f := (*held)[0]
 			*held = nil
 			f() // the task runs at 55 and returns: the series goes back to the wheel
-			run, _ = h.sh.Running(r)
+			run, _ = h.sh.running(r)
 			require.False(t, run)
 			require.EqualValues(t, 4, h.sh.statsNow().PeriodicMissed)
 			h.pass()
@@ -375,7 +375,7 @@ func TestSeriesDrain(t *testing.T) {
 	r2, _ := schedSeries(h.sh, 2, 50*testTick, SkipMissed, func() { ran++ })
 	h.step(5 * testTick)
 	require.Len(t, *held, 1)
-	running, _ := h.sh.Running(r1)
+	running, _ := h.sh.running(r1)
 	require.True(t, running)
 	h.sh.Close()
 	claimed := map[Ref]bool{}
@@ -411,7 +411,7 @@ func TestSeriesAllocatesNothingPerRun(t *testing.T) {
 			require.Equal(t, Accepted, rej)
 			h.step(10 * testTick) // warm up
 			allocs := testing.AllocsPerRun(200, func() { h.step(testTick) })
-			if exec && !CheapGoroutineToken {
+			if exec && !cheapGoroutineToken {
 				assert.LessOrEqual(t, allocs, 1.0, "the run's goroutine token alone")
 			} else {
 				assert.Zero(t, allocs)

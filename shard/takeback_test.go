@@ -127,7 +127,7 @@ func TestCancelRacingTheShardGoroutine(t *testing.T) {
 		}
 		wg.Wait()
 		require.Eventually(t, func() bool {
-			return sh.Tokens() == 1<<40
+			return sh.heldTokens() == 1<<40
 		}, 10*time.Second, time.Millisecond, "every timer must end")
 		sh.Close()
 		<-sh.Exited()
@@ -245,7 +245,7 @@ func TestSharedLanesAfterGOMAXPROCSRaise(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				require.Eventually(t, func() bool { return sh.Tokens() == 1<<40 }, 20*time.Second, time.Millisecond,
+				require.Eventually(t, func() bool { return sh.heldTokens() == 1<<40 }, 20*time.Second, time.Millisecond,
 					"every timer must end")
 				require.Eventually(t, func() bool {
 					st := sh.statsNow()
@@ -403,5 +403,5 @@ func runDrainRace(t *testing.T, lanes int) {
 	assert.Equal(t, accepted, st.Scheduled)
 	assert.Equal(t, st.Scheduled, st.Fired+st.Cancelled+st.Stopped, "Stats add up")
 	assert.Equal(t, uint64(len(claimed)), st.Stopped)
-	assert.Equal(t, int64(1<<40), sh.Tokens(), "no timer pending")
+	assert.Equal(t, int64(1<<40), sh.heldTokens(), "no timer pending")
 }

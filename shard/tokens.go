@@ -81,12 +81,3 @@ func (sh *Shard) TakeTokens(src *Shard) bool {
 	defer procUnpin()
 	return src.stealInto(&sh.lanes[p&sh.laneMask])
 }
-
-// Tokens returns the tokens this shard holds now, summed over its lanes.
-func (sh *Shard) Tokens() int64 {
-	var q int64
-	for i := range sh.lanes {
-		q += sh.lanes[i].tokens.Load()
-	}
-	return q
-}
