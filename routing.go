@@ -97,11 +97,7 @@ func (s *Scheduler) request(key uint64, delay time.Duration, task shard.Task) sh
 // localShard returns the shard of the P the caller runs on.
 func (s *Scheduler) localShard() *shard.Shard {
 	s.mustBeNew()
-	if p := shard.CurrentP(); p < len(s.local) {
-		return s.local[p]
-	} else {
-		return s.shards[p%len(s.shards)]
-	}
+	return s.shards[shard.LocalShard(shard.CurrentP(), len(s.shards))]
 }
 
 // scheduleOn schedules r on sh, borrowing pending tokens from other shards

@@ -50,8 +50,7 @@ const ShardCapacity = 1<<26 - 1
 type Scheduler struct {
 	// Immutable after New.
 	shards   []*shard.Shard
-	local    []*shard.Shard // by P id modulo its length: the shard of each P
-	index    []keyIndex     // per shard (see keyed.go)
+	index    []keyIndex // per shard (see keyed.go)
 	tick     time.Duration
 	limit    int64          // WithMaxPending, 0 for none
 	handlers shard.Handlers // shared by the shards (see handler.go); Add locks
@@ -146,12 +145,6 @@ func New(opts ...Option) (*Scheduler, error) {
 			return nil, err // unreachable: the options were validated
 		}
 		s.shards[i] = sh
-	}
-	// P p files its timers without a key on shard p modulo the shards
-	// (a P beyond GOMAXPROCS at New, after a raise, wraps round too).
-	s.local = make([]*shard.Shard, max(procs, len(s.shards)))
-	for p := range s.local {
-		s.local[p] = s.shards[p%len(s.shards)]
 	}
 	for _, sh := range s.shards {
 		sh.Start()

@@ -33,3 +33,15 @@ func CurrentP() int {
 	procUnpin()
 	return p
 }
+
+// LocalShard returns the number of P p's own shard among n (a Scheduler's
+// shards, or Config.Shards): p modulo n, so that a P beyond GOMAXPROCS at
+// New, after a raise, wraps round too. Its AfterFunc and its kin file
+// their timers there, and only there do its Schedules hold the wheel
+// themselves (see Config.ID).
+func LocalShard(p, n int) int {
+	if p < n {
+		return p // no division on the common path
+	}
+	return p % n
+}

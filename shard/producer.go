@@ -111,13 +111,8 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	return ref, Accepted
 }
 
-// isLocal reports whether P p's own shard is this one (see Config.ID).
-func (sh *Shard) isLocal(p int) bool {
-	if p < sh.of {
-		return p == sh.id
-	}
-	return p%sh.of == sh.id
-}
+// isLocal reports whether P p's own shard is this one (see LocalShard).
+func (sh *Shard) isLocal(p int) bool { return LocalShard(p, sh.of) == sh.id }
 
 // flagsOf returns the state flags of the timer r describes.
 func flagsOf(r *Request) state {
@@ -131,14 +126,27 @@ func flagsOf(r *Request) state {
 	return f
 }
 
-// fill writes the timer r describes on a node it has taken, slot, before
-// the state store that publishes it. Its owner, the producer.
-func (sh *Shard) fill(n *pool.Node, slot pool.Slot, r *Request) {
+// startTimer starts the life of the timer r describes on the node slot, which
+// its caller has taken: it writes the timer on the node, publishes it
+// with the state store (status, deadline tick t and r's flags) and, for a
+// periodic timer, makes rec its record. It returns the node, its
+// generation and its flags. The producer that took the node, before it
+// files it or pushes it.
+func startTimer(slot pool.Slot, r *Request, rec *pool.Series, status, t uint64) (*pool.Node, uint64, state) {
+	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
 	if r.Slack > 0 && r.Period <= 0 {
 		slot.SetFlags(pool.FlagSlack)
 	}
+	// The state store publishes the fields above to whoever validates the
+	// state first (Drain, the holder that files or meets the node).
+	fl := flagsOf(r)
+	gen := startLife(n, status, t, fl)
+	if rec != nil {
+		startSeries(slot, rec, r, gen) // before the node is filed or pushed: its holder reads it
+	}
+	return n, gen, fl
 }
 
 // scheduleHeld starts the timer's life on a node of the holder's and files
@@ -153,15 +161,7 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 			}
 		}
 	}
-	n := slot.Node()
-	sh.fill(n, slot, r)
-	// The state store publishes the fields above to whoever validates the
-	// state first (Drain, the shard goroutine after it meets the node).
-	fl := flagsOf(r)
-	gen := startLife(n, statusPending, t, fl)
-	if rec != nil {
-		startSeries(slot, rec, r, gen) // before it is filed: the holder reads it
-	}
+	n, gen, fl := startTimer(slot, r, rec, statusPending, t)
 	sh.catchUp()
 	if fl.routed() && t < sh.h.w.elapsed+sh.h.w.size { // near: it may cross now
 		sh.fileOrCross(idx, n, makeState(gen, statusPending, t)|fl, t)
@@ -198,12 +198,7 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 	if !ok {
 		return Ref{}, false
 	}
-	n := slot.Node()
-	sh.fill(n, slot, r)
-	gen := startLife(n, statusNew, t, flagsOf(r))
-	if rec != nil {
-		startSeries(slot, rec, r, gen) // before the push: the holder reads it
-	}
+	_, gen, _ := startTimer(slot, r, rec, statusNew, t)
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
 	switch {
