@@ -1,26 +1,121 @@
 package shardwheel_test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// goFence matches a Go code block of a Markdown file.
+var goFence = regexp.MustCompile("(?s)```go\n(.*?)```")
+
+// readmeFrame is what one of README.md's Go snippets needs to compile and
+// run: the function it becomes the body of, and the code that calls that
+// function and checks what it did. The snippet's text is README's own,
+// read from the file; the frame only names its free variables.
+type readmeFrame struct {
+	// marker is text that the snippet, and no other, contains.
+	marker string
+	// name and sig are the function's name and signature; ret is what
+	// follows the snippet in its body: a return the snippet leaves out.
+	name, sig, ret string
+	// run calls the function and panics unless it did what README says.
+	run string
+}
+
+// readmeFrames frame README.md's snippets, whatever their order. A snippet
+// with no frame, or a frame with no snippet, fails the test.
+var readmeFrames = []readmeFrame{
+	{
+		marker: "req.Fail(errTimedOut)",
+		name:   "quickStart",
+		sig:    "(req *request, conn *clientConn) error",
+		ret:    "return nil",
+		run: `req := &request{response: make(chan string, 1), failed: make(chan error, 1)}
+			req.response <- "200 OK"
+			must(quickStart(req, &clientConn{}))`,
+	},
+	{
+		marker: "s.ScheduleKey(key,",
+		name:   "streams",
+		sig:    "(s *shardwheel.Scheduler, conn *clientConn, streamID uint32, delay time.Duration) (bool, error)",
+		run: `s := newScheduler()
+			defer s.Stop()
+			a := &clientConn{ID: 1, failed: make(chan uint32, 1)}
+			b := &clientConn{ID: 2, failed: make(chan uint32, 1)}
+			// Stream 1 on both connections: two keys, two timers.
+			if _, err := s.ScheduleKey(a.ID<<32|1, time.Millisecond, func() { a.FailStream(1) }); err != nil {
+				panic(err)
+			}
+			cancelled, err := streams(s, b, 1, time.Hour)
+			must(err)
+			check(cancelled, "b's stream 1 was not cancelled")
+			check(<-a.failed == 1, "a's stream 1 did not time out")`,
+	},
+	{
+		marker: "s.NewHandler(failRequest)",
+		name:   "handlers",
+		sig:    "(s *shardwheel.Scheduler, failRequest func(uint64), requestID uint64) error",
+		ret:    "return nil",
+		run: `s := newScheduler()
+			defer s.Stop()
+			must(handlers(s, func(uint64) { panic("cancelled, yet it ran") }, 7))
+			check(s.Pending() == 0, "the handler's timer is still pending")`,
+	},
+	{
+		marker: "s.WithTimeout(r.Context(),",
+		name:   "deadlines",
+		sig:    "(s *shardwheel.Scheduler, proxy http.Handler, w http.ResponseWriter, r *http.Request)",
+		run: `s := newScheduler()
+			defer s.Stop()
+			var cause error
+			slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done()
+				cause = context.Cause(r.Context())
+			})
+			deadlines(s, slow, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+			check(errors.Is(cause, context.DeadlineExceeded), fmt.Sprint("the request ended with ", cause))`,
+	},
+	{
+		marker: "s.Every(conn.ID,",
+		name:   "connTimers",
+		sig:    "(ctx context.Context, s *shardwheel.Scheduler, conn *clientConn) error",
+		run: `s := newScheduler()
+			defer s.Stop()
+			must(connTimers(context.Background(), s, &clientConn{ID: 1}))
+			check(s.Pending() == 0, "the connection's timers are still pending")`,
+	},
+}
+
+// readmePrelude is the program's part that no snippet shows: the types
+// and helpers the snippets and frames use.
+const readmePrelude = `package main
+
+import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
 )
 
-// This file holds README.md's Go snippets, compiled and run by the examples
-// below; TestReadmeSnippetsCompile fails when README shows code that is in
-// no test file of the repository.
+var (
+	_ = context.Background
+	_ = errors.Is
+	_ = fmt.Sprint
+	_ http.Handler
+	_ = httptest.NewRecorder
+	_ = time.Second
+)
 
 // errTimedOut is what a request whose timeout ran fails with.
 var errTimedOut = errors.New("request timed out")
@@ -45,194 +140,97 @@ type clientConn struct {
 	failed chan uint32
 }
 
-// FailStream fails the stream's request.
 func (c *clientConn) FailStream(streamID uint32) { c.failed <- streamID }
+func (c *clientConn) Close()                     {}
+func (c *clientConn) Ping()                      {}
 
-// Close closes the connection.
-func (c *clientConn) Close() {}
-
-// Ping sends a heartbeat on the connection.
-func (c *clientConn) Ping() {}
-
-// quickStart is README's quick start: a request timeout and an idle one.
-func quickStart(req *request, conn *clientConn) error {
-	s, err := shardwheel.New() // one wheel per GOMAXPROCS, 1ms tick
-	if err != nil {
-		return err
-	}
-	defer s.Stop()
-
-	// A request timeout, cancelled when the response arrives.
-	timeout, err := s.AfterFunc(30*time.Second, func() { req.Fail(errTimedOut) })
-	if err != nil {
-		return err // ErrStopped, or ErrTooManyPending at the WithMaxPending limit: shed the request
-	}
-	<-req.response
-	if !timeout.Cancel() {
-		return errTimedOut // the timeout ran first
-	}
-
-	// An idle timeout, pushed back on every read: one CAS, no allocation.
-	idle, err := s.AfterFunc(time.Minute, func() { conn.Close() })
-	if err != nil {
-		return err
-	}
-	idle.Reset(time.Minute)
-	return nil
-}
-
-func Example_quickStart() {
-	req := &request{response: make(chan string, 1), failed: make(chan error, 1)}
-	req.response <- "200 OK"
-	fmt.Println(quickStart(req, &clientConn{}))
-	// Output: <nil>
-}
-
-// streams is README's keyed timers: two connections whose stream ids
-// overlap, each stream's timeout indexed by connection and stream.
-func streams(s *shardwheel.Scheduler, conn *clientConn, streamID uint32, delay time.Duration) (cancelled bool, err error) {
-	// Keys are one namespace per Scheduler: put the connection in them.
-	key := conn.ID<<32 | uint64(streamID)
-	if _, err := s.ScheduleKey(key, delay, func() { conn.FailStream(streamID) }); err != nil {
-		return false, err
-	}
-	// ... the stream's response arrives: find its timer by key alone.
-	return s.CancelKey(key), nil
-}
-
-func Example_keys() {
+func newScheduler() *shardwheel.Scheduler {
 	s, err := shardwheel.New()
+	must(err)
+	return s
+}
+
+func must(err error) {
 	if err != nil {
 		panic(err)
 	}
-	defer s.Stop()
-	a := &clientConn{ID: 1, failed: make(chan uint32, 1)}
-	b := &clientConn{ID: 2, failed: make(chan uint32, 1)}
-	// Stream 1 on both connections: two keys, two timers.
-	if _, err := s.ScheduleKey(a.ID<<32|1, time.Millisecond, func() { a.FailStream(1) }); err != nil {
-		panic(err)
-	}
-	cancelled, err := streams(s, b, 1, time.Hour)
-	fmt.Println("b's stream 1 cancelled:", cancelled, err)
-	fmt.Println("a's stream", <-a.failed, "timed out")
-	// Output:
-	// b's stream 1 cancelled: true <nil>
-	// a's stream 1 timed out
 }
 
-// handlers is README's Handler snippet: one task for many timers.
-func handlers(s *shardwheel.Scheduler, failRequest func(uint64), requestID uint64) error {
-	fail, err := s.NewHandler(failRequest) // once: func(requestID uint64)
-	if err != nil {
-		return err
+func check(ok bool, what string) {
+	if !ok {
+		panic(what)
 	}
-	t, err := fail.AfterFunc(requestID, 30*time.Second) // per request: no closure
-	if err != nil {
-		return err
-	}
-	t.Cancel()
-	return nil
 }
+`
 
-func Example_handlers() {
-	s, err := shardwheel.New()
-	if err != nil {
-		panic(err)
-	}
-	defer s.Stop()
-	fmt.Println(handlers(s, func(id uint64) { fmt.Println("request", id, "timed out") }, 7), s.Pending())
-	// Output: <nil> 0
-}
-
-// deadlines is README's context snippet: a proxy's per-request deadline.
-func deadlines(s *shardwheel.Scheduler, proxy http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := s.WithTimeout(r.Context(), 500*time.Millisecond) // was: context.WithTimeout
-		defer cancel()
-		proxy.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
-func Example_deadlines() {
-	s, err := shardwheel.New()
-	if err != nil {
-		panic(err)
-	}
-	defer s.Stop()
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done()
-		fmt.Println(context.Cause(r.Context()))
-	})
-	deadlines(s, slow).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
-	// Output: context deadline exceeded
-}
-
-// connTimers is README's snippet of periodic timers, slack and CancelWait:
-// a connection's heartbeat and idle timeout, ended when it closes.
-func connTimers(ctx context.Context, s *shardwheel.Scheduler, conn *clientConn) error {
-	// A heartbeat on the grid every 30s; after a stall, one beat, not a burst.
-	hb, err := s.Every(conn.ID, 30*time.Second, shardwheel.SkipMissed, conn.Ping)
-	if err != nil {
-		return err
-	}
-	// An idle timeout that may run up to a second late: no cascade, shared wake-ups.
-	idle, err := s.ScheduleWithin(conn.ID, time.Minute, time.Second, conn.Close)
-	if err != nil {
-		return err
-	}
-	// ... on close: end both; CancelWait returns once a beat in progress has returned.
-	idle.Cancel()
-	_, err = hb.CancelWait(ctx)
-	return err
-}
-
-func Example_connTimers() {
-	s, err := shardwheel.New()
-	if err != nil {
-		panic(err)
-	}
-	defer s.Stop()
-	fmt.Println(connTimers(context.Background(), s, &clientConn{ID: 1}), s.Pending())
-	// Output: <nil> 0
-}
-
-// goFence matches a Go code block of a Markdown file.
-var goFence = regexp.MustCompile("(?s)```go\n(.*?)```")
-
-// TestReadmeSnippetsCompile: every Go snippet in README.md appears, line for
-// line (indentation aside), in a test file of the repository, so that the
-// compiler and the examples check it.
+// TestReadmeSnippetsCompile compiles README.md's Go snippets, each as the
+// body of its frame's function, into a program built against this
+// checkout (a module of its own in a temporary directory, whose go.mod
+// replaces shardwheel with the repository), and runs it: every snippet
+// runs and does what README says it does. A snippet that does not compile,
+// or a README that shows code this test does not know, fails it.
 func TestReadmeSnippetsCompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a program: not with -short")
+	}
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	var sources []string
-	require.NoError(t, filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, "_test.go") {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			sources = append(sources, "\n"+trimLines(string(b))+"\n")
-		}
-		return err
-	}))
 	snippets := goFence.FindAllStringSubmatch(string(readme), -1)
 	require.NotEmpty(t, snippets, "README.md has no Go snippet")
+
+	var prog strings.Builder
+	prog.WriteString(readmePrelude)
+	framed := map[int]bool{}
 	for _, m := range snippets {
-		want := "\n" + trimLines(m[1]) + "\n"
-		found := false
-		for _, src := range sources {
-			found = found || strings.Contains(src, want)
+		var match []int
+		for i, f := range readmeFrames {
+			if strings.Contains(m[1], f.marker) {
+				match = append(match, i)
+			}
 		}
-		require.True(t, found, "README.md's snippet is in no test file:\n%s", m[1])
+		require.Len(t, match, 1, "README.md's snippet needs exactly one frame in readmeFrames (it matches %d):\n%s", len(match), m[1])
+		i := match[0]
+		require.False(t, framed[i], "two of README.md's snippets contain %q", readmeFrames[i].marker)
+		framed[i] = true
+		f := readmeFrames[i]
+		fmt.Fprintf(&prog, "\nfunc %s%s {\n%s\n%s}\n", f.name, f.sig, m[1], f.ret)
+	}
+	prog.WriteString("\nfunc main() {\n")
+	for i, f := range readmeFrames {
+		require.True(t, framed[i], "no snippet of README.md contains %q: its frame is stale", f.marker)
+		fmt.Fprintf(&prog, "\tfunc() {\n\t\t\t%s\n\t}()\n\tfmt.Println(\"ok\", %q)\n", f.run, f.name)
+	}
+	prog.WriteString("}\n")
+
+	root, err := filepath.Abs(".")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	goMod := fmt.Sprintf("module readmecheck\n\ngo 1.26.0\n\nrequire github.com/shardwheel/shardwheel v0.0.0\n\nreplace github.com/shardwheel/shardwheel => %s\n", root)
+	sum, err := os.ReadFile("go.sum")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(prog.String()), 0o644))
+
+	goCmd, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command builds README's snippets")
+	cmd := exec.Command(goCmd, "run", ".")
+	cmd.Dir = dir
+	// Its own module: no workspace, and the requirements of shardwheel's
+	// go.mod filled in (from the module cache the test's build used).
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "README.md's snippets, framed as %s/main.go, do not build or run:\n%s\nthe program:\n%s", dir, out, numbered(prog.String()))
+	for _, f := range readmeFrames {
+		require.Contains(t, string(out), "ok "+f.name, "the program did not run %s", f.name)
 	}
 }
 
-// trimLines trims each line of s of its surrounding white space.
-func trimLines(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimSpace(l)
+// numbered returns src with line numbers, for reading a compiler's errors.
+func numbered(src string) string {
+	lines := strings.Split(src, "\n")
+	for i := range lines {
+		lines[i] = fmt.Sprintf("%4d  %s", i+1, lines[i])
 	}
 	return strings.Join(lines, "\n")
 }
