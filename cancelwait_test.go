@@ -181,20 +181,27 @@ func TestCancelWaitWaitsForTheTaskNotTheRunCall(t *testing.T) {
 
 // TestCancelWaitRacesExpiry races CancelWait with expiry many times on
 // every executor: true means the task never runs, false that it has
-// returned.
+// returned. A CancelWait that finds the task running must wait for it:
+// every 16th timer's task holds on until its CancelWait has been called,
+// so that some calls surely catch a run in flight (the others may or may
+// not), and the test fails unless some did and each of them waited.
 func TestCancelWaitRacesExpiry(t *testing.T) {
 	for name, opts := range executorOptions(t) {
 		t.Run(name, func(t *testing.T) {
 			s := newScheduler(t, opts...)
 			const n = 4000
 			var wg sync.WaitGroup
-			var cancelled, waited atomic.Int64
+			var cancelled, waited, caught atomic.Int64
 			for i := range n {
-				var started, done atomic.Bool
+				held := i%16 == 0 // the task runs until its CancelWait is called
+				var started, calling, done atomic.Bool
 				tm, err := s.AfterFunc(time.Duration(i%4)*time.Millisecond/2, func() {
 					started.Store(true)
-					for range i % 5 {
+					for deadline := time.Now().Add(waitFor); held && !calling.Load() && time.Now().Before(deadline); {
 						runtime.Gosched()
+					}
+					for range i%5 + 4*btoi(held) {
+						runtime.Gosched() // a little work, long enough to be caught in
 					}
 					done.Store(true)
 				})
@@ -202,7 +209,15 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					time.Sleep(time.Duration(i%3) * time.Millisecond / 3)
+					if held {
+						for deadline := time.Now().Add(waitFor); !started.Load() && time.Now().Before(deadline); {
+							runtime.Gosched()
+						}
+					} else {
+						time.Sleep(time.Duration(i%3) * time.Millisecond / 3) // before, at or after the expiry
+					}
+					inFlight := started.Load() && !done.Load()
+					calling.Store(true)
 					ok, err := tm.CancelWait(context.Background())
 					assert.NoError(t, err)
 					if ok {
@@ -212,16 +227,28 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 					}
 					waited.Add(1)
 					assert.True(t, done.Load(), "CancelWait returned before the task did")
+					if inFlight {
+						caught.Add(1)
+					}
 				}()
 				if i%512 == 511 {
 					wg.Wait()
 				}
 			}
 			wg.Wait()
-			t.Logf("%d cancelled, %d waited for", cancelled.Load(), waited.Load())
+			t.Logf("%d cancelled, %d waited for, %d of them caught running", cancelled.Load(), waited.Load(), caught.Load())
 			assert.EqualValues(t, n, cancelled.Load()+waited.Load())
+			assert.Positive(t, caught.Load(), "no CancelWait caught a run in flight: the wait went untested")
 		})
 	}
+}
+
+// btoi is 1 for true and 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestCancelWaitSeries: CancelWait on a series whose run is in progress

@@ -211,7 +211,12 @@ func TestCancelWaitSeries(t *testing.T) {
 
 // TestCancelWaitRacesExpiry races CancelWait with expiry many times: true
 // means the task never runs, false that it has returned, with every kind
-// of executor and the clock moving under both.
+// of executor and the clock moving under both. A CancelWait that finds
+// the task running must wait for it: every 16th timer's task runs, alone
+// with its CancelWait, until that call has registered as a waiter (or
+// returned), so that some calls surely catch a run in flight and wait
+// (the others may or may not), and the test fails unless some did and
+// each of them waited.
 func TestCancelWaitRacesExpiry(t *testing.T) {
 	for name, exec := range executors {
 		t.Run(name, func(t *testing.T) {
@@ -232,11 +237,25 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 			}()
 			const n = 3000
 			var wg sync.WaitGroup
-			var cancelled, waited atomic.Int64
+			var cancelled, waited, caught, sawWaiter atomic.Int64
 			for i := range n {
-				var started, done atomic.Bool
+				held := i%16 == 0 // the task runs until its CancelWait waits (or returns)
+				if held {
+					wg.Wait() // no other CancelWait is waiting meanwhile
+				}
+				var started, returned, done atomic.Bool
 				r, rej := sched(sh, uint64(i), time.Duration(i%3)*testTick/2, func() {
 					started.Store(true)
+					for deadline := time.Now().Add(waitFor); held && time.Now().Before(deadline); {
+						if sh.waiters.Load() > 0 {
+							sawWaiter.Add(1)
+							break
+						}
+						if returned.Load() {
+							break
+						}
+						runtime.Gosched()
+					}
 					for range i % 5 {
 						runtime.Gosched() // a little work, long enough to be caught in
 					}
@@ -246,10 +265,18 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for range i % 7 {
-						runtime.Gosched() // before, at or after the expiry
+					if held {
+						for deadline := time.Now().Add(waitFor); !started.Load() && time.Now().Before(deadline); {
+							runtime.Gosched()
+						}
+					} else {
+						for range i % 7 {
+							runtime.Gosched() // before, at or after the expiry
+						}
 					}
+					inFlight := started.Load() && !done.Load()
 					ok, err := sh.CancelWait(context.Background(), r)
+					returned.Store(true)
 					assert.NoError(t, err)
 					if ok {
 						cancelled.Add(1)
@@ -258,16 +285,22 @@ func TestCancelWaitRacesExpiry(t *testing.T) {
 					}
 					waited.Add(1)
 					assert.True(t, done.Load(), "CancelWait returned before the task did")
+					if inFlight {
+						caught.Add(1)
+					}
 				}()
-				if i%256 == 0 {
+				if held || i%256 == 0 {
 					wg.Wait()
 				}
 			}
 			wg.Wait()
 			close(stop)
 			ticker.Wait()
-			t.Logf("%d cancelled, %d waited for", cancelled.Load(), waited.Load())
+			t.Logf("%d cancelled, %d waited for, %d of them caught running, %d seen waiting by their task",
+				cancelled.Load(), waited.Load(), caught.Load(), sawWaiter.Load())
 			assert.EqualValues(t, n, cancelled.Load()+waited.Load())
+			assert.Positive(t, caught.Load(), "no CancelWait caught a run in flight: the wait went untested")
+			assert.Positive(t, sawWaiter.Load(), "no task saw its CancelWait wait for it")
 		})
 	}
 }
