@@ -39,14 +39,18 @@ type Handler struct {
 }
 
 // NewHandler registers fn as a handler of s and returns it. It returns
-// ErrNilTask for a nil fn and ErrTooManyHandlers once s holds MaxHandlers:
-// register a handler per kind of timeout (a request's, a connection's),
-// not per timer. It takes a lock shared by s's handlers; registering is
-// not meant for a hot path.
+// ErrNilTask for a nil fn, ErrStopped once Stop or Shutdown has been
+// called (a Handler of a stopped Scheduler could schedule nothing), and
+// ErrTooManyHandlers once s holds MaxHandlers: register a handler per kind
+// of timeout (a request's, a connection's), not per timer. It takes a lock
+// shared by s's handlers; registering is not meant for a hot path.
 func (s *Scheduler) NewHandler(fn func(key uint64)) (Handler, error) {
 	s.mustBeNew()
 	if fn == nil {
 		return Handler{}, ErrNilTask
+	}
+	if s.stopping.Load() {
+		return Handler{}, ErrStopped
 	}
 	id, ok := s.handlers.Add(fn)
 	if !ok {

@@ -487,3 +487,17 @@ func TestInlineHandlerPanicIsReportedAndCounted(t *testing.T) {
 	require.Eventually(t, func() bool { return !after.Pending() && s.Stats().Total.Fired == 2 }, waitFor, pollEvery)
 	assert.Equal(t, uint64(1), s.Stats().Total.Panics)
 }
+
+// TestNewHandlerAfterStopIsErrStopped: a stopped Scheduler registers no
+// handler, whose timers it could not run, and says why.
+func TestNewHandlerAfterStopIsErrStopped(t *testing.T) {
+	s := newScheduler(t)
+	_, err := s.NewHandler(func(uint64) {})
+	require.NoError(t, err)
+	s.Stop()
+	h, err := s.NewHandler(func(uint64) {})
+	assert.ErrorIs(t, err, shardwheel.ErrStopped)
+	assert.Equal(t, shardwheel.Handler{}, h)
+	_, err = s.NewHandler(nil)
+	assert.ErrorIs(t, err, shardwheel.ErrNilTask, "a nil function is an error whatever the Scheduler")
+}

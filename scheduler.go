@@ -13,7 +13,8 @@ import (
 )
 
 var (
-	// ErrStopped is returned by Schedule, AfterFunc and ScheduleKey after Stop.
+	// ErrStopped is returned by Schedule, AfterFunc, ScheduleKey and their
+	// kin, and by NewHandler, after Stop (or Shutdown).
 	ErrStopped = errors.New("shardwheel: scheduler stopped")
 	// ErrTooManyPending is returned by Schedule, AfterFunc and ScheduleKey when the
 	// limit set by WithMaxPending is reached, or wrapped when a shard holds

@@ -3,7 +3,6 @@ package shardwheel_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -90,15 +89,6 @@ func TestHugeAndNegativeDelays(t *testing.T) {
 		t.Fatal("negative delay never ran")
 	}
 	assert.True(t, huge.Pending())
-}
-
-func TestSentinelErrorsAreDistinct(t *testing.T) {
-	errs := []error{shardwheel.ErrStopped, shardwheel.ErrTooManyPending, shardwheel.ErrNilTask, shardwheel.ErrInvalidOption}
-	for i, a := range errs {
-		for j, b := range errs {
-			assert.Equal(t, i == j, errors.Is(a, b))
-		}
-	}
 }
 
 // TestWarnsOnceBeyondLiveLimit: New logs one warning when live Schedulers
