@@ -303,7 +303,9 @@ func BenchmarkResident(b *testing.B) {
 				scheduleResident(b, n, true, func(_ int, d time.Duration, task func()) {
 					ts = append(ts, time.AfterFunc(d, task))
 				})
-				measureResident(b, n, before+uint64(cap(ts))*8) // the slice is the benchmark's, not the timers'
+				// The slice is the benchmark's, not the timers'; the
+				// runtime's timers are in its heaps at once.
+				measureResident(b, n, before+uint64(cap(ts))*8, nil)
 				for _, t := range ts {
 					t.Stop()
 				}
@@ -337,15 +339,22 @@ func residentWheel(b *testing.B, n int, handler bool) {
 				b.Fatal(err)
 			}
 		})
-		measureResident(b, n, before)
+		measureResident(b, n, before, func() bool { return s.Stats().Total.Queued == 0 })
 		runtime.KeepAlive(s)
 		s.Stop()
 	}
 }
 
-func measureResident(b *testing.B, n int, before uint64) {
+// measureResident reports the heap per timer of n resident timers, less
+// before, once filed holds (nil: at once): for shardwheel, once the shards
+// have moved every queued timer into their wheels.
+func measureResident(b *testing.B, n int, before uint64, filed func() bool) {
 	b.Helper()
-	time.Sleep(50 * time.Millisecond) // let shards move the timers into their wheels
+	for deadline := time.Now().Add(waitFor); filed != nil && !filed(); time.Sleep(pollEvery) {
+		if time.Now().After(deadline) {
+			b.Fatalf("timers still queued after %v", waitFor)
+		}
+	}
 	after := heapInUse()
 	b.ReportMetric(float64(after-before)/float64(n), "B/timer")
 	b.ReportMetric(gcMarkCPU().Seconds()*1e3, "gc-mark-ms")
