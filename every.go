@@ -94,7 +94,8 @@ func (s *Scheduler) Every(key uint64, period time.Duration, missed Missed, task 
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return s.every(s.shards[s.ShardOf(key)], key, period, missed, shard.Task{Func: task})
+	s.mustBeNew()
+	return s.every(s.shards[s.route(key)], key, period, missed, shard.Task{Func: task})
 }
 
 // Every is Scheduler.Every for a series whose task is the handler's
@@ -107,7 +108,7 @@ func (h Handler) Every(key uint64, period time.Duration, missed Missed) (Timeout
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return h.s.every(h.s.shards[h.s.ShardOf(key)], key, period, missed, h.task())
+	return h.s.every(h.s.shards[h.s.route(key)], key, period, missed, h.task())
 }
 
 // EveryFunc is Every without a key: the series runs on the shard of the P

@@ -135,7 +135,8 @@ func (ix *keyIndex) find(key uint64, try func(shard.Ref) bool) (shard.Ref, bool)
 
 // keyed returns the index of key.
 func (s *Scheduler) keyed(key uint64) *keyIndex {
-	return &s.index[s.ShardOf(key)]
+	s.mustBeNew()
+	return &s.index[s.route(key)]
 }
 
 // shardOf returns the shard whose node r names.

@@ -159,6 +159,7 @@ func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
 // cancelled concurrently it is a snapshot, exact when the scheduler is
 // quiescent. A timer whose task is running no longer counts.
 func (s *Scheduler) Pending() int {
+	s.mustNotBeNil()
 	// Every shard's ins, then every shard's outs: a token a timer gives
 	// back on one shard may let another shard accept one, and reading
 	// shard by shard could count both.

@@ -42,12 +42,13 @@ var (
 const ShardCapacity = 1<<26 - 1
 
 // Scheduler runs timers on a set of shards. It must be created with New:
-// Schedule, AfterFunc, the keyed calls, ShardOf, MaxDelay, the context
-// functions (WithTimeout and its kin), Stop and Shutdown on a zero
-// Scheduler panic with "shardwheel: use New to create a Scheduler". All
-// its methods are safe for concurrent use, including from tasks, and none
-// of them waits for a shard to make progress, except Stop and Shutdown,
-// which wait as they document.
+// every method of a zero Scheduler panics with "shardwheel: use New to
+// create a Scheduler", except Shards, Tick, Pending and Stats, which
+// report an empty scheduler, and every method of a nil *Scheduler panics
+// so, those four included. (A call with a nil task returns ErrNilTask
+// before it looks at the Scheduler.) All its methods are safe for
+// concurrent use, including from tasks, and none of them waits for a shard
+// to make progress, except Stop and Shutdown, which wait as they document.
 type Scheduler struct {
 	// Immutable after New.
 	shards   []*shard.Shard
@@ -77,11 +78,22 @@ type Scheduler struct {
 	_   [pad.CacheLineSize - 1]byte
 }
 
-// errZero is the panic of a method called on a Scheduler not made by New.
+// errZero is the panic of a method called on a Scheduler not made by New:
+// a zero Scheduler, or a nil *Scheduler.
 const errZero = "shardwheel: use New to create a Scheduler"
 
+// mustBeNew panics with errZero unless New made s.
 func (s *Scheduler) mustBeNew() {
-	if len(s.shards) == 0 {
+	if s == nil || len(s.shards) == 0 {
+		panic(errZero)
+	}
+}
+
+// mustNotBeNil panics with errZero if s is nil: the read-only accessors
+// report an empty scheduler for a zero Scheduler, but have nothing to read
+// in a nil one.
+func (s *Scheduler) mustNotBeNil() {
+	if s == nil {
 		panic(errZero)
 	}
 }
@@ -176,10 +188,16 @@ func countLive(d int64, log *slog.Logger) {
 }
 
 // Shards returns the number of shards.
-func (s *Scheduler) Shards() int { return len(s.shards) }
+func (s *Scheduler) Shards() int {
+	s.mustNotBeNil()
+	return len(s.shards)
+}
 
 // Tick returns the tick duration.
-func (s *Scheduler) Tick() time.Duration { return s.tick }
+func (s *Scheduler) Tick() time.Duration {
+	s.mustNotBeNil()
+	return s.tick
+}
 
 // MaxDelay returns the longest delay honoured as given; Schedule and Reset
 // clamp longer delays to it.

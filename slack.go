@@ -28,9 +28,10 @@ func (s *Scheduler) ScheduleWithin(key uint64, delay, slack time.Duration, task 
 	if task == nil {
 		return Timeout{}, ErrNilTask
 	}
+	sh := s.localShard()
 	r := s.request(key, delay, shard.Task{Func: task})
 	r.Slack, r.Routed = slack, true
-	return s.scheduleOn(s.localShard(), &r)
+	return s.scheduleOn(sh, &r)
 }
 
 // AfterFuncWithin is ScheduleWithin without a key: the timer is filed on

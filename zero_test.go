@@ -2,6 +2,8 @@ package shardwheel_test
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,10 +12,13 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
+// errZero is the panic of a Scheduler's methods on a Scheduler New did not
+// make.
+const errZero = "shardwheel: use New to create a Scheduler"
+
 // TestZeroSchedulerSaysUseNew: a Scheduler not made by New is misuse, and
 // the panic says so instead of an index out of range.
 func TestZeroSchedulerSaysUseNew(t *testing.T) {
-	const msg = "shardwheel: use New to create a Scheduler"
 	var s shardwheel.Scheduler
 	tests := map[string]func(){
 		"Schedule":           func() { _, _ = s.Schedule(1, time.Second, noop) },
@@ -28,10 +33,68 @@ func TestZeroSchedulerSaysUseNew(t *testing.T) {
 		"WithDeadlineCause":  func() { s.WithDeadlineCause(context.Background(), time.Now(), nil) },
 	}
 	for name, call := range tests {
-		assert.PanicsWithValue(t, msg, call, name)
+		assert.PanicsWithValue(t, errZero, call, name)
 	}
 	// Read-only accessors report an empty scheduler.
 	assert.Zero(t, s.Shards())
 	assert.Zero(t, s.Pending())
 	assert.Empty(t, s.Stats().Shards)
+}
+
+// readOnly are the methods that report an empty scheduler on a zero
+// Scheduler instead of panicking.
+var readOnly = map[string]bool{"Shards": true, "Tick": true, "Pending": true, "Stats": true}
+
+// TestEveryMethodOfANilOrZeroSchedulerSaysUseNew calls every method of
+// *Scheduler, found by reflection so that a new one cannot be left out,
+// with a non-nil argument of each kind (a nil task is ErrNilTask whatever
+// the Scheduler): on a nil *Scheduler each panics with the zero
+// Scheduler's message, never a bare nil dereference; on a zero Scheduler
+// each panics with it too, but the read-only accessors, which report an
+// empty scheduler.
+func TestEveryMethodOfANilOrZeroSchedulerSaysUseNew(t *testing.T) {
+	typ := reflect.TypeFor[*shardwheel.Scheduler]()
+	require := assert.New(t)
+	require.Positive(typ.NumMethod())
+	for i := range typ.NumMethod() {
+		m := typ.Method(i)
+		args := make([]reflect.Value, m.Type.NumIn()-1)
+		for j := range args {
+			args[j] = argOf(m.Type.In(j + 1))
+		}
+		for _, recv := range []struct {
+			name string
+			s    *shardwheel.Scheduler
+		}{{"nil", nil}, {"zero", new(shardwheel.Scheduler)}} {
+			call := func() { reflect.ValueOf(recv.s).Method(i).Call(args) }
+			what := fmt.Sprintf("%s on a %s *Scheduler", m.Name, recv.name)
+			if recv.s != nil && readOnly[m.Name] {
+				assert.NotPanics(t, call, what)
+				continue
+			}
+			assert.PanicsWithValue(t, errZero, call, what)
+		}
+	}
+}
+
+// argOf returns a valid argument of type t: a function that does nothing,
+// a live context, or t's zero value.
+func argOf(t reflect.Type) reflect.Value {
+	switch {
+	case t.Kind() == reflect.Func:
+		return reflect.MakeFunc(t, func([]reflect.Value) []reflect.Value {
+			out := make([]reflect.Value, t.NumOut())
+			for i := range out {
+				out[i] = reflect.Zero(t.Out(i))
+			}
+			return out
+		})
+	case t == reflect.TypeFor[context.Context]():
+		return reflect.ValueOf(context.Background())
+	case t == reflect.TypeFor[time.Duration]():
+		return reflect.ValueOf(time.Second)
+	case t == reflect.TypeFor[time.Time]():
+		return reflect.ValueOf(time.Now().Add(time.Second))
+	}
+	return reflect.Zero(t)
 }
