@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/bits"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -113,16 +112,17 @@ func WithTick(d time.Duration) Option {
 	}
 }
 
-// WithWheelSize sets the slots per wheel level, rounded up to a power of
-// two. The default is DefaultWheelSize; n must be in [2, MaxWheelSize].
-// Larger wheels cascade less often, in larger batches, and cost more
-// memory per shard (12 bytes and one bit per slot per level).
+// WithWheelSize sets the slots per wheel level. The default is
+// DefaultWheelSize; n must be a power of two in [2, MaxWheelSize] (a wheel
+// level has at least 4 slots: 2 builds the wheel of 4). Larger wheels
+// cascade less often, in larger batches, and cost more memory per shard
+// (12 bytes and one bit per slot per level).
 func WithWheelSize(n int) Option {
 	return func(c *config) error {
-		if n < 2 || n > MaxWheelSize {
-			return invalid("WithWheelSize", n, fmt.Sprintf("must be in [2, %d]", MaxWheelSize))
+		if n < 2 || n > MaxWheelSize || n&(n-1) != 0 {
+			return invalid("WithWheelSize", n, fmt.Sprintf("must be a power of two in [2, %d]", MaxWheelSize))
 		}
-		c.wheelSize = 1 << bits.Len(uint(n-1))
+		c.wheelSize = n
 		return nil
 	}
 }

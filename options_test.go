@@ -29,6 +29,8 @@ func TestInvalidOptionsNameOptionAndValue(t *testing.T) {
 		{shardwheel.WithTick(2 * time.Hour), "WithTick(2h0m0s)"},
 		{shardwheel.WithWheelSize(1), "WithWheelSize(1)"},
 		{shardwheel.WithWheelSize(1<<16 + 1), "WithWheelSize(65537)"},
+		{shardwheel.WithWheelSize(3), "WithWheelSize(3): must be a power of two in [2, 65536]"},
+		{shardwheel.WithWheelSize(100), "WithWheelSize(100)"},
 		{shardwheel.WithFirstBlock(0), "WithFirstBlock(0)"},
 		{shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock + 1), "WithFirstBlock(4194305)"},
 		{shardwheel.WithTransferCap(0), "WithTransferCap(0)"},
@@ -54,7 +56,7 @@ func TestValidOptions(t *testing.T) {
 	assert.Equal(t, shardwheel.DefaultTick, s.Tick())
 
 	s = newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithWheelSize(100), shardwheel.WithFirstBlock(10), shardwheel.WithTransferCap(1),
+		shardwheel.WithWheelSize(128), shardwheel.WithFirstBlock(10), shardwheel.WithTransferCap(1),
 		shardwheel.WithMaxPending(5), shardwheel.WithAffinity(false))
 	assert.Equal(t, 3, s.Shards())
 	assert.Equal(t, time.Millisecond, s.Tick())
@@ -78,7 +80,7 @@ func FuzzOptions(f *testing.F) {
 			shardwheel.WithTransferCap(cap), shardwheel.WithMaxPending(maxPending))
 		valid := shards >= 1 &&
 			time.Duration(tick) >= shardwheel.MinTick && time.Duration(tick) <= shardwheel.MaxTick &&
-			wheel >= 2 && wheel <= shardwheel.MaxWheelSize &&
+			wheel >= 2 && wheel <= shardwheel.MaxWheelSize && wheel&(wheel-1) == 0 &&
 			ring >= 1 && ring <= shardwheel.MaxFirstBlock &&
 			cap >= 1 && maxPending >= 0
 		if valid && errors.Is(err, shardwheel.ErrInvalidOption) && strings.Contains(err.Error(), "MiB") {
@@ -116,11 +118,11 @@ func TestDefaultTickAndMaxDelay(t *testing.T) {
 	assert.InDelta(t, 21.8, s10.MaxDelay().Hours()/24/365.25, 0.05)
 }
 
-// TestSmallestWheelSizesRunTimersAtEveryLevel: wheel sizes 2 to 5 (which
-// round up to 4 and 8) are accepted, and timers at every level of such a
+// TestSmallestWheelSizesRunTimersAtEveryLevel: wheel sizes 2, 4 and 8 (2
+// builds the wheel of 4) are accepted, and timers at every level of such a
 // wheel run once, never early, cascading down its many levels.
 func TestSmallestWheelSizesRunTimersAtEveryLevel(t *testing.T) {
-	for _, size := range []int{2, 3, 4, 5} {
+	for _, size := range []int{2, 4, 8} {
 		s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithWheelSize(size))
 		var wg sync.WaitGroup
 		early, runs := atomic.Int32{}, atomic.Int32{}
@@ -148,18 +150,18 @@ func TestSmallestWheelSizesRunTimersAtEveryLevel(t *testing.T) {
 	}
 }
 
-// TestWheelSizeTickAndPendingLimits: wheel sizes 2 to 65536 are accepted
-// (2 and 3 build the wheel of 4), ticks 1ms to 1h; sizes, ticks and
-// pending limits outside their ranges and a nil Option are
-// ErrInvalidOption, and the error names the option and its value.
+// TestWheelSizeTickAndPendingLimits: wheel sizes that are powers of two
+// from 2 to 65536 are accepted (2 builds the wheel of 4), ticks 1ms to 1h;
+// sizes that are not powers of two, and sizes, ticks and pending limits
+// outside their ranges, and a nil Option are ErrInvalidOption, and the
+// error names the option and its value.
 func TestWheelSizeTickAndPendingLimits(t *testing.T) {
 	assert.Equal(t, shard.Footprint(4, 2), shard.Footprint(2, 2), "sizes 2 and 4 both use 4")
-	assert.Equal(t, shard.Footprint(4, 2), shard.Footprint(3, 2))
 	assert.NotEqual(t, shard.Footprint(4, 2), shard.Footprint(8, 2))
-	for _, n := range []int{2, 3, 4, 65536} {
+	for _, n := range []int{2, 4, 512, 65536} {
 		newScheduler(t, shardwheel.WithShards(1), shardwheel.WithWheelSize(n))
 	}
-	for _, n := range []int{-1, 0, 1, 65537} {
+	for _, n := range []int{-1, 0, 1, 3, 5, 6, 100, 511, 513, 65535, 65537} {
 		_, err := shardwheel.New(shardwheel.WithWheelSize(n))
 		require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
 		assert.Contains(t, err.Error(), "WithWheelSize(")
