@@ -26,6 +26,7 @@ var docPackages = map[string]string{
 	"metrics":    "internal/metrics",
 	"hostcpu":    "internal/hostcpu",
 	"units":      "internal/units",
+	"watchdog":   "internal/watchdog",
 	"profiling":  "profiling",
 	"bench":      "bench",
 	"prometheus": "prometheus",
