@@ -60,7 +60,8 @@ type tuneResults struct {
 	// Recommended indexes Points; -1 if no point was measured.
 	Recommended int `json:"recommended"`
 	// MetTarget reports whether the recommended point meets the targets;
-	// if none does, the recommendation is the lowest tick lag.
+	// if none does, Recommended is the closest point, the lowest tick lag,
+	// and the report says that no point meets them.
 	MetTarget bool `json:"met_target"`
 	// Options is the recommendation as Go code.
 	Options string `json:"options,omitempty"`
@@ -70,8 +71,11 @@ type tuneResults struct {
 // and the reasoning behind it.
 func (t *Tuning) envelope() envelope {
 	v := Verdict{Summary: t.Reasoning}
-	if t.Options != "" {
+	switch {
+	case t.Options != "" && t.MetTarget:
 		v.Summary = append([]string{"Recommended: shardwheel.New(" + t.Options + ")."}, v.Summary...)
+	case t.Options != "":
+		v.Summary = append([]string{"No point meets the targets; the closest: shardwheel.New(" + t.Options + ")."}, v.Summary...)
 	}
 	return envelope{Host: t.Host,
 		Config: tuneConfig{Load: t.Load, Shards: t.Shards, Ticks: t.Ticks, Repeats: t.Repeats,

@@ -308,6 +308,16 @@ func (t *Tuning) tradeOff(shards int) string {
 		plural(shards, "shard"), strings.Join(parts, "; "))
 }
 
+// pick names the recommended point in the table and the verdict:
+// "recommended" when it meets the targets, else "closest": the point with
+// the lowest tick lag, which fails them as every other does.
+func (t *Tuning) pick() string {
+	if t.MetTarget {
+		return "recommended"
+	}
+	return "closest"
+}
+
 // label names the point in prose.
 func (pt *TunePoint) label() string {
 	if pt.Shards == 1 {
@@ -356,7 +366,7 @@ func (t *Tuning) writeText(w io.Writer) error {
 			verdict = "fails"
 		}
 		if i == t.Recommended {
-			verdict += " <- recommended"
+			verdict += " <- " + t.pick()
 		}
 		span := func(v string, lo, hi time.Duration) string {
 			if lo == hi {
@@ -377,8 +387,11 @@ func (t *Tuning) writeText(w io.Writer) error {
 		return err
 	}
 	b.WriteString("\n")
-	if t.Recommended >= 0 {
+	switch {
+	case t.Recommended >= 0 && t.MetTarget:
 		fmt.Fprintf(&b, "Recommended:\n\n\ts, err := shardwheel.New(%s)\n\n", t.Options)
+	case t.Recommended >= 0:
+		fmt.Fprintf(&b, "No point meets the targets. The closest (the lowest tick lag p99), to try again on a quieter host or a lighter load:\n\n\ts, err := shardwheel.New(%s)\n\n", t.Options)
 	}
 	for _, r := range t.Reasoning {
 		b.WriteString(r + "\n")

@@ -29,7 +29,11 @@ func TestTuneRun(t *testing.T) {
 	assert.Equal(t, 2*time.Millisecond, env.Config.LagTarget)
 	tu := env.Results
 	require.NotNil(t, env.Verdict)
-	assert.Equal(t, "Recommended: shardwheel.New("+tu.Options+").", env.Verdict.Summary[0])
+	if tu.MetTarget {
+		assert.Equal(t, "Recommended: shardwheel.New("+tu.Options+").", env.Verdict.Summary[0])
+	} else {
+		assert.Equal(t, "No point meets the targets; the closest: shardwheel.New("+tu.Options+").", env.Verdict.Summary[0])
+	}
 	require.Len(t, tu.Points, 2)
 	assert.Equal(t, 1, tu.Points[0].Shards)
 	assert.Equal(t, 2, tu.Points[1].Shards)
@@ -51,8 +55,51 @@ func TestTuneRun(t *testing.T) {
 
 	text, err := os.ReadFile(filepath.Join(dir, "tune.txt"))
 	require.NoError(t, err)
-	assert.Contains(t, string(text), "<- recommended")
+	if tu.MetTarget {
+		assert.Contains(t, string(text), "ok <- recommended")
+	} else {
+		assert.Contains(t, string(text), "fails <- closest")
+	}
 	assert.Contains(t, string(text), "shardwheel.New("+tu.Options+")")
+}
+
+// TestTuneNeverRecommendsAFailingPoint: when no point meets the targets,
+// the report does not call the point it offers recommended (it fails
+// them like the rest): the table marks it the closest, the text and the
+// verdict say no point meets the targets; when one does, it is
+// recommended and marked ok.
+func TestTuneNeverRecommendsAFailingPoint(t *testing.T) {
+	for _, met := range []bool{false, true} {
+		lag := 5 * time.Millisecond
+		if met {
+			lag = time.Millisecond
+		}
+		tu := &Tuning{LagTarget: 2 * time.Millisecond, Points: []TunePoint{
+			point(1, time.Millisecond, lag, 100, true),
+			point(2, time.Millisecond, 9*time.Millisecond, 90, true),
+		}}
+		for i := range tu.Points {
+			tu.Points[i].Fails = tu.fails(&tu.Points[i].Result)
+		}
+		tu.recommend()
+		require.Equal(t, 0, tu.Recommended)
+		require.Equal(t, met, tu.MetTarget)
+		var b bytes.Buffer
+		require.NoError(t, tu.writeText(&b))
+		text, summary := b.String(), tu.envelope().Verdict.Summary[0]
+		if met {
+			assert.Contains(t, text, "ok <- recommended")
+			assert.Contains(t, text, "Recommended:\n")
+			assert.Equal(t, "Recommended: shardwheel.New("+tu.Options+").", summary)
+			continue
+		}
+		assert.NotContains(t, text, "recommended", "a point that fails the targets is not recommended")
+		assert.NotContains(t, text, "Recommended")
+		assert.Contains(t, text, "fails <- closest")
+		assert.Contains(t, text, "No point meets the targets. The closest (the lowest tick lag p99)")
+		assert.Contains(t, text, "s, err := shardwheel.New("+tu.Options+")")
+		assert.Equal(t, "No point meets the targets; the closest: shardwheel.New("+tu.Options+").", summary)
+	}
 }
 
 // point returns a measured tune point with the given figures.
