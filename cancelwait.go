@@ -29,9 +29,9 @@ import "context"
 // publishes each run while it is in flight, and wakes waiters, if there
 // are any, when one ends. (A task that calls CancelWait on another timer
 // blocks its own shard's goroutine while it waits, as any blocking task
-// does.) Timers
-// nobody waits for still pay for that publication: with WithExecutor each
-// run goes through a pooled record, tens of nanoseconds (BENCHMARKS.md).
+// does.) Timers nobody waits for still pay for that publication: with
+// WithExecutor each run goes through a pooled record, tens of nanoseconds
+// (BENCHMARKS.md).
 func (t Timeout) CancelWait(ctx context.Context) (bool, error) {
 	if t.sh == nil {
 		return false, nil

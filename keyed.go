@@ -162,10 +162,9 @@ func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard(
 // Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
 // shard's index, which it holds while it schedules the new timer and
 // cancels the old (never yielding the processor meanwhile), never waiting
-// for a shard (it waits
-// only while another call is resizing that index, which the caller whose
-// insert or delete crossed a size threshold does at once), and allocates
-// the index entry (16 bytes).
+// for a shard (it waits only while another call is resizing that index,
+// which the caller whose insert or delete crossed a size threshold does at
+// once), and allocates the index entry (16 bytes).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
 	return s.scheduleKey(key, delay, shard.Task{Func: task})
 }
@@ -187,7 +186,8 @@ func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task
 // stopped it: false if key has no pending indexed timer (none was
 // scheduled, it ran, it was cancelled or replaced, or Stop returned it).
 // Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
-// lock of one bucket of the key's index for the length of a cancel. Timers from Schedule are never cancelled by key.
+// lock of one bucket of the key's index for the length of a cancel. Timers
+// from Schedule are never cancelled by key.
 func (s *Scheduler) CancelKey(key uint64) bool {
 	ix := s.keyed(key)
 	stopped := false

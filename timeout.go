@@ -21,13 +21,13 @@ type Timeout struct {
 // series: true iff the series was still live; a run in progress finishes,
 // and none starts after it (CancelWait also waits for that run). Cancel is
 // lock-free and O(1): it marks the timer cancelled and drops its task, so
-// that the closure can be collected at once. The timer's node (its 32 bytes) stays in the wheel
-// until the wheel meets it or a sweep frees it (Stats.HeldCancelled); a
-// Cancel on the wheel's own P of the timer filed last there, not from
-// ScheduleKey, frees it at once (Stats.TakenBack). An indexed timer (from
-// ScheduleKey) cancelled this way is no longer its key's: CancelKey,
-// ResetKey and Lookup no longer find it, and the shard drops its index
-// entry when it frees the node.
+// that the closure can be collected at once. The timer's node (its 32
+// bytes) stays in the wheel until the wheel meets it or a sweep frees it
+// (Stats.HeldCancelled); a Cancel on the wheel's own P of the timer filed
+// last there, not from ScheduleKey, frees it at once (Stats.TakenBack). An
+// indexed timer (from ScheduleKey) cancelled this way is no longer its
+// key's: CancelKey, ResetKey and Lookup no longer find it, and the shard
+// drops its index entry when it frees the node.
 func (t Timeout) Cancel() bool {
 	return t.sh != nil && t.sh.Cancel(t.ref)
 }
@@ -60,11 +60,11 @@ func (t Timeout) Pending() bool {
 // timer, which never runs). For a periodic series it is the series' task,
 // which the scheduler runs no more: with WithExecutor, Stop returns no
 // series whose run the executor still holds, so calling it never
-// duplicates such a run (see Stop). For every other timer (pending, ended in any
-// other way) and for the zero Timeout it returns nil: a shard drops a task
-// when its timer ends. A stopped Scheduler keeps the tasks of the timers
-// Stop returned, for Task, for as long as the Scheduler or a Timeout of it
-// is reachable.
+// duplicates such a run (see Stop). For every other timer (pending, ended
+// in any other way) and for the zero Timeout it returns nil: a shard drops
+// a task when its timer ends. A stopped Scheduler keeps the tasks of the
+// timers Stop returned, for Task, for as long as the Scheduler or a
+// Timeout of it is reachable.
 func (t Timeout) Task() func() {
 	if t.sh == nil {
 		return nil

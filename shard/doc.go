@@ -103,18 +103,24 @@
 // They are grouped by who writes them, each group on lines of its own
 // (TestLineTable reads this table and checks it against the offsets):
 //
-//	group      fields                                           written by
-//	fixed      cfg tick ticks origin lanes home id closed gid g   New; Close (closed); the goroutine as it starts (gid, g)
-//	owner      own                                              every holder: the shard's P's Schedules, the goroutine's passes
-//	queue      queue.in                                         producers that find the wheel held; shards that cross timers here
-//	backlog    queue.first queue.last                           holders
-//	attention  attention                                        earlier Resets; shards handing crossed timers back
-//	plan       sleepUntil plannedAt                             the goroutine, each pass; a wakeFor that lowers it
-//	starved    starved                                          producers whose lane ran low; the holder that feeds it
-//	runs       stopped crossedFired runWord waiters notify claimed   the goroutine, twice per timer it fires; Stop; other shards' goroutines
-//	executor   runTab runFree runExits                          the goroutine, and executors' goroutines
-//	holder     h                                                whoever holds the wheel
-//	goroutine  stats work lastTick                              the goroutine
+//	group      fields                      written by
+//	fixed      cfg tick ticks origin       New; Close (closed); the goroutine as it starts
+//	           lanes home id closed gid g  (gid, g)
+//	owner      own                         every holder: the shard's P's Schedules, the
+//	                                       goroutine's passes
+//	queue      queue.in                    producers that find the wheel held; shards that
+//	                                       cross timers here
+//	backlog    queue.first queue.last      holders
+//	attention  attention                   earlier Resets; shards handing crossed timers back
+//	plan       sleepUntil plannedAt        the goroutine, each pass; a wakeFor that lowers it
+//	starved    starved                     producers whose lane ran low; the holder that feeds
+//	                                       it
+//	runs       stopped crossedFired        the goroutine, twice per timer it fires; Stop;
+//	           runWord waiters notify      other shards' goroutines
+//	           claimed
+//	executor   runTab runFree runExits     the goroutine, and executors' goroutines
+//	holder     h                           whoever holds the wheel
+//	goroutine  stats work lastTick         the goroutine
 //
 // Beside the Shard: each lane (lane, one line, 64-byte aligned) is the
 // counters and pending tokens of the goroutines on one P, which they

@@ -22,9 +22,8 @@ const handlerChunk = 256
 // before it returns the entry's number; a timer carrying that number is
 // published to the shard goroutine afterwards (the producer's state store,
 // then its hold's release or its queue push), so that goroutine's read of
-// the entry in Func is ordered after the
-// write. Chunks never move: growing copies only the slice of chunk
-// pointers, which Func loads atomically.
+// the entry in Func is ordered after the write. Chunks never move: growing
+// copies only the slice of chunk pointers, which Func loads atomically.
 type Handlers struct {
 	mu     sync.Mutex
 	n      int                                           // entries used, under mu; number 0 is never handed out

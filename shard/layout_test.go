@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -40,23 +39,36 @@ type lineRow struct {
 }
 
 // lineTable reads the cache-line table of doc.go: the rows between its
-// header and the next blank comment line, columns apart by two spaces or
-// more, fields apart by one.
+// header and the next blank comment line, each column where the header's
+// title starts, fields apart by a space. A line with no group continues
+// the row above: its fields, if any, are that row's too.
 func lineTable(t *testing.T) []lineRow {
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
 	lines := strings.Split(string(doc), "\n")
 	start := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "//\tgroup ") })
 	require.NotEqual(t, -1, start, "doc.go has no cache-line table")
-	cols := regexp.MustCompile(`\s{2,}`)
+	header := strings.TrimPrefix(lines[start], "//\t")
+	fieldsAt, byAt := strings.Index(header, "fields"), strings.Index(header, "written by")
+	require.True(t, 0 < fieldsAt && fieldsAt < byAt, "header %q", header)
 	var rows []lineRow
 	for _, l := range lines[start+1:] {
 		if !strings.HasPrefix(l, "//\t") {
 			break
 		}
-		c := cols.Split(strings.TrimPrefix(l, "//\t"), -1)
-		require.GreaterOrEqual(t, len(c), 3, "row %q", l)
-		rows = append(rows, lineRow{c[0], strings.Fields(c[1])})
+		l = strings.TrimPrefix(l, "//\t")
+		if len(l) < byAt {
+			l += strings.Repeat(" ", byAt-len(l)) // a continuation of fields alone
+		}
+		group, fields := strings.TrimSpace(l[:fieldsAt]), strings.Fields(l[fieldsAt:byAt])
+		require.True(t, l[fieldsAt-1] == ' ' && l[byAt-1] == ' ', "row %q is out of its columns", l)
+		require.False(t, group != "" && strings.TrimSpace(l[byAt:]) == "", "row %q has no writers", l)
+		if group == "" {
+			require.NotEmpty(t, rows, "the table starts with a continuation line")
+			rows[len(rows)-1].fields = append(rows[len(rows)-1].fields, fields...)
+			continue
+		}
+		rows = append(rows, lineRow{group, fields})
 	}
 	return rows
 }

@@ -135,12 +135,11 @@ func (sh *Shard) holdForPass() bool {
 
 // release lets go of the wheel. It feeds the arena's shared free lists if
 // producers found them empty, wakes the shard goroutine if it wants the
-// wheel, and
-// takes in what producers left in the queue and on the attention stack
-// meanwhile (handshake step 2), holding the wheel again for it, until it
-// finds nothing, another goroutine holds the wheel (and then takes it in),
-// or it has gone round releaseRounds times (and then wakes the shard
-// goroutine to finish).
+// wheel, and takes in what producers left in the queue and on the
+// attention stack meanwhile (handshake step 2), holding the wheel again for
+// it, until it finds nothing, another goroutine holds the wheel (and then
+// takes it in), or it has gone round releaseRounds times (and then wakes
+// the shard goroutine to finish).
 func (sh *Shard) release() {
 	goroutine, tick := sh.h.goroutine, sh.h.tick // read while holding
 	budget := takeInBudget

@@ -43,9 +43,12 @@ import (
 // previous run had not started or not returned. step counts them (Stats:
 // PeriodicMissed) and applies the policy:
 //
-//	SkipMissed   the run served them all: the next run is at the first grid point not yet come
-//	BurstMissed  each gets a run, back to back (inline, up to burstRuns each time the series comes due), then the grid goes on
-//	DelayMissed  the grid restarts at the run's return: the next run is one period after it
+//	SkipMissed   the run served them all: the next run is at the first grid point not
+//	             yet come
+//	BurstMissed  each gets a run, back to back (inline, up to burstRuns each time the
+//	             series comes due), then the grid goes on
+//	DelayMissed  the grid restarts at the run's return: the next run is one period
+//	             after it
 //
 // # Reset
 //

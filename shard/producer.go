@@ -215,8 +215,9 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 // P p (lane l) that does not hold the wheel, and counts it in the lane's
 // demand, so that holders give the lane as many back (share). If p's lane
 // had none left, or every shareMin-th take, it marks the shard starved and
-// wakes the shard goroutine to be that holder: else producers on this P would take other lanes'
-// nodes, or grow the arena, while the goroutine sleeps. Pinned.
+// wakes the shard goroutine to be that holder: else producers on this P
+// would take other lanes' nodes, or grow the arena, while the goroutine
+// sleeps. Pinned.
 func (sh *Shard) takeShared(p int, l *lane) (uint32, pool.Slot, bool) {
 	idx, slot, own, ok := sh.arena.GetOwn(p)
 	if ok {

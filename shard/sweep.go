@@ -15,11 +15,11 @@ import "github.com/shardwheel/shardwheel/pool"
 // linked ones and a 64th of the arena (a sweep visits the whole arena, so
 // a smaller harvest is not worth it): growth catches the churn of a busy
 // wheel, the share a wheel whose timers were cancelled en masse with
-// nothing filed after. It then
-// walks the arena in index order, a few nodes for every timer filed
-// (sweepPerFiled, in steps of sweepStep), or sweepPerPass per pass of the
-// shard goroutine when nothing was filed since its last pass, unlinking
-// and freeing every cancelled node it finds linked. The walk is sequential memory, so a node costs a few
+// nothing filed after. It then walks the arena in index order, a few nodes
+// for every timer filed (sweepPerFiled, in steps of sweepStep), or
+// sweepPerPass per pass of the shard goroutine when nothing was filed
+// since its last pass, unlinking and freeing every cancelled node it finds
+// linked. The walk is sequential memory, so a node costs a few
 // nanoseconds; and as each step is short, the holder, pinned for it, never
 // holds off a garbage collection's stop-the-world for long. Once the walk
 // reaches the end of the arena the sweep ends and sets the next threshold.

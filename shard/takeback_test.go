@@ -76,9 +76,9 @@ func TestCancelTakesBackTheLastFiled(t *testing.T) {
 
 // TestCancelRacingTheShardGoroutine: producers schedule and at once cancel
 // while the shard goroutine runs its passes, so that take-backs race its
-// holds of the wheel, many times; others cancel later or let timers run. Every timer ends exactly once, none runs
-// after its cancel won, Stats add up, and the arena does not grow with the
-// number of timers.
+// holds of the wheel, many times; others cancel later or let timers run.
+// Every timer ends exactly once, none runs after its cancel won, Stats add
+// up, and the arena does not grow with the number of timers.
 func TestCancelRacingTheShardGoroutine(t *testing.T) {
 	rounds := 20000
 	if testing.Short() || raceEnabled {
