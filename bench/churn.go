@@ -503,6 +503,8 @@ func (res *ChurnResults) notes(c ChurnConfig) []string {
 			100*tieWithin),
 		fmt.Sprintf("  fewer than %d probes in all or %d GC cycles in a run.", minSamples, minGCCycles),
 	}
+	busy, runs := 0, 0
+	var busyOf []string // "s.AfterFunc, 2 goroutines: 1 of 3", one per summary with busy runs
 	for _, s := range res.Summaries {
 		who := fmt.Sprintf("%s, %s", churnCall(s.Impl), plural(s.Goroutines, "goroutine"))
 		if s.ProbesEarly > 0 {
@@ -515,11 +517,15 @@ func (res *ChurnResults) notes(c ChurnConfig) []string {
 			notes = append(notes, fmt.Sprintf("WARNING: %s: %s due in the window had not run %v after it; the lateness leaves them out.",
 				who, plural(s.ProbesLost, "probe"), churnProbeWait))
 		}
+		busy, runs = busy+s.Busy, runs+s.Runs
 		if s.Busy > 0 {
-			notes = append(notes, fmt.Sprintf("WARNING: %s: other processes kept the host busy during %d of %s: such a run gets less of the",
-				who, s.Busy, plural(s.Runs, "run")),
-				"  CPUs, and its figures move, CPU per pair included, either way; rerun with -wait-quiet (compare: -churn-wait-quiet).")
+			busyOf = append(busyOf, fmt.Sprintf("%s: %d of %d", who, s.Busy, s.Runs))
 		}
+	}
+	if busy > 0 {
+		notes = append(notes, fmt.Sprintf("WARNING: other processes kept the host busy during %d of %s (%s): such a run gets less",
+			busy, plural(runs, "run"), strings.Join(busyOf, "; ")),
+			"  of the CPUs, and its figures move, CPU per pair included, either way; rerun with -wait-quiet (compare: -churn-wait-quiet).")
 	}
 	return notes
 }

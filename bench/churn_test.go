@@ -296,6 +296,10 @@ func TestChurnVerdictWinners(t *testing.T) {
 
 	cmp := &Comparison{ChurnConfig: c, Churn: res}
 	cv := cmp.verdict()
+	require.GreaterOrEqual(t, len(cv.Summary), 2)
+	assert.Equal(t, "conclusion: on the churn, shardwheel's figures against time.AfterFunc's: its CPU lower (0.34x-0.36x) "+
+		"and its heap about the same (1.00x).", cv.Summary[len(cv.Summary)-2])
+	assert.True(t, strings.HasPrefix(cv.Summary[len(cv.Summary)-1], "next: "))
 	assert.Equal(t, "wheel = keyed", cv.Winners["churn/g2/cpu_per_pair"])
 	assert.Contains(t, cv.Ratios, "churn/g2/keyed/cpu_per_pair")
 	assert.Len(t, cv.Winners, len(rated))
@@ -323,4 +327,18 @@ func TestChurnInterruptedWording(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, writeChurnSection(&b, c, &ChurnResults{}, true))
 	assert.Contains(t, b.String(), "INTERRUPTED: 0 of 18 runs finished; the figures cover those.\n")
+}
+
+// TestChurnBusyRunsAreOneWarning: however many implementations and
+// goroutine counts had busy runs, the notes warn once, counting them all.
+func TestChurnBusyRunsAreOneWarning(t *testing.T) {
+	res := &ChurnResults{Summaries: []ChurnSummary{
+		{Impl: churnStd, Goroutines: 2, Runs: 3, Busy: 2},
+		{Impl: churnWheel, Goroutines: 2, Runs: 3},
+		{Impl: churnKeyed, Goroutines: 6, Runs: 3, Busy: 1},
+	}}
+	notes := strings.Join(res.notes(ChurnConfig{}), "\n")
+	assert.Equal(t, 1, strings.Count(notes, "other processes kept the host busy"), notes)
+	assert.Contains(t, notes, "WARNING: other processes kept the host busy during 3 of 9 runs (time.AfterFunc, 2 goroutines: 2 of 3; "+
+		"s.Schedule(key), 6 goroutines: 1 of 3): such a run gets less")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -280,6 +281,7 @@ func (c *Comparison) notes(sw, af *Result) []string {
 			"  late, plus its tick lag. Tick lag and Stats lateness (against the deadline's tick, so up to a tick less",
 			"  than what tasks see) come from its Stats; go run ./bench tune shows the trade-off of shorter ticks.")
 	}
+	var busy []string // "the shardwheel (0.73 of 2 CPUs)", one per busy run
 	for _, r := range []*Result{sw, c.LoadAlone, af} {
 		if r == nil {
 			continue
@@ -290,16 +292,26 @@ func (c *Comparison) notes(sw, af *Result) []string {
 				fmt.Sprintf("  of one load differ by on a shared host, or the load's fixed cost (pacing every 1ms) weighing more per call alone (%s calls/s, against %s).",
 					units.SI(c.LoadAlone.OpsPerSec), units.SI(r.OpsPerSec)))
 		}
-		if !r.KeptUp {
-			notes = append(notes, fmt.Sprintf("WARNING: %s could not keep up: it issued %.0f%% of the offered %s requests/s (fell up to %v behind); its figures are for the load it managed.",
+		// With both sides measured, the verdict says that a run far
+		// behind (offLoad) makes their figures incomparable.
+		if off := offLoad(r, c.Load.Duration); !r.KeptUp && (off == "" || sw == nil || af == nil) {
+			notes = append(notes, fmt.Sprintf("WARNING: %s issued %.0f%% of the offered %s requests/s (fell up to %v behind); its figures are for the load it managed.",
 				r.Impl, 100*r.AchievedRate/r.TargetRate, units.SI(r.TargetRate), units.Duration(r.MaxBacklog)))
 		}
-		if n := busyNote(r, c.Host.NumCPU); n != "" {
-			notes = append(notes, n)
+		if cores, ok := otherBusy(r.OtherCPU, r.Measured, c.Host.NumCPU); ok {
+			busy = append(busy, fmt.Sprintf("%s (%s of %d CPUs)", r.Impl, units.Sig(cores), c.Host.NumCPU))
 		}
 		if r.Partial {
 			notes = append(notes, fmt.Sprintf("INTERRUPTED: %s was measured for %v only.", r.Impl, units.Duration(r.Measured)))
 		}
+	}
+	if len(busy) > 0 {
+		runs := "runs"
+		if len(busy) == 1 {
+			runs = "run"
+		}
+		notes = append(notes, fmt.Sprintf("WARNING: other processes kept the host busy during the %s %s: expect inflated latencies.",
+			listed(busy), runs))
 	}
 	if c.Interrupted {
 		for _, r := range []struct {
@@ -326,11 +338,27 @@ func busyNote(r *Result, numCPU int) string {
 }
 
 // verdict sums up the comparison: the proxy-shaped load's ratios that
-// matter, then the churn section's.
+// matter, or, when either side did not run that load as asked (offLoad),
+// that its figures do not compare and why; then the churn section's; then
+// one plain conclusion and what to do next. The proxy-shaped load's
+// ratios and winners are left out of a verdict on figures that do not
+// compare (the results keep them).
 func (c *Comparison) verdict() Verdict {
 	v := Verdict{Ratios: map[string]float64{}, Winners: map[string]string{}}
 	sw, af := c.find(nameWheel), c.find(nameStdlib)
+	var off []string // how the proxy-shaped load's runs strayed from it
 	if sw != nil && af != nil {
+		for _, r := range []*Result{sw, af} {
+			if why := offLoad(r, c.Load.Duration); why != "" {
+				off = append(off, why)
+			}
+		}
+	}
+	if sw != nil && af != nil && len(off) > 0 {
+		v.Summary = append(v.Summary, fmt.Sprintf("proxy-shaped load: NOT COMPARABLE: %s: the host could not run the load as asked, "+
+			"so the figures above measure the host as much as the timers.", strings.Join(off, "; ")))
+	}
+	if sw != nil && af != nil && len(off) == 0 {
 		names := []string{nameWheel, nameStdlib}
 		for _, m := range reportRows(true) {
 			if m.key == "" {
@@ -355,7 +383,112 @@ func (c *Comparison) verdict() Verdict {
 			v.Winners["churn/"+k] = w
 		}
 	}
+	if len(v.Summary) > 0 {
+		v.Summary = append(v.Summary, "conclusion: "+c.conclusion(v, len(off) > 0), "next: "+c.next(sw, af, len(off) > 0))
+	}
 	return v
+}
+
+// conclusion is the verdict's plain conclusion, from its ratios: whether
+// shardwheel's CPU and heap were lower than time.AfterFunc's in the loads
+// whose figures compare (those of the proxy-shaped load do not when off).
+func (c *Comparison) conclusion(v Verdict, off bool) string {
+	var cpu, heap []float64
+	var loads []string
+	if q, ok := v.Ratios["proxy_load/library_cpu_per_op"]; ok {
+		cpu = append(cpu, q)
+	} else if q, ok := v.Ratios["proxy_load/cpu_per_op"]; ok {
+		cpu = append(cpu, q)
+	}
+	if q, ok := v.Ratios["proxy_load/bytes_per_timer"]; ok {
+		heap = append(heap, q)
+	}
+	if len(cpu)+len(heap) > 0 {
+		loads = append(loads, "the proxy-shaped load")
+	}
+	churn := false
+	for _, g := range c.ChurnConfig.Goroutines {
+		for _, impl := range churnImpls[1:] {
+			if q, ok := v.Ratios[fmt.Sprintf("churn/g%d/%s/cpu_per_pair", g, impl)]; ok {
+				cpu, churn = append(cpu, q), true
+			}
+			if q, ok := v.Ratios[fmt.Sprintf("churn/g%d/%s/heap_objects", g, impl)]; ok {
+				heap, churn = append(heap, q), true
+			}
+		}
+	}
+	if churn {
+		loads = append(loads, "the churn")
+	}
+	if len(cpu)+len(heap) == 0 {
+		if off {
+			return "none: no load ran as asked, so no figure compares."
+		}
+		return "none: too little was measured to compare."
+	}
+	var parts []string
+	if len(cpu) > 0 {
+		parts = append(parts, fmt.Sprintf("its CPU %s (%s)", trend(cpu), ratioSpan(cpu)))
+	}
+	if len(heap) > 0 {
+		parts = append(parts, fmt.Sprintf("its heap %s (%s)", trend(heap), ratioSpan(heap)))
+	}
+	s := fmt.Sprintf("on %s, shardwheel's figures against time.AfterFunc's: %s.", listed(loads), listed(parts))
+	if off {
+		s += " The proxy-shaped load says nothing either way."
+	}
+	return s
+}
+
+// churnBusy reports whether other processes kept the host busy during any
+// run of the churn section.
+func (c *Comparison) churnBusy() bool {
+	if c.Churn != nil {
+		for _, s := range c.Churn.Summaries {
+			if s.Busy > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// twoDigits rounds v down to two significant digits: 222,400 is 220,000.
+func twoDigits(v float64) float64 {
+	if v < 10 {
+		return math.Max(math.Floor(v), 1)
+	}
+	unit := math.Pow(10, math.Floor(math.Log10(v))-1)
+	return math.Floor(v/unit) * unit
+}
+
+// next says what to run next: on figures that do not compare, a quieter
+// host or a lighter load (a rate the slower side managed, with a margin);
+// on a busy host, a quiet one for figures to publish; else the commands
+// that go further.
+func (c *Comparison) next(sw, af *Result, off bool) string {
+	if off {
+		rate := c.Load.Rate / 2 // the window ran long: half the load
+		for _, r := range []*Result{sw, af} {
+			if r.AchievedRate < minShare*r.TargetRate {
+				rate = min(rate, 0.8*r.AchievedRate)
+			}
+		}
+		return fmt.Sprintf("rerun on a quieter host (with nothing else running), or offer less load: go run ./bench -rate %.0f.",
+			twoDigits(rate))
+	}
+	busy := c.churnBusy()
+	for _, r := range []*Result{sw, c.LoadAlone, af} {
+		if r != nil {
+			_, b := otherBusy(r.OtherCPU, r.Measured, c.Host.NumCPU)
+			busy = busy || b
+		}
+	}
+	if busy {
+		return "for figures to publish, rerun on a quiet host (-churn-wait-quiet waits for one before each churn run); " +
+			"go run ./bench tune picks shards and tick for your load."
+	}
+	return "go run ./bench tune picks shards and tick for your load; go run ./bench churn -rounds 5 narrows the churn's ranges."
 }
 
 // loadVerdict is the proxy-shaped load's part of the verdict: CPU, heap,
@@ -388,11 +521,5 @@ func (c *Comparison) loadVerdict(sw, af *Result) string {
 		}
 		parts = append(parts, late)
 	}
-	s := strings.Join(parts, ", ")
-	for _, x := range []*Result{sw, af} {
-		if !x.KeptUp {
-			s += fmt.Sprintf("; WARNING: %s fell behind the load", x.Impl)
-		}
-	}
-	return s
+	return strings.Join(parts, ", ")
 }

@@ -88,21 +88,42 @@ func (p *progress) note(format string, args ...any) {
 }
 
 // plan numbers the phases of a command and says, as each starts, how far
-// the command is and about how long it has left. Its estimates are the
-// phases' own (warm-up and measured time plus setup), so a busy host
-// makes them short.
+// the command is and about how long it has left. Its first estimate is the
+// phases' own (warm-up and measured time plus setup); as phases end, it
+// scales what is left by how long those took against their estimates, so
+// that a slow or busy host, on which every phase takes longer, gets a
+// time left that holds.
 type plan struct {
 	p      *progress
 	expect []time.Duration // of each phase, in order
 	next   int
+	began  time.Time // when newPlan made the plan
+	now    func() time.Time
 }
 
 // newPlan returns the plan of phases lasting about expect each, and
 // prints what is to come: what, the number of phases and the total time.
 func newPlan(p *progress, what string, expect []time.Duration) *plan {
-	pl := &plan{p: p, expect: expect}
+	pl := &plan{p: p, expect: expect, now: time.Now}
+	pl.began = pl.now()
 	p.note("%s: %s, about %s in all", what, plural(len(expect), "phase"), roundDuration(pl.left(0)))
 	return pl
+}
+
+// pace returns how long the phases before phase i took against their
+// estimates, 1 before any has ended: the factor by which the estimates
+// of the phases left are short (above 1) or long. It stays in [1/4, 20]:
+// a phase that ended at once, or an estimate of nearly 0, says little.
+func (pl *plan) pace(i int) float64 {
+	done := pl.expect[:min(i, len(pl.expect))]
+	var want time.Duration
+	for _, e := range done {
+		want += e
+	}
+	if want <= 0 {
+		return 1
+	}
+	return min(max(float64(pl.now().Sub(pl.began))/float64(want), 0.25), 20)
 }
 
 // left is the expected time of the phases from i on.
@@ -122,7 +143,8 @@ func (pl *plan) start(label string) {
 		pl.p.note("%s", label)
 		return
 	}
-	pl.p.note("phase %d of %d (about %s left): %s", i+1, len(pl.expect), roundDuration(pl.left(i)), label)
+	left := time.Duration(float64(pl.left(i)) * pl.pace(i))
+	pl.p.note("phase %d of %d (about %s left): %s", i+1, len(pl.expect), roundDuration(left), label)
 }
 
 // roundDuration rounds an estimate for people: to the second, and to

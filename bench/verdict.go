@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,76 @@ const (
 	// winTie and winNoise are the winner cells that name no one.
 	winTie   = "tie"
 	winNoise = "noise"
+	// minShare is the share of the offered request rate each run must
+	// issue for two runs' figures to compare: a run below it was paced by
+	// the host, not by its timers, and its CPU, heap and lateness are
+	// those of a different load.
+	minShare = 0.95
+	// maxStretch is how much longer than asked a run's measured window may
+	// last for its figures to compare: a window that ran far longer was
+	// starved of CPUs, its rates and latencies the host's.
+	maxStretch = 1.5
 )
+
+// offLoad says, as a clause about r's implementation, how a run of the
+// proxy-shaped load strayed from the load asked of it (asked is the
+// window asked for): it issued less than minShare of the offered rate, or
+// its window ran more than maxStretch times as long; "" when it ran as
+// asked. An interrupted run's window is short, not long, and is reported
+// as such elsewhere.
+func offLoad(r *Result, asked time.Duration) string {
+	short := r.TargetRate > 0 && r.AchievedRate < minShare*r.TargetRate
+	long := asked > 0 && !r.Partial && float64(r.Measured) > maxStretch*float64(asked)
+	rate := fmt.Sprintf("%s issued %.0f%% of the offered %s requests/s (it fell up to %s behind)",
+		r.Impl, 100*r.AchievedRate/r.TargetRate, units.SI(r.TargetRate), units.Duration(r.MaxBacklog))
+	switch {
+	case short && long:
+		return fmt.Sprintf("%s and its %v window ran %s", rate, asked, units.Duration(r.Measured))
+	case short:
+		return rate
+	case long:
+		return fmt.Sprintf("%s's %v window ran %s", r.Impl, asked, units.Duration(r.Measured))
+	}
+	return ""
+}
+
+// trend words a set of ratios, candidate / baseline, for a conclusion:
+// "lower" when every one is below 1 by more than tieWithin, "higher" when
+// every one is above, "about the same" when every one is within it, else
+// mixed; "" for none.
+func trend(qs []float64) string {
+	var lower, higher, same int
+	for _, q := range qs {
+		switch {
+		case q < 1-tieWithin:
+			lower++
+		case q > 1+tieWithin:
+			higher++
+		default:
+			same++
+		}
+	}
+	switch n := len(qs); {
+	case n == 0:
+		return ""
+	case lower == n:
+		return "lower"
+	case higher == n:
+		return "higher"
+	case same == n:
+		return "about the same"
+	}
+	return "lower in some runs and not in others"
+}
+
+// ratioSpan shows ratios as their range: "0.42x", or "0.42x-0.47x".
+func ratioSpan(qs []float64) string {
+	lo, hi := slices.Min(qs), slices.Max(qs)
+	if fmtRatio(lo, true) == fmtRatio(hi, true) {
+		return fmtRatio(lo, true)
+	}
+	return fmtRatio(lo, true) + "-" + fmtRatio(hi, true)
+}
 
 // candidate is one implementation's figure, as a winner is chosen from:
 // a median and its range over the runs (lo == hi for a single run).
@@ -119,6 +189,14 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// listed joins items as prose: "a", "a and b", "a, b and c".
+func listed(items []string) string {
+	if len(items) <= 1 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
 // withRange shows a median and its range: "85ns (82ns-98ns)", or the
