@@ -297,8 +297,8 @@ func TestChurnVerdictWinners(t *testing.T) {
 	cmp := &Comparison{ChurnConfig: c, Churn: res}
 	cv := cmp.verdict()
 	require.GreaterOrEqual(t, len(cv.Summary), 2)
-	assert.Equal(t, "conclusion: on the churn, shardwheel's figures against time.AfterFunc's: its CPU lower (0.34x-0.36x) "+
-		"and its heap about the same (1.00x).", cv.Summary[len(cv.Summary)-2])
+	assert.Equal(t, "conclusion: on the churn, shardwheel's figures against time.AfterFunc's: its CPU lower (0.34x-0.36x); "+
+		"its heap about the same (1.00x).", cv.Summary[len(cv.Summary)-2])
 	assert.True(t, strings.HasPrefix(cv.Summary[len(cv.Summary)-1], "next: "))
 	assert.Equal(t, "wheel = keyed", cv.Winners["churn/g2/cpu_per_pair"])
 	assert.Contains(t, cv.Ratios, "churn/g2/keyed/cpu_per_pair")

@@ -391,75 +391,80 @@ func (c *Comparison) verdict() Verdict {
 
 // conclusion is the verdict's plain conclusion, from its ratios: whether
 // shardwheel's CPU and heap were lower than time.AfterFunc's in the loads
-// whose figures compare (those of the proxy-shaped load do not when off).
+// whose figures compare (those of the proxy-shaped load do not when off),
+// load by load where the loads disagree.
 func (c *Comparison) conclusion(v Verdict, off bool) string {
-	var cpu, heap []float64
-	var loads []string
+	type load struct {
+		name      string
+		cpu, heap []float64
+	}
+	var proxy, churn load
+	proxy.name, churn.name = "the proxy-shaped load", "the churn"
 	if q, ok := v.Ratios["proxy_load/library_cpu_per_op"]; ok {
-		cpu = append(cpu, q)
+		proxy.cpu = append(proxy.cpu, q)
 	} else if q, ok := v.Ratios["proxy_load/cpu_per_op"]; ok {
-		cpu = append(cpu, q)
+		proxy.cpu = append(proxy.cpu, q)
 	}
 	if q, ok := v.Ratios["proxy_load/bytes_per_timer"]; ok {
-		heap = append(heap, q)
+		proxy.heap = append(proxy.heap, q)
 	}
-	if len(cpu)+len(heap) > 0 {
-		loads = append(loads, "the proxy-shaped load")
-	}
-	churn := false
 	for _, g := range c.ChurnConfig.Goroutines {
 		for _, impl := range churnImpls[1:] {
 			if q, ok := v.Ratios[fmt.Sprintf("churn/g%d/%s/cpu_per_pair", g, impl)]; ok {
-				cpu, churn = append(cpu, q), true
+				churn.cpu = append(churn.cpu, q)
 			}
 			if q, ok := v.Ratios[fmt.Sprintf("churn/g%d/%s/heap_objects", g, impl)]; ok {
-				heap, churn = append(heap, q), true
+				churn.heap = append(churn.heap, q)
 			}
 		}
 	}
-	if churn {
-		loads = append(loads, "the churn")
+	var loads []load
+	for _, l := range []load{proxy, churn} {
+		if len(l.cpu)+len(l.heap) > 0 {
+			loads = append(loads, l)
+		}
 	}
-	if len(cpu)+len(heap) == 0 {
+	if len(loads) == 0 {
 		if off {
 			return "none: no load ran as asked, so no figure compares."
 		}
 		return "none: too little was measured to compare."
 	}
-	var parts []string
-	if len(cpu) > 0 {
-		parts = append(parts, fmt.Sprintf("its CPU %s (%s)", trend(cpu), ratioSpan(cpu)))
+	// say words one figure over the loads: at once where they agree,
+	// load by load where they do not.
+	say := func(what string, of func(load) []float64) string {
+		var all []float64
+		for _, l := range loads {
+			all = append(all, of(l)...)
+		}
+		if len(all) == 0 {
+			return ""
+		}
+		if t := trend(all); t != "mixed" || len(loads) == 1 {
+			return fmt.Sprintf("its %s %s (%s)", what, t, ratioSpan(all))
+		}
+		var per []string
+		for _, l := range loads {
+			if qs := of(l); len(qs) > 0 {
+				per = append(per, fmt.Sprintf("%s on %s (%s)", trend(qs), l.name, ratioSpan(qs)))
+			}
+		}
+		return fmt.Sprintf("its %s %s", what, listed(per))
 	}
-	if len(heap) > 0 {
-		parts = append(parts, fmt.Sprintf("its heap %s (%s)", trend(heap), ratioSpan(heap)))
+	var parts, names []string
+	for _, p := range []string{say("CPU", func(l load) []float64 { return l.cpu }), say("heap", func(l load) []float64 { return l.heap })} {
+		if p != "" {
+			parts = append(parts, p)
+		}
 	}
-	s := fmt.Sprintf("on %s, shardwheel's figures against time.AfterFunc's: %s.", listed(loads), listed(parts))
+	for _, l := range loads {
+		names = append(names, l.name)
+	}
+	s := fmt.Sprintf("on %s, shardwheel's figures against time.AfterFunc's: %s.", listed(names), strings.Join(parts, "; "))
 	if off {
 		s += " The proxy-shaped load says nothing either way."
 	}
 	return s
-}
-
-// churnBusy reports whether other processes kept the host busy during any
-// run of the churn section.
-func (c *Comparison) churnBusy() bool {
-	if c.Churn != nil {
-		for _, s := range c.Churn.Summaries {
-			if s.Busy > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// twoDigits rounds v down to two significant digits: 222,400 is 220,000.
-func twoDigits(v float64) float64 {
-	if v < 10 {
-		return math.Max(math.Floor(v), 1)
-	}
-	unit := math.Pow(10, math.Floor(math.Log10(v))-1)
-	return math.Floor(v/unit) * unit
 }
 
 // next says what to run next: on figures that do not compare, a quieter
@@ -489,6 +494,28 @@ func (c *Comparison) next(sw, af *Result, off bool) string {
 			"go run ./bench tune picks shards and tick for your load."
 	}
 	return "go run ./bench tune picks shards and tick for your load; go run ./bench churn -rounds 5 narrows the churn's ranges."
+}
+
+// churnBusy reports whether other processes kept the host busy during any
+// run of the churn section.
+func (c *Comparison) churnBusy() bool {
+	if c.Churn != nil {
+		for _, s := range c.Churn.Summaries {
+			if s.Busy > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// twoDigits rounds v down to two significant digits: 222,400 is 220,000.
+func twoDigits(v float64) float64 {
+	if v < 10 {
+		return math.Max(math.Floor(v), 1)
+	}
+	unit := math.Pow(10, math.Floor(math.Log10(v))-1)
+	return math.Floor(v/unit) * unit
 }
 
 // loadVerdict is the proxy-shaped load's part of the verdict: CPU, heap,

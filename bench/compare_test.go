@@ -310,11 +310,25 @@ func TestCompareVerdictWhenBothRanTheLoad(t *testing.T) {
 	v := c.verdict()
 	require.Len(t, v.Summary, 3)
 	assert.True(t, strings.HasPrefix(v.Summary[0], "proxy-shaped load, shardwheel (shardwheel) against time.AfterFunc: CPU per call 0.60x"), v.Summary[0])
-	assert.Equal(t, "conclusion: on the proxy-shaped load, shardwheel's figures against time.AfterFunc's: its CPU lower (0.60x) and its heap lower (0.50x).", v.Summary[1])
+	assert.Equal(t, "conclusion: on the proxy-shaped load, shardwheel's figures against time.AfterFunc's: its CPU lower (0.60x); its heap lower (0.50x).", v.Summary[1])
 	assert.True(t, strings.HasPrefix(v.Summary[2], "next: for figures to publish, rerun on a quiet host"), "the host was busy: %s", v.Summary[2])
 	assert.Contains(t, v.Ratios, "proxy_load/cpu_per_op")
 
 	var b bytes.Buffer
 	require.NoError(t, c.writeText(&b))
 	assert.Equal(t, 1, strings.Count(b.String(), "issued 96%"), "a run a little behind is noted once, by the table's notes")
+}
+
+// TestCompareConclusionLoadByLoad: where the loads disagree on a figure,
+// the conclusion says it load by load; where they agree, at once.
+func TestCompareConclusionLoadByLoad(t *testing.T) {
+	c := &Comparison{ChurnConfig: ChurnConfig{Goroutines: []int{2}}}
+	v := Verdict{Ratios: map[string]float64{
+		"proxy_load/library_cpu_per_op": 1.49, "proxy_load/bytes_per_timer": 0.56,
+		"churn/g2/wheel/cpu_per_pair": 0.36, "churn/g2/keyed/cpu_per_pair": 0.40,
+		"churn/g2/wheel/heap_objects": 0.40, "churn/g2/keyed/heap_objects": 0.41,
+	}}
+	assert.Equal(t, "on the proxy-shaped load and the churn, shardwheel's figures against time.AfterFunc's: "+
+		"its CPU higher on the proxy-shaped load (1.49x) and lower on the churn (0.36x-0.40x); its heap lower (0.40x-0.56x).",
+		c.conclusion(v, false))
 }

@@ -76,7 +76,7 @@ func offLoad(r *Result, asked time.Duration) string {
 // trend words a set of ratios, candidate / baseline, for a conclusion:
 // "lower" when every one is below 1 by more than tieWithin, "higher" when
 // every one is above, "about the same" when every one is within it, else
-// mixed; "" for none.
+// "mixed"; "" for none.
 func trend(qs []float64) string {
 	var lower, higher, same int
 	for _, q := range qs {
@@ -99,7 +99,7 @@ func trend(qs []float64) string {
 	case same == n:
 		return "about the same"
 	}
-	return "lower in some runs and not in others"
+	return "mixed"
 }
 
 // ratioSpan shows ratios as their range: "0.42x", or "0.42x-0.47x".
