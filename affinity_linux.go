@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pinner returns the functions that pin shard i's worker thread and report a
-// failure to do so, to log's logger. The worker calls pin after runtime.LockOSThread, so the
-// mask applies to the thread that runs the shard and nothing else.
+// pinner returns the functions that pin the thread of shard i's goroutine
+// and report a failure to do so, to log's logger. The shard goroutine
+// calls pin after runtime.LockOSThread, so the mask applies to the thread
+// that runs the shard and nothing else.
 func pinner(i int, log func() *slog.Logger) (pin func() error, onErr func(error)) {
 	pin = func() error {
 		cpus, err := allowedCPUs()

@@ -32,8 +32,8 @@ import (
 // ScheduleKey replaces an entry and CancelKey deletes one inside
 // MapOf.Compute, which holds the key's bucket lock, and cancels the timer
 // the entry named in the same critical section (with
-// shard.CancelUnindexed, so that the worker does not look for an entry
-// that is gone already). So while the lock is free, a pending timer named
+// shard.CancelUnindexed, so that the shard goroutine does not look for an
+// entry that is gone already). So while the lock is free, a pending timer named
 // by an entry is the key's indexed timer and the only one.
 //
 // Ordering. MapOf fills an entry, which is immutable, before it publishes
@@ -44,13 +44,13 @@ import (
 // indexed timers for a key.
 //
 // An entry can outlive its timer for a moment: a timer that ran, or that
-// was cancelled through its handle, leaves a stale entry, which the shard's
-// worker deletes when it frees the node (shard.Config.Unindex, which
+// was cancelled through its handle, leaves a stale entry, which the shard
+// goroutine deletes when it frees the node (shard.Config.Unindex, which
 // deletes only if the entry still names that timer), before the node can
-// be reused for another timer. The worker thus takes bucket locks too,
-// which any goroutine holds only for a cancel and a store; it may wait for
-// a resize of its own shard's index that a ScheduleKey or CancelKey is
-// doing, never for another shard. Readers never trust an entry alone: the
+// be reused for another timer. The shard goroutine thus takes bucket
+// locks too, which any goroutine holds only for a cancel and a store; it
+// may wait for a resize of its own shard's index that a ScheduleKey or
+// CancelKey is doing, never for another shard. Readers never trust an entry alone: the
 // Ref carries the node's generation, so a stale entry's timer reports not
 // pending and its Cancel and Reset fail, even once the node is reused.
 
@@ -74,9 +74,10 @@ func newKeyIndex() keyIndex {
 }
 
 // unindex deletes key's entry if it still names r, a timer that has ended.
-// It is shard.Config.Unindex, called by the worker, and ScheduleKey's
-// clean-up for a timer that ended before it was indexed. The lock-free Load
-// skips the bucket lock when the entry is gone or names another timer.
+// It is shard.Config.Unindex, called by the shard goroutine, and
+// ScheduleKey's clean-up for a timer that ended before it was indexed. The
+// lock-free Load skips the bucket lock when the entry is gone or names
+// another timer.
 func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 	if cur, ok := ix.m.Load(key); !ok || cur != r {
 		return
@@ -108,8 +109,8 @@ func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, erro
 	}
 	// t may have ended before its entry was stored (it ran, was cancelled
 	// through a copy of its handle, or Stop returned it and cleared the
-	// index), so that the worker's unindex found nothing to delete.
-	// Pending is read after the store: either the worker's unindex follows
+	// index), so that the shard goroutine's unindex found nothing to
+	// delete. Pending is read after the store: either its unindex follows
 	// the store, or Pending sees t ended.
 	if !t.sh.Pending(t.ref) {
 		ix.unindex(key, t.ref)
