@@ -200,6 +200,10 @@ func FuzzSchedulerOps(f *testing.F) {
 				} else {
 					tm, err = h.Every(uint64(arg), period, missed)
 				}
+				if period < s.Tick() { // shorter than the tick: it could only miss points
+					require.ErrorIs(t, err, shardwheel.ErrBadPeriod)
+					continue
+				}
 				if stopped {
 					require.ErrorIs(t, err, shardwheel.ErrStopped)
 					continue
