@@ -113,7 +113,7 @@ func TestPassBudgetLetsDueTimersRunDuringABurst(t *testing.T) {
 func TestIdlePauseIsNotTickLag(t *testing.T) {
 	h := newHarness(t)
 	h.pass()
-	_, park, timed := h.sh.plan()
+	_, park, timed := h.sh.planHeld()
 	require.True(t, park)
 	require.False(t, timed, "nothing due: parked untimed")
 	h.clock.Advance(2 * time.Second)
@@ -121,7 +121,7 @@ func TestIdlePauseIsNotTickLag(t *testing.T) {
 	require.Equal(t, Accepted, rej)
 	h.pass() // woken by the Schedule
 	assert.Zero(t, h.sh.statsNow().TickLag.Count(), "a parked shard is not late")
-	wake, _, timed := h.sh.plan()
+	wake, _, timed := h.sh.planHeld()
 	require.True(t, timed)
 	h.clock.Advance(h.sh.tickTime(wake) - h.clock.Now())
 	h.pass()

@@ -86,7 +86,7 @@ func (h *harness) pending() int64 { return h.sh.Live() }
 func (h *harness) runOut() {
 	h.t.Helper()
 	for {
-		next, _, timed := h.sh.plan()
+		next, _, timed := h.sh.planHeld()
 		if !timed {
 			return
 		}
@@ -235,4 +235,17 @@ func (sh *Shard) heldTokens() int64 {
 // is that task.
 func (sh *Shard) running(r Ref) (running, self bool) {
 	return sh.inFlight(runWordOf(r), goroutineToken())
+}
+
+// planHeld is plan as the shard goroutine makes it, holding the wheel:
+// tests that drive passes themselves call it between passes.
+func (sh *Shard) planHeld() (next uint64, park, timed bool) {
+	if !sh.holdForPass() {
+		panic("the wheel is held")
+	}
+	next, park, timed = sh.plan()
+	word := sh.ownWord()
+	sh.letGoBy()
+	sh.own.Swap(word)
+	return next, park, timed
 }

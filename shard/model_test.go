@@ -391,7 +391,7 @@ func runWheelModel(t *testing.T, c wheelModel, seed uint64) {
 	// sleep moves the clock as the real shard goroutine sleeps (to a random point
 	// of the planned tick) and passes; false when it parks untimed.
 	sleep := func() bool {
-		next, park, timed := sh.plan()
+		next, park, timed := sh.planHeld()
 		first, any := uint64(0), false
 		for _, tm := range live {
 			if tm.state == "pending" && (!any || tm.eff < first) {

@@ -67,7 +67,7 @@ func TestStatsTickLagAndSkippedTicks(t *testing.T) {
 	// The shard goroutine plans to sleep until the timer's slot or its cascade
 	// window: emulate it waking 3ms after that.
 	start := h.sh.h.w.elapsed
-	wake, park, _ := h.sh.plan()
+	wake, park, _ := h.sh.planHeld()
 	require.True(t, park)
 	require.LessOrEqual(t, wake, start+50)
 	h.clock.Advance(time.Duration(wake-start)*testTick + 3*testTick)

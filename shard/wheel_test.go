@@ -159,7 +159,7 @@ func TestParkedShardWokenAcrossLevels(t *testing.T) {
 				}
 			}
 			h.pass()
-			_, _, timed := sh.plan()
+			_, _, timed := sh.planHeld()
 			require.True(t, timed)
 			h.clock.Advance(time.Duration(jump) * testTick)
 			h.pass()
@@ -169,7 +169,7 @@ func TestParkedShardWokenAcrossLevels(t *testing.T) {
 				require.Equal(t, want <= reached, ran, "timer %d due at %d, pass to %d", id, want, reached)
 			}
 			for {
-				next, _, timed := sh.plan()
+				next, _, timed := sh.planHeld()
 				if !timed {
 					break
 				}
@@ -213,7 +213,7 @@ func TestDeadlinesAcrossTheTickFieldWrap(t *testing.T) {
 	}
 	require.NotContains(t, e.ran, 100)
 	for {
-		next, _, timed := sh.plan()
+		next, _, timed := sh.planHeld()
 		if !timed {
 			break
 		}
