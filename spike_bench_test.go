@@ -72,7 +72,10 @@ func measureSpikeHeap(gcs int) spikeHeap {
 // "closure" timers (s.AfterFunc) carry a closure each, as "afterfunc"
 // ones (time.AfterFunc) do; "handler" timers (h.AfterFunc) share one
 // Handler. afterfunc runs last: the runtime's timer heaps never shrink,
-// and would count in the others' pre-spike heap. Run it alone and with
+// and would count in the others' pre-spike heap. Nothing reads the
+// Scheduler's Stats while it waits (a Stats call wakes an idle shard
+// goroutine, whose pass does the work that gives memory back): it
+// measures an idle Scheduler that nobody watches. Run it alone and with
 // the default -benchtime (each iteration is a whole spike, so b.N is 1):
 // -short or -benchtime 1x makes it a smoke run (see spikeSize).
 func BenchmarkSpikeComesBack(b *testing.B) {

@@ -54,10 +54,15 @@ type SpikeConfig struct {
 	Warmup          time.Duration `json:"warmup_ns"`
 	// Wait bounds the samples after the spike: every Every, until the
 	// run comes back (Targets) or Wait has passed.
-	Wait    time.Duration `json:"wait_ns"`
-	Every   time.Duration `json:"sample_every_ns"`
-	GCs     int           `json:"gcs_per_sample"`
-	Targets spikeTargets  `json:"targets"`
+	Wait  time.Duration `json:"wait_ns"`
+	Every time.Duration `json:"sample_every_ns"`
+	// StatsEvery is how far apart shardwheel's Stats are read during
+	// those samples, as a metrics scraper reads them (0: not at all).
+	// A read wakes an idle shard goroutine, whose pass does the work
+	// that gives a spike's memory back.
+	StatsEvery time.Duration `json:"stats_every_ns,omitempty"`
+	GCs        int           `json:"gcs_per_sample"`
+	Targets    spikeTargets  `json:"targets"`
 	// shardwheel's configuration, and GOMAXPROCS of every run.
 	Shards     int           `json:"shards"`
 	Tick       time.Duration `json:"tick_ns"`
@@ -113,6 +118,7 @@ func (c *SpikeConfig) validate() error {
 		{c.ChurnGoroutines < 1 || c.ChurnGoroutines > churnMaxGoroutines, "churn-goroutines", fmt.Sprintf("must be in [1, %d]", churnMaxGoroutines), c.ChurnGoroutines},
 		{!validRing(c.Ring), "cancel-after", fmt.Sprintf("must be a power of two in [1, %d]", churnMaxRing), c.Ring},
 		{c.Warmup < 0, "warmup", "must not be negative", c.Warmup},
+		{c.StatsEvery < 0, "stats-every", "must not be negative", c.StatsEvery},
 	}
 	for _, ch := range checks {
 		if ch.bad {
@@ -328,7 +334,7 @@ func spikeOnce(ctx context.Context, c SpikeConfig, impl string, n int, stderr io
 		return SpikeRun{}, err
 	}
 	child := spikeChild{impl: impl, timers: n, producers: c.Producers, churn: c.Churn, rate: c.ChurnRate, churnG: c.ChurnGoroutines,
-		ring: c.Ring, warmup: c.Warmup, wait: c.Wait, shards: c.Shards, tick: c.Tick, affinity: c.Affinity, procs: c.GOMAXPROCS}
+		ring: c.Ring, warmup: c.Warmup, wait: c.Wait, statsEvery: c.StatsEvery, shards: c.Shards, tick: c.Tick, affinity: c.Affinity, procs: c.GOMAXPROCS}
 	cmd := exec.CommandContext(ctx, exe, child.args()...)
 	// The child stops at once on an interrupt, as this process does.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -451,12 +457,17 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// mode names the runs' setting: with churn or idle.
+// mode names the runs' setting: with churn or idle, and how often
+// Stats were read.
 func (c *SpikeConfig) mode() string {
+	m := "idle (no churn)"
 	if c.Churn {
-		return "with churn"
+		m = "with churn"
 	}
-	return "idle (no churn)"
+	if c.StatsEvery > 0 {
+		m += ", Stats read every " + shortDuration(c.StatsEvery)
+	}
+	return m
 }
 
 // describe writes the load's description for the report's header.
@@ -473,6 +484,11 @@ func (c *SpikeConfig) describe(b *strings.Builder) {
 	fmt.Fprintf(b, "came back: heap within %s%% of the spike's growth above before, and forced GC <= %sx before + %v;\n",
 		units.Sig(100*c.Targets.HeapShare), units.Sig(c.Targets.GCFactor), c.Targets.GCSlack)
 	fmt.Fprintf(b, "  sampled every %v after the last Cancel returned, for up to %v; target: within %v\n", c.Every, c.Wait, c.Targets.Within)
+	if c.StatsEvery > 0 {
+		fmt.Fprintf(b, "shardwheel's Stats read during the samples, at least %v apart, as a metrics scraper does: a read wakes idle shards\n", c.StatsEvery)
+	} else {
+		b.WriteString("shardwheel's Stats read before the spike, at the peaks (once the shards had filed the spike) and after the sampling only\n")
+	}
 	runs := plural(c.Runs, "run") + " of each"
 	if len(c.Impls) > 1 {
 		runs += ", interleaved"
@@ -580,7 +596,8 @@ func (res *SpikeResults) notes(c SpikeConfig) []string {
 		fmt.Sprintf("forced GC: the wall time of runtime.GC(), the median of %d in a row (%d before the spike); on a busy host it moves by",
 			c.GCs, spikeBaseGCs),
 		"  milliseconds from one collection to the next. kept: (heap after - before) / (heap at peak - before).",
-		"after: the sample that came back, or the last one. nodes, blocks: shardwheel's Stats (NodesAllocated, BlocksReleased, BlocksRemade).",
+		"after: the sample that came back, or the last one. nodes, blocks: shardwheel's Stats (NodesAllocated, BlocksReleased, BlocksRemade),",
+		"  after: read once the sampling was over.",
 		fmt.Sprintf("winner: the lower figure; \"tie\" within %.0f%% or where the runs' ranges overlap.", 100*tieWithin),
 	}
 	for _, s := range res.Summaries {

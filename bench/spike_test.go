@@ -67,6 +67,12 @@ func TestSpikeTiny(t *testing.T) {
 		}
 		require.NotNil(t, r.Peak.Nodes, r.Impl)
 		assert.GreaterOrEqual(t, r.Peak.Nodes.Allocated, uint64(20000), "%s: the arena holds the spike", r.Impl)
+		assert.GreaterOrEqual(t, r.Peak.Nodes.Resident, 20000, "%s: measured once the shards filed the spike", r.Impl)
+		assert.GreaterOrEqual(t, r.Second.Nodes.Resident, 20000, r.Impl)
+		require.NotNil(t, r.After.Nodes, "%s: Stats read once the sampling was over", r.Impl)
+		for _, smp := range r.Samples[:len(r.Samples)-1] {
+			assert.Nil(t, smp.Nodes, "%s: no Stats read during the samples by default", r.Impl)
+		}
 		assert.Greater(t, r.Peak.Nodes.Allocated, r.Before.Nodes.Allocated, r.Impl)
 		assert.Equal(t, 2, r.Shards)
 	}
@@ -93,7 +99,8 @@ func TestSpikeTiny(t *testing.T) {
 	assert.Regexp(t, `(?m)^\s+s\.AfterFunc\s+h\.AfterFunc\s+time\.AfterFunc\s+winner$`, out)
 	for _, want := range []string{"a spike comes back, with churn", "20,000 timers, with churn: one run", "heap at peak", "forced GC after / before",
 		"came back after", "nodes allocated at peak", "blocks re-made by the second spike", "target: came back within 20s",
-		"churn throughout: 20k timers/s from 1 goroutine", "for up to 2s", "\nverdict:\n  spike of 20,000 timers"} {
+		"churn throughout: 20k timers/s from 1 goroutine", "for up to 2s", "\nverdict:\n  spike of 20,000 timers",
+		"Stats read before the spike, at the peaks (once the shards had filed the spike) and after the sampling only"} {
 		assert.Contains(t, out, want)
 	}
 	assert.Regexp(t, `(?m)^  nodes allocated at peak\s+\S+\s+\S+\s+-$`, out, "time.AfterFunc has no nodes")
@@ -103,15 +110,29 @@ func TestSpikeTiny(t *testing.T) {
 }
 
 // TestSpikeIdle: without churn the runs are idle but for the spike, and
-// say so.
+// say so; -stats-every reads Stats during the samples, and says so.
 func TestSpikeIdle(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	args := []string{"spike", "-churn=false", "-impls", "handler", "-timers", "5000", "-wait", "1s", "-shards", "1"}
+	args := []string{"spike", "-churn=false", "-impls", "handler", "-timers", "5000", "-wait", "2s", "-shards", "1",
+		"-stats-every", "1s", "-json"}
 	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
+	env := decodeEnvelope[SpikeConfig, SpikeResults](t, stdout.Bytes())
+	assert.Equal(t, time.Second, env.Config.StatsEvery)
+	require.Len(t, env.Results.Runs, 1)
+	r := env.Results.Runs[0]
+	assert.False(t, r.Churn)
+	assert.Zero(t, r.ChurnRate)
+	for _, smp := range r.Samples {
+		assert.NotNil(t, smp.Nodes, "a Stats read at every sample a second apart")
+	}
+
+	stdout.Reset()
+	require.Equal(t, exitOK, run(args[:len(args)-1], &stdout, &stderr), stderr.String())
 	out := stdout.String()
-	assert.Contains(t, out, "a spike comes back, idle (no churn)")
+	assert.Contains(t, out, "a spike comes back, idle (no churn), Stats read every 1s")
 	assert.Contains(t, out, "idle: no churn")
-	assert.Contains(t, out, "5,000 timers, idle (no churn): one run")
+	assert.Contains(t, out, "Stats read during the samples, at least 1s apart")
+	assert.Contains(t, out, "5,000 timers, idle (no churn), Stats read every 1s: one run")
 	assert.Regexp(t, `(?m)^\s+h\.AfterFunc\s+winner$`, out, "one column")
 	assert.NotContains(t, out, "time.AfterFunc  ")
 }
@@ -127,6 +148,7 @@ func TestSpikeFlags(t *testing.T) {
 	assert.Equal(t, 1, o.spike.Runs)
 	assert.Equal(t, 30*time.Second, o.spike.Wait)
 	assert.Equal(t, 20*time.Second, o.spike.Targets.Within)
+	assert.Zero(t, o.spike.StatsEvery, "no Stats read during the samples by default")
 	assert.Equal(t, o.shards, o.spike.Shards)
 
 	o, err = parseArgs([]string{"spike", "-timers", "2000,1000", "-impls", "afterfunc,handler", "-churn=false", "-runs", "3",
@@ -157,6 +179,7 @@ func TestSpikeFlags(t *testing.T) {
 		{[]string{"spike", "-cancel-after", "1000"}, "invalid value 1000 for -cancel-after: must be a power of two"},
 		{[]string{"spike", "-churn-rate", "1000"}, "invalid value 65536 for -cancel-after: keeps a churn timer 2m11.072s"},
 		{[]string{"spike", "-warmup", "-1s"}, "invalid value -1s for -warmup"},
+		{[]string{"spike", "-stats-every", "-1s"}, "invalid value -1s for -stats-every: must not be negative"},
 		{[]string{"spike", "-shards", "0"}, "invalid value 0 for -shards"},
 		{[]string{"spike", "-tick", "10us"}, "invalid value 10µs for -tick"},
 		{[]string{"spike", "-rate", "5"}, "flag provided but not defined: -rate"},
@@ -253,9 +276,9 @@ func TestSpikeSummary(t *testing.T) {
 
 func TestSpikeChildArgs(t *testing.T) {
 	c := spikeChild{impl: spikeHandler, timers: 10, producers: 3, churn: true, rate: 1000, churnG: 2, ring: 64, warmup: time.Second,
-		wait: 5 * time.Second, shards: 3, tick: time.Millisecond, affinity: true, procs: 2}
+		wait: 5 * time.Second, statsEvery: 2 * time.Second, shards: 3, tick: time.Millisecond, affinity: true, procs: 2}
 	assert.Equal(t, []string{spikeRunCmd, "-impl", "handler", "-timers", "10", "-producers", "3", "-churn=true", "-churn-rate", "1000",
-		"-churn-goroutines", "2", "-cancel-after", "64", "-warmup", "1s", "-wait", "5s", "-shards", "3", "-tick", "1ms",
+		"-churn-goroutines", "2", "-cancel-after", "64", "-warmup", "1s", "-wait", "5s", "-stats-every", "2s", "-shards", "3", "-tick", "1ms",
 		"-affinity=true", "-gomaxprocs", "2"}, c.args())
 	var stdout, stderr bytes.Buffer
 	assert.Equal(t, exitUsage, runSpikeChild(context.Background(), []string{"-impl", "wheel"}, &stdout, &stderr))

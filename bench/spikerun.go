@@ -78,17 +78,20 @@ type spikeChild struct {
 	ring      int // a churn timer is cancelled this many iterations later
 	warmup    time.Duration
 	wait      time.Duration
-	shards    int
-	tick      time.Duration
-	affinity  bool
-	procs     int
+	// statsEvery is how far apart shardwheel's Stats are read during
+	// the samples after the spike; 0: not at all.
+	statsEvery time.Duration
+	shards     int
+	tick       time.Duration
+	affinity   bool
+	procs      int
 }
 
 // args returns the command line that gives a child c.
 func (c spikeChild) args() []string {
 	return []string{spikeRunCmd, "-impl", c.impl, "-timers", fmt.Sprint(c.timers), "-producers", fmt.Sprint(c.producers),
 		fmt.Sprintf("-churn=%v", c.churn), "-churn-rate", fmt.Sprint(c.rate), "-churn-goroutines", fmt.Sprint(c.churnG),
-		"-cancel-after", fmt.Sprint(c.ring), "-warmup", c.warmup.String(), "-wait", c.wait.String(),
+		"-cancel-after", fmt.Sprint(c.ring), "-warmup", c.warmup.String(), "-wait", c.wait.String(), "-stats-every", c.statsEvery.String(),
 		"-shards", fmt.Sprint(c.shards), "-tick", c.tick.String(), fmt.Sprintf("-affinity=%v", c.affinity),
 		"-gomaxprocs", fmt.Sprint(c.procs)}
 }
@@ -109,7 +112,8 @@ type spikeSample struct {
 	// collections the measurement forced.
 	GC time.Duration `json:"gc_ns"`
 	// Nodes is what shardwheel's Stats said right after (nil for
-	// time.AfterFunc).
+	// time.AfterFunc, and for the samples between Stats reads: see
+	// -stats-every).
 	Nodes *spikeNodes `json:"nodes,omitempty"`
 }
 
@@ -134,7 +138,8 @@ type SpikeRun struct {
 	// Before is measured after the churn's warm-up (or at once without
 	// churn); Peak with the spike's timers all pending; Samples every
 	// second once the last Cancel returned, until the run came back or
-	// the wait was over; After is the last of them.
+	// the wait was over; After is the last of them, its Nodes read once
+	// the sampling was over.
 	Before  spikeSample   `json:"before"`
 	Peak    spikeSample   `json:"peak"`
 	Samples []spikeSample `json:"samples"`
@@ -150,8 +155,11 @@ type SpikeRun struct {
 	// of the peaks' Heap (the collections they time do scan it).
 	Handles int64 `json:"handles_bytes"`
 	// Schedule and Cancel are how long scheduling and cancelling the
-	// first spike took.
+	// first spike took; Filed how long shardwheel's shards then took to
+	// have it in their wheels (settleSpike), before the peak was
+	// measured.
 	Schedule time.Duration `json:"schedule_ns"`
+	Filed    time.Duration `json:"filed_ns,omitempty"`
 	Cancel   time.Duration `json:"cancel_ns"`
 	// ChurnRate is the churn's achieved rate over the run (0 without
 	// churn); ChurnMissed counts its cancels that returned false (must
@@ -226,6 +234,7 @@ func runSpikeChild(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&c.ring, "cancel-after", c.ring, "")
 	fs.DurationVar(&c.warmup, "warmup", c.warmup, "")
 	fs.DurationVar(&c.wait, "wait", c.wait, "")
+	fs.DurationVar(&c.statsEvery, "stats-every", 0, "")
 	fs.IntVar(&c.shards, "shards", runtime.GOMAXPROCS(0), "")
 	fs.DurationVar(&c.tick, "tick", shardwheel.DefaultTick, "")
 	fs.BoolVar(&c.affinity, "affinity", false, "")
@@ -304,6 +313,9 @@ func (c spikeChild) run(ctx context.Context) (SpikeRun, error) {
 // runSpike is one run: the churn's warm-up (if on), the pre-spike
 // measurement, the spike and its peak, its cancels, a sample every second
 // until it came back or c.wait is over, and a second spike's peak.
+// shardwheel's Stats are read before the spike, at the peaks, once the
+// sampling is over, and during it only every c.statsEvery (never if 0):
+// a read wakes an idle shard goroutine, which does work then.
 func runSpike[H any](ctx context.Context, c spikeChild, s *shardwheel.Scheduler, ops spikeOps[H], fired *atomic.Int64) (SpikeRun, error) {
 	r := SpikeRun{Impl: c.impl, Call: spikeCall(c.impl), Timers: c.timers, Churn: c.churn}
 	if s != nil {
@@ -319,7 +331,8 @@ func runSpike[H any](ctx context.Context, c spikeChild, s *shardwheel.Scheduler,
 		}
 	}
 	cpu0, host0, w0 := cpuTime(), hostCPUTime(), time.Now()
-	r.Before = measureSpike(s, spikeBaseGCs, 0)
+	r.Before = measureHeap(spikeBaseGCs, 0)
+	r.Before.Nodes = readNodes(s)
 
 	s0 := time.Now()
 	handles, err := spikeSchedule(ctx, ops, c.timers, c.producers)
@@ -330,19 +343,29 @@ func runSpike[H any](ctx context.Context, c spikeChild, s *shardwheel.Scheduler,
 	for _, hs := range handles {
 		r.Handles += int64(cap(hs)) * int64(unsafe.Sizeof(*new(H)))
 	}
-	r.Peak = measureSpike(s, spikeGCs, r.Handles)
+	if r.Filed, err = settleSpike(ctx, s, c.timers); err != nil {
+		return r, err
+	}
+	r.Peak = measureHeap(spikeGCs, r.Handles)
+	r.Peak.Nodes = readNodes(s)
 	c0 := time.Now()
 	spikeCancel(ops, handles)
 	handles = nil
 	done := time.Now()
 	r.Cancel = done.Sub(c0)
 
+	var nextRead time.Duration // the sample time of the next Stats read
 	for k := 0; ; k++ {
-		if err := sleepCtx(ctx, time.Until(done.Add(time.Duration(k)*spikeEvery))); err != nil {
+		due := time.Duration(k) * spikeEvery
+		if err := sleepCtx(ctx, time.Until(done.Add(due))); err != nil {
 			return r, err
 		}
-		smp := measureSpike(s, spikeGCs, 0)
-		smp.At = time.Since(done)
+		at := time.Since(done)
+		smp := measureHeap(spikeGCs, 0)
+		smp.At = at
+		if c.statsEvery > 0 && due >= nextRead {
+			smp.Nodes, nextRead = readNodes(s), due+c.statsEvery
+		}
 		r.Samples = append(r.Samples, smp)
 		if t.cameBack(r.Before, r.Peak, smp) {
 			r.CameBack, r.ComeBack = true, smp.At
@@ -352,13 +375,21 @@ func runSpike[H any](ctx context.Context, c spikeChild, s *shardwheel.Scheduler,
 			break
 		}
 	}
-	r.After = r.Samples[len(r.Samples)-1]
+	last := &r.Samples[len(r.Samples)-1]
+	if last.Nodes == nil {
+		last.Nodes = readNodes(s)
+	}
+	r.After = *last
 
 	handles, err = spikeSchedule(ctx, ops, c.timers, c.producers)
 	if err != nil {
 		return r, err
 	}
-	r.Second = measureSpike(s, spikeGCs, r.Handles)
+	if _, err := settleSpike(ctx, s, c.timers); err != nil {
+		return r, err
+	}
+	r.Second = measureHeap(spikeGCs, r.Handles)
+	r.Second.Nodes = readNodes(s)
 	spikeCancel(ops, handles)
 	r.Wall = time.Since(w0)
 	r.OtherCPU = max(hostCPUTime()-host0-(cpuTime()-cpu0), 0)
@@ -371,10 +402,34 @@ func runSpike[H any](ctx context.Context, c spikeChild, s *shardwheel.Scheduler,
 	return r, nil
 }
 
-// measureSpike forces gcs collections and returns the heap after them,
-// less handles bytes, and their median wall time, with shardwheel's
-// account of its nodes if s is not nil.
-func measureSpike(s *shardwheel.Scheduler, gcs int, handles int64) spikeSample {
+// spikeSettle bounds settleSpike's wait.
+const spikeSettle = 30 * time.Second
+
+// settleSpike waits until s's shards have taken every new timer from
+// their queues into their wheels and published it (Stats: nothing
+// queued, at least n resident), so that the counts read at a peak are the
+// whole spike's: a shard publishes its counts at the end of a pass. It
+// returns how long it waited, at most spikeSettle; nothing for
+// time.AfterFunc (s nil), whose timers need no filing.
+func settleSpike(ctx context.Context, s *shardwheel.Scheduler, n int) (time.Duration, error) {
+	if s == nil {
+		return 0, nil
+	}
+	t0 := time.Now()
+	for time.Since(t0) < spikeSettle {
+		if st := s.Stats().Total; st.Queued == 0 && st.Resident >= n {
+			break
+		}
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return time.Since(t0), err
+		}
+	}
+	return time.Since(t0), nil
+}
+
+// measureHeap forces gcs collections and returns the heap after them,
+// less handles bytes, and their median wall time.
+func measureHeap(gcs int, handles int64) spikeSample {
 	d := make([]float64, gcs)
 	for i := range d {
 		t0 := time.Now()
@@ -384,13 +439,18 @@ func measureSpike(s *shardwheel.Scheduler, gcs int, handles int64) spikeSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	med, _, _ := medianRange(d)
-	smp := spikeSample{Heap: int64(ms.HeapAlloc) - handles, HeapInuse: int64(ms.HeapInuse) - handles, GC: time.Duration(med)}
-	if s != nil {
-		st := s.Stats().Total
-		smp.Nodes = &spikeNodes{Allocated: st.NodesAllocated, Released: st.NodesReleased, BlocksReleased: st.BlocksReleased,
-			BlocksRemade: st.BlocksRemade, Resident: st.Resident, HeldCancelled: st.HeldCancelled}
+	return spikeSample{Heap: int64(ms.HeapAlloc) - handles, HeapInuse: int64(ms.HeapInuse) - handles, GC: time.Duration(med)}
+}
+
+// readNodes returns shardwheel's account of its nodes, or nil for
+// time.AfterFunc (s nil).
+func readNodes(s *shardwheel.Scheduler) *spikeNodes {
+	if s == nil {
+		return nil
 	}
-	return smp
+	st := s.Stats().Total
+	return &spikeNodes{Allocated: st.NodesAllocated, Released: st.NodesReleased, BlocksReleased: st.BlocksReleased,
+		BlocksRemade: st.BlocksRemade, Resident: st.Resident, HeldCancelled: st.HeldCancelled}
 }
 
 // spikeSchedule schedules n timers of spikeDelay from producers
