@@ -258,12 +258,7 @@ func spikeRows() []spikeRow {
 		{"nodes_before", "nodes allocated before", "", nodes(func(r *SpikeRun) *spikeNodes { return r.Before.Nodes }), units.SI},
 		{"nodes_peak", "nodes allocated at peak", "", nodes(func(r *SpikeRun) *spikeNodes { return r.Peak.Nodes }), units.SI},
 		{"nodes_after", "nodes allocated after", "", nodes(func(r *SpikeRun) *spikeNodes { return r.After.Nodes }), units.SI},
-		{"blocks_released", "blocks released after the first spike", "", func(r *SpikeRun) (float64, bool) {
-			if r.After.Nodes == nil {
-				return 0, false
-			}
-			return float64(r.After.Nodes.BlocksReleased), true
-		}, units.Sig},
+
 		{"second_growth", "second spike's heap growth / first's", "", func(r *SpikeRun) (float64, bool) {
 			g := r.Peak.Heap - r.Before.Heap
 			if g <= 0 {
@@ -272,6 +267,12 @@ func spikeRows() []spikeRow {
 			return float64(r.Second.Heap-r.Before.Heap) / float64(g), true
 		}, times},
 		{"nodes_second", "nodes allocated at the second peak", "", nodes(func(r *SpikeRun) *spikeNodes { return r.Second.Nodes }), units.SI},
+		{"blocks_released", "blocks released by the second spike's peak", "", func(r *SpikeRun) (float64, bool) {
+			if r.Second.Nodes == nil {
+				return 0, false
+			}
+			return float64(r.Second.Nodes.BlocksReleased), true
+		}, units.Sig},
 		{"blocks_remade", "blocks re-made by the second spike", "", func(r *SpikeRun) (float64, bool) {
 			if r.Second.Nodes == nil {
 				return 0, false
