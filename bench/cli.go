@@ -289,7 +289,7 @@ func spikeFlags(fs *flag.FlagSet, c *SpikeConfig) {
 	fs.IntVar(&c.Ring, "cancel-after", c.Ring, "iterations between a churn timer's Schedule and its Cancel, per goroutine: a power of two")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "churn before the pre-spike measurement (none without churn)")
 	fs.DurationVar(&c.Wait, "wait", c.Wait, "sample every second after the spike's cancels for up to this long, until the heap and forced GC come back")
-	fs.DurationVar(&c.StatsEvery, "stats-every", c.StatsEvery, "also read shardwheel's Stats during those samples, at least this far apart, as a metrics scraper does "+
+	fs.DurationVar(&c.StatsEvery, "stats-every", c.StatsEvery, "also read shardwheel's Stats during the samples after the spike (-wait), at least this far apart, as a metrics scraper does "+
 		"(a read wakes an idle shard, whose pass then does the work that gives the spike's memory back); 0: not at all")
 }
 

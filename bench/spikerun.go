@@ -510,12 +510,11 @@ type spikeChurn[H any] struct {
 	issued  atomic.Int64
 	missed  atomic.Int64
 	stopped sync.Once
-	rate    float64
 }
 
 // startSpikeChurn starts c's churn on ops.
 func startSpikeChurn[H any](c spikeChild, ops spikeOps[H]) *spikeChurn[H] {
-	ch := &spikeChurn[H]{start: time.Now(), rate: c.rate}
+	ch := &spikeChurn[H]{start: time.Now()}
 	per := c.rate / float64(c.churnG)
 	for g := range c.churnG {
 		ch.wg.Go(func() { ch.work(ops, uint64(g)<<56, per, c.ring) })
