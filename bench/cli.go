@@ -42,6 +42,9 @@ type options struct {
 	// churn, and compare's churn section (Rounds 0: none).
 	churn ChurnConfig
 
+	// spike only.
+	spike SpikeConfig
+
 	// tune only.
 	shardList []int
 	tickList  []time.Duration
@@ -62,7 +65,7 @@ func badFlag(name string, value any, rule string) error {
 }
 
 // commands are the commands parseArgs knows, the default first.
-var commands = []string{"compare", "tune", "lag", "burst", "proxy", "churn"}
+var commands = []string{"compare", "tune", "lag", "burst", "proxy", "churn", "spike"}
 
 // parseArgs parses the command line (without the program name). It
 // returns flag.ErrHelp for -h, or a usageError.
@@ -106,6 +109,7 @@ func parseArgs(args []string) (options, error) {
 	if o.procs > 0 {
 		o.churn.GOMAXPROCS = o.procs
 	}
+	o.spike.Shards, o.spike.Tick, o.spike.Affinity, o.spike.GOMAXPROCS = o.shards, o.tick, o.affinity, o.churn.GOMAXPROCS
 	if err := o.validate(); err != nil {
 		return o, err
 	}
@@ -168,6 +172,12 @@ func newFlagSet(o *options) *flag.FlagSet {
 	o.churn = defaultChurnConfig()
 	if o.cmd == "churn" {
 		churnFlags(fs, &o.churn, "")
+		wheelFlags(fs, o)
+		return fs
+	}
+	if o.cmd == "spike" {
+		o.spike = defaultSpikeConfig()
+		spikeFlags(fs, &o.spike)
 		wheelFlags(fs, o)
 		return fs
 	}
@@ -258,6 +268,31 @@ func churnFlags(fs *flag.FlagSet, c *ChurnConfig, prefix string) {
 		busyCores(runtime.NumCPU())))
 }
 
+// spikeFlags declares the spike command's flags on fs.
+func spikeFlags(fs *flag.FlagSet, c *SpikeConfig) {
+	fs.Func("timers", fmt.Sprintf("spike sizes, comma-separated, each measured on its own (default %s)", joinList(c.Timers)), func(s string) error {
+		v, err := parseList(s, strconv.Atoi)
+		c.Timers = v
+		return err
+	})
+	fs.Func("impls", fmt.Sprintf("implementations, comma-separated, in the order each round runs them: closure (s.AfterFunc), "+
+		"handler (h.AfterFunc), afterfunc (time.AfterFunc) (default %s)", joinList(c.Impls)), func(s string) error {
+		v, err := parseList(s, func(s string) (string, error) { return s, nil })
+		c.Impls = v
+		return err
+	})
+	fs.IntVar(&c.Runs, "runs", c.Runs, "runs of each implementation at each size, interleaved, one fresh process each; figures are their medians")
+	fs.IntVar(&c.Producers, "producers", c.Producers, "goroutines scheduling and cancelling the spike")
+	fs.BoolVar(&c.Churn, "churn", c.Churn, "run a proxy's steady churn throughout; -churn=false: the scheduler is idle but for the spike")
+	fs.Float64Var(&c.ChurnRate, "churn-rate", c.ChurnRate, "churn timers scheduled (and cancelled) per second, all goroutines")
+	fs.IntVar(&c.ChurnGoroutines, "churn-goroutines", c.ChurnGoroutines, "churn goroutines, each paced to its share of -churn-rate")
+	fs.IntVar(&c.Ring, "cancel-after", c.Ring, "iterations between a churn timer's Schedule and its Cancel, per goroutine: a power of two")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "churn before the pre-spike measurement (none without churn)")
+	fs.DurationVar(&c.Wait, "wait", c.Wait, "sample every second after the spike's cancels for up to this long, until the heap and forced GC come back")
+	fs.DurationVar(&c.StatsEvery, "stats-every", c.StatsEvery, "also read shardwheel's Stats during the samples after the spike (-wait), at least this far apart, as a metrics scraper does "+
+		"(a read wakes an idle shard, whose pass then does the work that gives the spike's memory back); 0: not at all")
+}
+
 // wheelFlags declares the flags of the one Scheduler a command runs.
 func wheelFlags(fs *flag.FlagSet, o *options) {
 	fs.IntVar(&o.shards, "shards", o.shards, "shardwheel shards; follows -gomaxprocs unless set")
@@ -324,6 +359,17 @@ func (o *options) validate() error {
 		{o.cmd == "tune" && o.repeats < 1, "repeats", "must be >= 1", o.repeats},
 	}
 	switch o.cmd {
+	case "spike":
+		if o.procs < 0 {
+			return badFlag("gomaxprocs", o.procs, "must not be negative")
+		}
+		if o.shards < 1 || o.shards > shardwheel.MaxShards {
+			return badFlag("shards", o.shards, fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards))
+		}
+		if !validTick(o.tick) {
+			return badFlag("tick", o.tick, tickRule)
+		}
+		return o.spike.validate()
 	case "churn":
 		if o.procs < 0 {
 			return badFlag("gomaxprocs", o.procs, "must not be negative")

@@ -29,12 +29,20 @@
 //     come from context.WithTimeout in one run and s.WithTimeout in the
 //     other; the backend and clients run in a child process.
 //   - burst: a million timers scheduled at once: how late each runs.
+//   - spike: a spike of timers (1M and 10M by default), all cancelled:
+//     the process's heap and the time of a forced collection before it,
+//     at its peak and every second after, until both are back near their
+//     pre-spike figures, then a second spike's peak; s.AfterFunc,
+//     h.AfterFunc and time.AfterFunc, each run a fresh process, with a
+//     proxy's steady churn throughout or (-churn=false) idle.
 //
 // compare, churn, proxy and burst end their text report with a verdict:
 // shardwheel's figures as ratios to the baseline's, and which did better
 // on each row ("tie" within 5% or where the runs' ranges overlap;
 // "noise" where a figure rests on fewer than 1000 samples or 3 GC
-// cycles). Progress goes to stderr: the phases to come, their expected
+// cycles). spike's verdict gives each implementation's share of the
+// spike's heap kept, forced GC ratio and come-back side by side, and its
+// table which did better on each row. Progress goes to stderr: the phases to come, their expected
 // time, and each phase as it starts. The first SIGINT or SIGTERM stops a
 // command early: it reports what it measured and exits 130.
 //
@@ -44,7 +52,7 @@
 // writes it beside the text report), of one shape for all:
 //
 //	{
-//	  "command":     "compare" | "churn" | "tune" | "lag" | "proxy" | "burst",
+//	  "command":     "compare" | "churn" | "tune" | "lag" | "proxy" | "burst" | "spike",
 //	  "host":        {"os", "arch", "cpu", "num_cpu", "gomaxprocs", "go"},
 //	  "started":     RFC 3339 time the command started,
 //	  "elapsed_ns":  how long it ran,
@@ -74,6 +82,14 @@
 //     {results (context.WithTimeout's, s.WithTimeout's), ratios}.
 //   - burst: config {timers, producers, ...}; results {runs, summaries
 //     {impl: {key: {median, min, max}}}}.
+//   - spike: config {timers, impls, runs, churn, churn_rate, wait_ns,
+//     targets, ...}; results {runs (one per child process, in the order
+//     they ran, each with its samples), summaries (per size and
+//     implementation: figures {key: {median, min, max}}, came_back_runs,
+//     met_target_runs)}; implementations "closure" (s.AfterFunc),
+//     "handler" (h.AfterFunc) and "afterfunc" (time.AfterFunc). Verdict
+//     ratios "<timers>/<impl>/{kept,gc_ratio,second_growth}" (medians of
+//     the runs' own ratios); winners "<timers>/<row key>".
 //   - tune: config {load, shards, ticks_ns, repeats, lag_p99_target_ns,
 //     lateness_p99_target_ns (when set)}; results
 //     {points, recommended, met_target, options}; the verdict's summary
@@ -133,6 +149,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return runProxyLoad(ctx, args[1:], os.Stdin, stdout, stderr)
 		case churnRunCmd:
 			return runChurnChild(ctx, args[1:], stdout, stderr)
+		case spikeRunCmd:
+			return runSpikeChild(ctx, args[1:], stdout, stderr)
 		}
 	}
 	started := time.Now()
@@ -182,6 +200,8 @@ func dispatch(ctx context.Context, o options, p *progress) (document, error) {
 		return burst(ctx, o, p)
 	case "churn":
 		return churnCommand(ctx, o, p)
+	case "spike":
+		return spikeCommand(ctx, o, p)
 	}
 	return compare(ctx, o, p)
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMain lets proxy and churn re-execute the test binary as their child
-// processes, as they re-execute the command itself.
+// TestMain lets proxy, churn and spike re-execute the test binary as
+// their child processes, as they re-execute the command itself.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == proxyLoadCmd || os.Args[1] == churnRunCmd) {
+	if len(os.Args) > 1 && (os.Args[1] == proxyLoadCmd || os.Args[1] == churnRunCmd || os.Args[1] == spikeRunCmd) {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -19,6 +19,8 @@ Commands:
   lag      profile shardwheel under the proxy-shaped load (fgprof + HTML report in -out)
   proxy    a net/http reverse proxy on loopback, its request deadlines from context.WithTimeout vs s.WithTimeout
   burst    a million timers at once: how late each runs, shardwheel against time.AfterFunc
+  spike    a spike of 1M and 10M timers, all cancelled: how far and how fast the heap and a forced GC come back,
+           s.AfterFunc, h.AfterFunc and time.AfterFunc, one fresh process per run (-churn=false: idle; about 2m30s)
 
 Every command prints a text report on stdout (progress on stderr), or with -json one JSON document
 of the same shape for all: command, host, started, elapsed_ns, config, results, verdict, interrupted.
