@@ -81,22 +81,8 @@ func (h Histogram) Buckets() iter.Seq[HistogramBucket] {
 	}
 }
 
-// histogramJSON is the JSON form of a Histogram.
-type histogramJSON struct {
-	P50   time.Duration `json:"p50_ns"`
-	P90   time.Duration `json:"p90_ns"`
-	P99   time.Duration `json:"p99_ns"`
-	P999  time.Duration `json:"p999_ns"`
-	Max   time.Duration `json:"max_ns"`
-	Mean  time.Duration `json:"mean_ns"`
-	Count uint64        `json:"count"`
-}
-
 // MarshalJSON encodes the histogram as its 50th, 90th, 99th and 99.9th
 // percentiles, maximum and mean, in nanoseconds, and its count.
 func (h Histogram) MarshalJSON() ([]byte, error) {
-	return json.Marshal(histogramJSON{
-		P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), P999: h.Quantile(0.999),
-		Max: h.Max(), Mean: h.Mean(), Count: h.Count(),
-	})
+	return json.Marshal(h.s.Percentiles())
 }

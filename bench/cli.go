@@ -358,8 +358,8 @@ func (o *options) validate() error {
 		{o.lateP99 < 0, "lateness-p99", "must not be negative", o.lateP99},
 		{o.cmd == "tune" && o.repeats < 1, "repeats", "must be >= 1", o.repeats},
 	}
-	switch o.cmd {
-	case "spike":
+	if o.cmd == "spike" || o.cmd == "churn" {
+		// Both run fresh processes of one scheduler shape.
 		if o.procs < 0 {
 			return badFlag("gomaxprocs", o.procs, "must not be negative")
 		}
@@ -369,16 +369,8 @@ func (o *options) validate() error {
 		if !validTick(o.tick) {
 			return badFlag("tick", o.tick, tickRule)
 		}
-		return o.spike.validate()
-	case "churn":
-		if o.procs < 0 {
-			return badFlag("gomaxprocs", o.procs, "must not be negative")
-		}
-		if o.shards < 1 || o.shards > shardwheel.MaxShards {
-			return badFlag("shards", o.shards, fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards))
-		}
-		if !validTick(o.tick) {
-			return badFlag("tick", o.tick, tickRule)
+		if o.cmd == "spike" {
+			return o.spike.validate()
 		}
 		return o.churn.validate("", false)
 	}

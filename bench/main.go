@@ -38,13 +38,13 @@
 //
 // compare, churn, proxy and burst end their text report with a verdict:
 // shardwheel's figures as ratios to the baseline's, and which did better
-// on each row ("tie" within 5% or where the runs' ranges overlap;
-// "noise" where a figure rests on fewer than 1000 samples or 3 GC
-// cycles). spike's verdict gives each implementation's share of the
-// spike's heap kept, forced GC ratio and come-back side by side, and its
-// table which did better on each row. Progress goes to stderr: the phases to come, their expected
-// time, and each phase as it starts. The first SIGINT or SIGTERM stops a
-// command early: it reports what it measured and exits 130.
+// on each row ("tie" within 5% or where the runs' ranges overlap; "noise"
+// where a figure rests on fewer than 1000 samples or 3 GC cycles). spike's
+// verdict gives each implementation's share of the spike's heap kept,
+// forced GC ratio and come-back side by side, and its table which did
+// better on each row. Progress goes to stderr: the phases to come, their
+// expected time, and each phase as it starts. The first SIGINT or SIGTERM
+// stops a command early: it reports what it measured and exits 130.
 //
 // # JSON
 //

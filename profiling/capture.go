@@ -142,7 +142,7 @@ type Report struct {
 //
 // report.json holds one object: "start", "elapsed_ns", "interval_ns",
 // "shard_count", "tick_ns", "interrupted", "samples" (one per interval:
-// "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "ring_depth",
+// "at_ns" and "span_ns", the "*_per_sec" rates, "pending", "queued",
 // the interval's "cap_hits", "panics", "ticks", "scheduled" and
 // "refiled", "refiled_peak" when a pass of the interval set a new peak,
 // "slowest_pass" when the interval's slowest pass is known (see
@@ -290,7 +290,7 @@ type sample struct {
 	ScheduledPerSec float64       `json:"scheduled_per_sec"`
 	CancelledPerSec float64       `json:"cancelled_per_sec"`
 	Pending         int           `json:"pending"`
-	Queued          int           `json:"ring_depth"`
+	Queued          int           `json:"queued"`
 	CapHits         uint64        `json:"cap_hits"`
 	Panics          uint64        `json:"panics"`
 	Ticks           uint64        `json:"ticks"`

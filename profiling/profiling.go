@@ -206,11 +206,11 @@ func Handler(s *shardwheel.Scheduler) http.Handler {
 // /stats serves one JSON object:
 //
 //	{
-//	  "time": "2006-01-02T15:04:05.999999999Z",  // when the snapshot was taken
+//	  "time": "2006-01-02T15:04:05.999999999Z", // when the snapshot was taken
 //	  "window_ns": 10004000000,                 // the window's actual length
-//	  "requested_window_ns": 10000000000,        // ?window=, or DefaultWindow
-//	  "window": { ... },                         // s.Stats().Sub(the snapshot at the window's start)
-//	  "since_start": { ... }                     // s.Stats()
+//	  "requested_window_ns": 10000000000,       // ?window=, or DefaultWindow
+//	  "window": { ... },        // s.Stats().Sub(the snapshot at the window's start)
+//	  "since_start": { ... }    // s.Stats()
 //	}
 //
 // "window" and "since_start" have the shape of shardwheel.Stats:

@@ -8,30 +8,22 @@ import (
 	"time"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/internal/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
 )
 
-// dist summarizes one latency distribution. Durations are integer
-// nanoseconds in JSON, hence the _ns suffixes.
-type dist struct {
-	P50   time.Duration `json:"p50_ns"`
-	P90   time.Duration `json:"p90_ns"`
-	P99   time.Duration `json:"p99_ns"`
-	P999  time.Duration `json:"p999_ns"`
-	Max   time.Duration `json:"max_ns"`
-	Mean  time.Duration `json:"mean_ns"`
-	Count uint64        `json:"count"`
-}
+// dist summarizes one latency distribution, as shardwheel.Histogram's JSON
+// form does: durations are integer nanoseconds, hence the _ns suffixes.
+type dist = hist.Percentiles
 
 // summarize returns the distribution of the values recorded between the
 // snapshots prev and cur of one histogram (Histogram.Sub).
 func summarize(cur, prev shardwheel.Histogram) dist {
 	d := cur.Sub(prev)
-	p := dist{
+	return dist{
 		P50: d.Quantile(0.5), P90: d.Quantile(0.9), P99: d.Quantile(0.99), P999: d.Quantile(0.999),
 		Max: d.Max(), Mean: d.Mean(), Count: d.Count(),
 	}
-	return p
 }
 
 // view is a ShardStats over a window: counters are differences between the

@@ -291,11 +291,12 @@ type Percentiles struct {
 	P99   time.Duration `json:"p99_ns"`
 	P999  time.Duration `json:"p999_ns"`
 	Max   time.Duration `json:"max_ns"`
+	Mean  time.Duration `json:"mean_ns"`
 	Count uint64        `json:"count"`
 }
 
 // Percentiles returns the 50th, 90th, 99th and 99.9th percentiles, the
-// maximum and the count of s.
+// maximum, the mean and the count of s.
 func (s Snapshot) Percentiles() Percentiles {
 	return Percentiles{
 		P50:   time.Duration(s.quantile(0.5)),
@@ -303,6 +304,7 @@ func (s Snapshot) Percentiles() Percentiles {
 		P99:   time.Duration(s.quantile(0.99)),
 		P999:  time.Duration(s.quantile(0.999)),
 		Max:   time.Duration(s.Max()),
+		Mean:  s.Mean(),
 		Count: s.total,
 	}
 }

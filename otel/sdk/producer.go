@@ -17,15 +17,15 @@
 //
 // Each distribution (shardwheel.tick.lag, shardwheel.task.lateness,
 // shardwheel.pass.duration, shardwheel.pass.task_duration,
-// shardwheel.task.duration; unit s) is one exponential histogram data
-// point per shard, with the attribute shard (or, WithTotalOnly, one for
-// the whole Scheduler, without it), at scale 5: 32 buckets per power of two, bounds 2.2% apart. Each bucket
-// of a shardwheel.Histogram (1/32 of a power of two of nanoseconds wide)
-// lands whole in the exponential bucket that holds its upper bound, so a
-// duration is never shown below its value and at most 3.125% above it;
-// durations over 2^40-1ns (18m19s) land at 18m19s. The zero bucket
-// (threshold 0) counts the durations that were exactly 0. Count, Sum, Min
-// and Max are the Histogram's own, Min and Max exact.
+// shardwheel.task.duration; unit s) is one exponential histogram data point
+// per shard, with the attribute shard (or, WithTotalOnly, one for the whole
+// Scheduler, without it), at scale 5: 32 buckets per power of two, bounds
+// 2.2% apart. Each bucket of a shardwheel.Histogram (1/32 of a power of two
+// of nanoseconds wide) lands whole in the exponential bucket that holds its
+// upper bound, so a duration is never shown below its value and at most
+// 3.125% above it; durations over 2^40-1ns (18m19s) land at 18m19s. The zero
+// bucket (threshold 0) counts the durations that were exactly 0. Count, Sum,
+// Min and Max are the Histogram's own, Min and Max exact.
 //
 // Data from a Producer does not go through the SDK's aggregation: views
 // do not apply to it, and it is cumulative whatever temporality the
