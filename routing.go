@@ -32,12 +32,18 @@ func (s *Scheduler) route(key uint64) int {
 	return int(hi)
 }
 
-// Schedule runs task once, delay from now, on the shard that key routes to,
-// and returns a handle to the timer. Timers with equal keys share a shard;
-// keys need not be unique. A timer that needs no key (a request timeout)
-// is cheaper through AfterFunc, which files it on the calling goroutine's
-// own shard. delay <= 0 runs task at the first tick at or after the call,
-// normally the next, and a delay beyond MaxDelay is clamped.
+// Schedule runs task once, delay from now, on the goroutine of the shard
+// that key routes to (ShardOf), and returns a handle to the timer. The
+// tasks of equal keys run on that goroutine one at a time, in deadline
+// order when their deadlines are a tick or more apart; keys need not be
+// unique. The timer is filed in the wheel of the caller's P, as
+// AfterFunc's are, and crosses to its key's shard only once its deadline
+// is less than WithWheelSize ticks away (512ms at the defaults): one
+// cancelled before then never leaves the caller's wheel and costs what an
+// AfterFunc timer costs; one that runs on another shard pays one hand-over
+// between shards. Cancel, Reset, Pending and Stop act on it wherever it is.
+// delay <= 0 runs task at the first tick at or after the call, normally
+// the next, and a delay beyond MaxDelay is clamped.
 //
 // It returns ErrNilTask for a nil task, ErrStopped after Stop, and
 // ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the
@@ -46,15 +52,19 @@ func (s *Scheduler) route(key uint64) int {
 // is safe to call from a task however many timers the task schedules. It
 // is lock-free and, in steady state, allocates nothing.
 //
-// Three relatives cover what Schedule does not:
+// Its relatives cover what Schedule does not:
 //
-//   - Every runs a task periodically on a drift-free grid, with one node
-//     for the whole series and a policy (SkipMissed, BurstMissed,
-//     DelayMissed) for grid points missed while the shard was behind, so
-//     that a heartbeat need not re-arm itself in its task.
-//   - ScheduleWithin lets a timer run up to slack late, and files it
-//     where it costs the wheel least: no cascade, wake-ups shared with
-//     other timers with slack; timers without slack keep their precision.
+//   - Every (and EveryFunc, without a key) runs a task periodically on a
+//     drift-free grid, with one node for the whole series and a policy
+//     (SkipMissed, BurstMissed, DelayMissed) for grid points missed while
+//     the shard was behind, so that a heartbeat need not re-arm itself in
+//     its task.
+//   - ScheduleWithin (and AfterFuncWithin) lets a timer run up to slack
+//     late, and files it where it costs the wheel least: no cascade,
+//     wake-ups shared with other timers with slack; timers without slack
+//     keep their precision.
+//   - ScheduleKey indexes the timer by key, so that CancelKey, ResetKey
+//     and Lookup find it from any goroutine.
 //   - Timeout.CancelWait is Cancel that, when the task has started,
 //     waits until it has returned (with WithExecutor too), unless it is
 //     called from inside that task.
@@ -77,9 +87,9 @@ func (s *Scheduler) scheduleRouted(key uint64, delay time.Duration, task shard.T
 // AfterFunc runs task once, delay from now, on the shard of the P the
 // caller runs on, and returns a handle to the timer: Schedule without a
 // key, for timers that need none (request timeouts, idle timers). The
-// timer's whole life then usually stays on the caller's CPU, which makes
-// it the cheapest way to schedule; its Key is 0. Delays, errors and
-// guarantees are Schedule's.
+// timer's whole life, its task's run included, then usually stays on the
+// caller's CPU, which makes it the cheapest way to schedule; its Key is 0.
+// Delays, errors and guarantees are Schedule's.
 func (s *Scheduler) AfterFunc(delay time.Duration, task func()) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask
@@ -155,9 +165,15 @@ func (s *Scheduler) takeFromAny(sh *shard.Shard) bool {
 }
 
 // Pending returns the number of timers accepted and not yet ended (run,
-// cancelled or returned by Stop). While timers are being scheduled and
-// cancelled concurrently it is a snapshot, exact when the scheduler is
-// quiescent. A timer whose task is running no longer counts.
+// cancelled or returned by Stop). A timer whose task is running no longer
+// counts. It is exact when the scheduler is quiescent; while timers are
+// scheduled and cancelled concurrently it never reads above the number
+// pending at one moment during the call (so never above WithMaxPending's
+// limit) and never below 0. It takes no lock and writes nothing, but it
+// reads counters on every shard that their holders write: called on every
+// request of a churn, it costs each about {{PENDING}} (BENCHMARKS.md). To
+// shed load at a limit, WithMaxPending's ErrTooManyPending costs nothing
+// extra.
 func (s *Scheduler) Pending() int {
 	s.mustNotBeNil()
 	// Every shard's ins, then every shard's outs: a token a timer gives

@@ -109,10 +109,16 @@ type ShardStats struct {
 	Crossed uint64 `json:"crossed"`
 	// NodesAllocated is the timer nodes the shard's storage holds now,
 	// in use or free, and NodesReleased the nodes it has given back to
-	// the garbage collector so far: after a spike of timers has ended,
+	// the garbage collector so far. After a spike of timers has ended,
 	// the shard releases the storage its wheel no longer needs, in blocks
-	// of 16,384 nodes (or WithFirstBlock's, if larger). BlocksReleased counts those blocks, and
-	// BlocksRemade the released blocks a later burst made again.
+	// of 16,384 nodes (or WithFirstBlock's, if larger), reviewing at most
+	// once a second: it keeps the blocks its live timers occupy and free
+	// nodes of at most the largest of a block, an eighth of its timers,
+	// twice what other goroutines took from it in the last second and
+	// what it used at once since the previous review, plus a block, and
+	// a cancelled timer's node is freed within seconds. BlocksReleased
+	// counts the blocks given back, and BlocksRemade the released blocks
+	// a later burst made again.
 	NodesAllocated uint64 `json:"nodes_allocated"`
 	NodesReleased  uint64 `json:"nodes_released"`
 	BlocksReleased uint64 `json:"blocks_released"`

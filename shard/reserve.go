@@ -18,7 +18,7 @@ import (
 // spike's memory, and their task slots the collector's time, for the life
 // of the process. So the list is sized to what the wheel uses. Once a
 // review, at most every second, finds that the list never fell below
-// reserve plus two big blocks' worth of nodes since the last one, the
+// reserve plus a big block's worth of nodes since the last one, the
 // holder lowers h.limit, a big-block boundary, to shed that surplus from
 // the top of the arena: a free node at or above the limit is parked on its
 // block (pool.Arena.Park) instead of listed, and a block whose every node
@@ -31,14 +31,16 @@ import (
 // the limit, the limit rises a block at a time (raiseLimit), taking the
 // block's parked nodes back, or making a released block again.
 //
-// Bound: after the reviews that follow a spike, a shard holds the blocks
-// its live timers occupy, plus free nodes of at most max(reserve, twice
-// what it fed the arena's lanes in the last interval, what it used at once
-// since the previous review) plus two big blocks; the spike's
-// blocks go back as their nodes are freed (a cancelled timer's by the sweep
-// within seconds, a pending one's when it ends). Stats show the arena's
-// allocated and released nodes (ShardStats.NodesAllocated and
-// NodesReleased).
+// Bound: the reserve a review keeps is max(reserveFloor big blocks, an
+// eighth of the wheel's timers, twice what producers that did not hold
+// the wheel took from the arena's lanes in the last interval). After the
+// reviews that follow a spike, a shard holds the blocks its live timers
+// occupy, plus free nodes of at most the reserve, what it used at once
+// since the previous review, and shedMin big blocks, rounded up to a big
+// block; the spike's blocks go back as their nodes are freed (a cancelled
+// timer's by the sweep within seconds, a pending one's when it ends).
+// Stats show the arena's allocated and released nodes
+// (ShardStats.NodesAllocated and NodesReleased).
 
 // noLimit is h.limit while nothing is being shed: above every index.
 const noLimit = math.MaxUint32
@@ -50,7 +52,11 @@ const sortStep = 4096
 // reserveFloor is the fewest free nodes a review leaves the holder, in big
 // blocks: shedding a block the next burst takes again costs more than
 // keeping it.
-const reserveFloor = 2
+const reserveFloor = 1
+
+// shedMin is the least surplus, in big blocks, a review sheds: less is
+// noise in what the wheel uses from one second to the next.
+const shedMin = 1
 
 // takeFree pops a free node of the holder's below h.limit, from its list
 // or from h.sort, raising the limit if both are dry and the arena holds
@@ -154,7 +160,7 @@ func (sh *Shard) reviewReserve(tick uint64) {
 	// the last interval (a shard whose routed timers cross to it feeds
 	// their proxies that way) is needed again in the next.
 	surplus := low - max(reserveFloor*block, h.w.count/8, 2*shared)
-	if surplus < 2*block {
+	if surplus < shedMin*block {
 		return
 	}
 	top := min(uint64(h.limit), uint64(sh.arena.HighWater()))
@@ -176,7 +182,7 @@ func (sh *Shard) reviewReserve(tick uint64) {
 func (sh *Shard) reviewDue() (uint64, bool) {
 	sh.assertHolder()
 	block := 1 << sh.arena.BigBits()
-	return sh.h.reviewAt, sh.h.nfree >= (reserveFloor+2)*block
+	return sh.h.reviewAt, sh.h.nfree >= (reserveFloor+shedMin)*block
 }
 
 // sortShare sorts up to sortStep nodes of h.sort: those below the limit go

@@ -49,7 +49,7 @@ func TestSpikeGivesBlocksBack(t *testing.T) {
 		h.clock.Advance(testTick)
 		h.pass()
 		after, _ = h.sh.arena.Footprint()
-		if after <= before+(reserveFloor+2)*block && h.sh.h.sort == 0 {
+		if after <= before+(reserveFloor+shedMin+1)*block && h.sh.h.sort == 0 {
 			t.Logf("given back after %v idle: %d nodes allocated (peak %d, before %d)", d, after, peak, before)
 			break
 		}
@@ -161,6 +161,6 @@ func TestIdleShardGivesTheSpikeBack(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		allocated, _ := sh.arena.Footprint() // read off the arena: no Stats call to wake the shard
-		return allocated <= (reserveFloor+3)*block
+		return allocated <= (reserveFloor+shedMin+1)*block
 	}, 30*time.Second, 10*time.Millisecond, "an idle shard kept its spike (%d nodes at the peak)", peak)
 }
