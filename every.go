@@ -86,10 +86,11 @@ var (
 // its last (see Stop). The series is one timer in Pending and in Stats
 // (Scheduled, then Cancelled or Stopped); its runs are not Fired.
 //
-// It returns ErrNilTask for a nil task, ErrBadPeriod for a period <= 0,
-// ErrBadMissed for an unknown policy, and Schedule's errors otherwise. It
-// allocates the series' record (80 bytes), and each Reset a new grid (24
-// bytes); nothing per run: one node serves the whole series.
+// It returns ErrNilTask for a nil task, ErrBadPeriod for a period shorter
+// than the tick (<= 0 included), ErrBadMissed for an unknown policy, and
+// Schedule's errors otherwise. It allocates the series' record (80
+// bytes), and each Reset a new grid (24 bytes); nothing per run: one node
+// serves the whole series.
 func (s *Scheduler) Every(key uint64, period time.Duration, missed Missed, task func()) (Timeout, error) {
 	if task == nil {
 		return Timeout{}, ErrNilTask

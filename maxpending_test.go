@@ -194,3 +194,53 @@ func TestScheduleKeyAtTheLimitReplacesNothing(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, old, got)
 }
+
+// TestPendingNeverReadsAboveTheLimit: under a churn at the limit, from
+// more goroutines than Ps, Pending read from another goroutine is never
+// above WithMaxPending's limit nor below 0 (counting a pair's cancel
+// before its schedule read it as far above), and exact once the churn
+// stops.
+func TestPendingNeverReadsAboveTheLimit(t *testing.T) {
+	const limit = 64
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithMaxPending(limit))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var pairs atomic.Int64
+	for w := range 6 {
+		wg.Go(func() {
+			held := make([]shardwheel.Timeout, 0, limit/6)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					for _, tm := range held {
+						assert.True(t, tm.Cancel())
+					}
+					return
+				default:
+				}
+				tm, err := s.Schedule(uint64(w<<32|i), time.Hour, func() {})
+				if err != nil {
+					assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
+					continue
+				}
+				if len(held) < cap(held) {
+					held = append(held, tm)
+					continue
+				}
+				assert.True(t, tm.Cancel())
+				pairs.Add(1)
+			}
+		})
+	}
+	reads, maxRead := 0, 0
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) || pairs.Load() < 10_000; reads++ {
+		p := s.Pending()
+		maxRead = max(maxRead, p)
+		require.GreaterOrEqual(t, p, 0)
+		require.LessOrEqual(t, p, limit, "read %d of Pending, %d pairs completed", reads, pairs.Load())
+	}
+	close(stop)
+	wg.Wait()
+	assert.Zero(t, s.Pending())
+	t.Logf("%d reads, at most %d; %d pairs", reads, maxRead, pairs.Load())
+}
