@@ -164,3 +164,58 @@ func TestIdleShardGivesTheSpikeBack(t *testing.T) {
 		return allocated <= (reserveFloor+shedMin+1)*block
 	}, 30*time.Second, 10*time.Millisecond, "an idle shard kept its spike (%d nodes at the peak)", peak)
 }
+
+// A sweep steps over the blocks a spike gave back: after a spike was
+// cancelled and released, a sweep visits only the blocks still made, so one
+// step of sweepStep visits covers a few live timers however far the
+// arena's high-water mark lies, and its pace (visits per filed timer)
+// follows those blocks, not the mark.
+func TestSweepStepsOverReleasedBlocks(t *testing.T) {
+	h := newHarness(t)
+	block := uint64(1) << h.sh.arena.BigBits()
+	refs := make([]Ref, 8*block)
+	for i := range refs {
+		var rej Reject
+		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	for _, r := range refs {
+		require.True(t, h.sh.Cancel(r))
+	}
+	for d := time.Duration(0); ; d += testTick {
+		require.Less(t, d, 30*time.Second, "the spike's blocks were not given back")
+		h.clock.Advance(testTick)
+		h.pass()
+		if _, released := h.sh.arena.Footprint(); released >= 5*block && h.sh.h.sort == 0 && h.sh.h.sweep.next == 0 {
+			break
+		}
+	}
+	hw := uint64(h.sh.arena.HighWater())
+	require.Greater(t, hw, 8*block-block/2, "the mark stays where the spike left it")
+
+	// A few timers, cancelled, and a sweep of them.
+	few := make([]Ref, 64)
+	for i := range few {
+		var rej Reject
+		few[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	h.pass()
+	for _, r := range few[:32] {
+		require.True(t, h.sh.Cancel(r))
+	}
+	require.True(t, h.sh.holdForPass())
+	allocated, _ := h.sh.arena.Footprint()
+	assert.Equal(t, min(allocated, hw), h.sh.sweptNodes())
+	h.sh.startSweep()
+	span := max(h.sh.h.w.count/3, h.sh.h.sweep.min)
+	assert.Equal(t, max(sweepPerFiled, (int(min(allocated, hw))+span-1)/span), h.sh.h.sweep.rate)
+	steps := 0
+	for h.sh.h.sweep.next != 0 {
+		h.sh.sweep(sweepStep)
+		steps++
+	}
+	h.sh.release()
+	assert.LessOrEqual(t, steps, int(allocated/sweepStep)+1, "the sweep walked the released blocks")
+	assert.Zero(t, h.sh.statsNow().HeldCancelled)
+}

@@ -12,17 +12,19 @@ import "github.com/shardwheel/shardwheel/pool"
 // A sweep starts when the wheel's linked nodes reach sweeper.at, a third
 // more than it held when the last sweep ended (at least minSweep), or when
 // the shard goroutine finds cancelled nodes held beyond a quarter of the
-// linked ones and a 64th of the arena (a sweep visits the whole arena, so
-// a smaller harvest is not worth it): growth catches the churn of a busy
-// wheel, the share a wheel whose timers were cancelled en masse with
-// nothing filed after. It then walks the arena in index order, a few nodes
-// for every timer filed (sweepPerFiled, in steps of sweepStep), or
-// sweepPerPass per pass of the shard goroutine when nothing was filed
-// since its last pass, unlinking and freeing every cancelled node it finds
-// linked. The walk is sequential memory, so a node costs a few
-// nanoseconds; and as each step is short, the holder, pinned for it, never
-// holds off a garbage collection's stop-the-world for long. Once the walk
-// reaches the end of the arena the sweep ends and sets the next threshold.
+// linked ones and a 64th of the nodes a sweep visits (sweptNodes: the nodes
+// of the arena's blocks still made; a sweep visits them all, so a smaller
+// harvest is not worth it): growth catches the churn of a busy wheel, the
+// share a wheel whose timers were cancelled en masse with nothing filed
+// after. It then walks the arena in index order (stepping over the blocks
+// given back after a spike, which link no node), a few nodes for every
+// timer filed (sweepPerFiled, in steps of sweepStep), or sweepPerPass per
+// pass of the shard goroutine when nothing was filed since its last pass,
+// unlinking and freeing every cancelled node it finds linked. The walk is
+// sequential memory, so a node costs a few nanoseconds; and as each step is
+// short, the holder, pinned for it, never holds off a garbage collection's
+// stop-the-world for long. Once the walk reaches the end of the arena the
+// sweep ends and sets the next threshold.
 //
 // Bound: a sweep starts with at most a third of the linked count of the
 // previous sweep's end (plus minSweep) cancelled nodes held, and it
@@ -91,7 +93,7 @@ func (sh *Shard) startSweep() {
 	sw := &sh.h.sweep
 	span := max(sh.h.w.count/3, sw.min)
 	sw.next, sw.credit = 1, 0
-	sw.rate = max(sweepPerFiled, (int(sh.arena.HighWater())+span-1)/span)
+	sw.rate = max(sweepPerFiled, (int(sh.sweptNodes())+span-1)/span)
 }
 
 // sweepHeld starts a sweep if the wheel holds more cancelled nodes than a
@@ -144,7 +146,15 @@ func (sh *Shard) reclaim() (uint32, pool.Slot, bool) {
 func (sh *Shard) sweepDue() bool {
 	sh.assertHolder()
 	held := sh.heldCancelled()
-	return held > 0 && held > max(uint64(sh.h.w.count/4), uint64(sh.arena.HighWater())/64)
+	return held > 0 && held > max(uint64(sh.h.w.count/4), sh.sweptNodes()/64)
+}
+
+// sweptNodes returns how many nodes a sweep visits: those of the arena's
+// blocks below its high-water mark, less the blocks given back, which the
+// walk steps over. Holder only.
+func (sh *Shard) sweptNodes() uint64 {
+	allocated, _ := sh.arena.Footprint()
+	return min(allocated, uint64(sh.arena.HighWater()))
 }
 
 // heldCancelled returns the cancelled timers whose nodes the shard has not
@@ -172,23 +182,29 @@ func (sh *Shard) sweep(k int) {
 	var swept uint64
 	for k > 0 && sw.next < hw {
 		base, m := sh.arena.Span(sw.next)
-		m = min(m, k, int(hw-sw.next))
-		if base.Installed() {
-			nodes := base.Nodes(m)
-			for i := range nodes {
-				n := &nodes[i]
-				if n.Prev == 0 || n.Prev == detached {
-					continue // not in the wheel
-				}
-				s := state(n.State.Load())
-				if s.status() != statusCancelled || s.queued() {
-					continue
-				}
-				idx := sw.next + uint32(i)
-				w.unlinkNode(idx, n)
-				sh.freeSlot(idx, n, s, base.At(i))
-				swept++
+		m = min(m, int(hw-sw.next))
+		if !base.Installed() {
+			// A block given back (or never made) links no node: the walk
+			// steps over it for free, or after a spike it would spend the
+			// filers' credit on nothing while cancelled nodes pile up.
+			sw.next += uint32(m)
+			continue
+		}
+		m = min(m, k)
+		nodes := base.Nodes(m)
+		for i := range nodes {
+			n := &nodes[i]
+			if n.Prev == 0 || n.Prev == detached {
+				continue // not in the wheel
 			}
+			s := state(n.State.Load())
+			if s.status() != statusCancelled || s.queued() {
+				continue
+			}
+			idx := sw.next + uint32(i)
+			w.unlinkNode(idx, n)
+			sh.freeSlot(idx, n, s, base.At(i))
+			swept++
 		}
 		sw.next += uint32(m)
 		k -= m
