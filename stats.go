@@ -70,10 +70,11 @@ type ShardStats struct {
 	Refiled uint64 `json:"refiled"`
 	// RefiledPeak is the most timers one pass moved within the wheel.
 	RefiledPeak int `json:"refiled_peak"`
-	// HeldCancelled is the number of cancelled timers whose nodes the
-	// shard still holds, in its wheel or its queue: a Cancel only marks its
-	// timer, and the shard frees the node when it meets it (its slot comes
-	// round, or it takes it in from the queue) or a sweep passes it.
+	// HeldCancelled is the number of cancelled timers whose nodes the shard
+	// still holds, in its wheel or its queue, as of its last pass (the pass
+	// that Resident counts the wheel at): a Cancel only marks its timer, and
+	// the shard frees the node when it meets it (its slot comes round, or it
+	// takes it in from the queue) or a sweep passes it.
 	HeldCancelled int `json:"held_cancelled"`
 	// Sweeps counts completed sweeps of the shard's nodes, and Swept the
 	// cancelled nodes they freed.

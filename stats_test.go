@@ -221,3 +221,24 @@ func TestStatsAddUpWithContextsHandedOverByStop(t *testing.T) {
 	assert.EqualValues(t, 2, tot.Stopped)
 	assert.Equal(t, tot.Scheduled, tot.Fired+tot.Cancelled+tot.Stopped+uint64(st.Pending))
 }
+
+// TestHeldCancelledIsNeverAboveResident: HeldCancelled and Resident come
+// from the same pass, so a reader never sees more cancelled timers held
+// than timers held, however many Cancels came since the shard's last pass.
+func TestHeldCancelledIsNeverAboveResident(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1))
+	ts := make([]shardwheel.Timeout, 5000)
+	for range 20 {
+		for i := range ts {
+			var err error
+			ts[i], err = s.AfterFunc(time.Hour, func() {})
+			require.NoError(t, err)
+		}
+		for _, tm := range ts {
+			require.True(t, tm.Cancel())
+		}
+		st := s.Stats().Total
+		require.LessOrEqual(t, st.HeldCancelled, st.Resident)
+		require.GreaterOrEqual(t, st.HeldCancelled, 0)
+	}
+}

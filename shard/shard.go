@@ -207,9 +207,9 @@ type Shard struct {
 	h holder
 	_ [pad.CacheLineSize]byte
 
-	// The shard goroutine's, except where workerStats says otherwise; work
+	// The shard goroutine's, except where publishedStats says otherwise; work
 	// is written under the wheel's hold.
-	stats     workerStats
+	stats     publishedStats
 	work      passWork // what the current pass did
 	slept     bool     // the last sleep passed over ticks with nothing due
 	timed     bool     // the goroutine planned to process wakeTick when due

@@ -71,13 +71,14 @@ const taskSampleEvery = 16
 
 // Holder counters: kept in the plain array holder.counts by whoever holds
 // the wheel, and copied to an atomic array (publish) by the shard
-// goroutine after each pass and by readers that find the wheel free, so
-// that counting costs the hot path no atomic operation.
+// goroutine after each pass (a reader nudges an idle goroutine into one),
+// so that counting costs the hot path no atomic operation.
 const (
 	cScheduled      = iota // timers filed at once by a holding producer
 	cFired                 // tasks started
 	cConsumed              // nodes taken from the queue
 	cResident              // nodes linked in the wheel
+	cHeldCancelled         // cancelled timers whose nodes are still held (set by publish)
 	cQueuedPeak            // most nodes found in the queue by a transfer
 	cTransferLast          // nodes transferred in the last tick that moved any
 	cTransferPeak          // most nodes transferred in one tick
@@ -145,11 +146,11 @@ type passWork struct {
 	timing                                       bool
 }
 
-// workerStats is the shard goroutine's side of Stats: it records the
+// publishedStats is the shard goroutine's side of Stats: it records the
 // histograms, which anyone may snapshot, and counts tasks for sampling;
 // published is the holder counters' atomic copy, written by holders (see
 // publish) and read by anyone.
-type workerStats struct {
+type publishedStats struct {
 	published [numCounters]atomic.Uint64
 	// scheduledSeen is the most Scheduled that Stats has reported
 	// (reportScheduled): written by readers only.
@@ -168,6 +169,7 @@ func (sh *Shard) publish() {
 	sh.assertHolder()
 	c := &sh.h.counts
 	c[cResident] = uint64(sh.h.w.count)
+	c[cHeldCancelled] = sh.heldCancelled()
 	for i, v := range c {
 		if sh.stats.published[i].Load() != v {
 			sh.stats.published[i].Store(v)
@@ -302,8 +304,7 @@ func (sh *Shard) Stats() Stats {
 	st.Crossed = p[cCrossed].Load()
 	st.TakenBack = p[cTakenBack].Load()
 	st.Stopped = sh.stopped.Load()
-	held := l.cancels + l.undone
-	st.HeldCancelled = int(held - min(held, p[cFreedCancelled].Load()))
+	st.HeldCancelled = int(p[cHeldCancelled].Load())
 	st.Sweeps = p[cSweeps].Load()
 	st.Swept = p[cSwept].Load()
 	st.QueuedPeak = int(p[cQueuedPeak].Load())
