@@ -165,7 +165,8 @@ func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard(
 // cancels the old (never yielding the processor meanwhile), never waiting
 // for a shard (it waits only while another call is resizing that index,
 // which the caller whose insert or delete crossed a size threshold does at
-// once), and allocates the index entry (16 bytes).
+// once), and allocates the index entry (24 bytes: the key and the
+// timer's handle).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
 	return s.scheduleKey(key, delay, shard.Task{Func: task})
 }
