@@ -35,8 +35,9 @@ func (s *Scheduler) route(key uint64) int {
 // Schedule runs task once, delay from now, on the goroutine of the shard
 // that key routes to (ShardOf), and returns a handle to the timer. The
 // tasks of equal keys run on that goroutine one at a time, in deadline
-// order when their deadlines are a tick or more apart; keys need not be
-// unique. The timer is filed in the wheel of the caller's P, as
+// order when their deadlines are a tick or more apart, unless the wheel
+// that filed the earlier one fell behind and handed it over late; keys
+// need not be unique. The timer is filed in the wheel of the caller's P, as
 // AfterFunc's are, and crosses to its key's shard only once its deadline
 // is less than WithWheelSize ticks away (512ms at the defaults): one
 // cancelled before then never leaves the caller's wheel and costs what an
