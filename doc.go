@@ -68,11 +68,14 @@
 // wheel of the caller's P, taking that wheel with one compare-and-swap, so
 // that a timer set and cancelled on one goroutine usually stays on its
 // core; Cancel is two compare-and-swaps on the timer's node (dropping its
-// task between them), whichever P calls it. A timer routed by key to
-// another P's wheel crosses cores through that wheel's queue, which costs
-// about as much CPU as time.AfterFunc. A tick costs work only for timers
-// that are due: each shard is a hierarchical wheel, and an idle shard
-// sleeps until its next due slot, or parks when it has none.
+// task between them), whichever P calls it. A timer with a key is filed
+// the same way and crosses to its key's shard, through that shard's queue,
+// only as it comes near its deadline: one cancelled before costs what an
+// AfterFunc timer costs. A tick costs work only for timers that are due:
+// each shard is a hierarchical wheel, and an idle shard sleeps until its
+// next due slot, or parks when it has none. After a spike of timers has
+// ended, each shard gives back the storage its wheel no longer needs
+// (ShardStats.NodesAllocated states the bound).
 //
 // # The execution tracer
 //
