@@ -446,6 +446,25 @@ func (a *Arena) pop(l *freeList) (uint32, bool) {
 	}
 }
 
+// TakeLane empties lane's free list (lane taken modulo the lane count) and
+// returns its first node, or 0 if it was empty: the caller owns the nodes,
+// linked through their Link words, the last one's 0. It changes the tag as
+// a pop does, so a concurrent Get that read the old head fails its CAS.
+// Safe for concurrent use.
+func (a *Arena) TakeLane(lane int) uint32 {
+	l := &a.lanes[uint(lane)%uint(len(a.lanes))]
+	for {
+		h := l.head.Load()
+		idx := uint32(h >> 32)
+		if idx == 0 {
+			return 0
+		}
+		if l.head.CompareAndSwap(h, uint64(uint32(h)+1)) {
+			return idx
+		}
+	}
+}
+
 // Grow hands out a never-used index, making its block if need be, or
 // reports false if the arena has handed out its capacity. Safe for
 // concurrent use.

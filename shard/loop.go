@@ -127,7 +127,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	next = w.elapsed + 1
 	t, any := w.nextWake()
 	busy := sh.more || w.dueNow() || !sh.queue.Empty() || sh.attention.Waiting() ||
-		sh.h.unindex != 0 || sh.h.sweep.next != 0 || sh.h.sort != 0
+		sh.h.unindex != 0 || sh.h.sweep.next != 0 || sh.h.sort != 0 || sh.h.back != 0
 	park = !busy && (!any || t > next)
 	if park && any {
 		next = t

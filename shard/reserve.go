@@ -31,6 +31,15 @@ import (
 // the limit, the limit rises a block at a time (raiseLimit), taking the
 // block's parked nodes back, or making a released block again.
 //
+// Nodes the holders fed to the arena's lanes (share) are out of the list's
+// reach: a burst pushed through the queue leaves its count in its lane's
+// demand, and the lane is fed its freed nodes. A review in an interval in
+// which no lane needed feeding takes one lane's stock back (takeBackLane)
+// into h.back, sorted like h.sort. And cancelled nodes too few for a sweep
+// to be due would pin the blocks above the limit for their timers' whole
+// delay: a shedding shard sweeps them when nothing is being filed
+// (sweepToShed).
+//
 // Bound: the reserve a review keeps is max(reserveFloor big blocks, an
 // eighth of the wheel's timers, twice what producers that did not hold
 // the wheel took from the arena's lanes in the last interval). After the
@@ -81,6 +90,15 @@ func (sh *Shard) takeFree() (uint32, pool.Slot, bool) {
 			s := sh.arena.Slot(idx)
 			h.sort = s.Node().Next
 			h.nsort--
+			if idx < h.limit {
+				return idx, s, true
+			}
+			sh.park(idx)
+			continue
+		}
+		if idx := h.back; idx != 0 {
+			s := sh.arena.Slot(idx)
+			h.back = s.Link().Load()
 			if idx < h.limit {
 				return idx, s, true
 			}
@@ -149,12 +167,15 @@ func (sh *Shard) raiseLimit() bool {
 // holding the wheel, at tick.
 func (sh *Shard) reviewReserve(tick uint64) {
 	h := &sh.h
-	if tick < h.reviewAt || h.sort != 0 {
+	if tick < h.reviewAt || h.sort != 0 || h.back != 0 {
 		return
 	}
 	h.reviewAt = tick + sh.sweepCheck
 	low, shared := h.lowFree, h.shared
-	h.lowFree, h.shared = h.nfree, 0
+	h.lowFree, h.shared, h.sharedBefore = h.nfree, 0, shared > 0
+	if shared == 0 {
+		sh.takeBackLane()
+	}
 	block := 1 << sh.arena.BigBits()
 	// What producers that do not hold the wheel took from the lanes in
 	// the last interval (a shard whose routed timers cross to it feeds
@@ -175,25 +196,72 @@ func (sh *Shard) reviewReserve(tick uint64) {
 	h.lowFree = 0
 }
 
-// reviewDue returns the tick of the next review and true if the holder
-// keeps enough free nodes that a review might give some back: the shard
+// reviewDue returns the tick of the next review and true if a review
+// might give nodes back: the holder keeps enough free nodes, or lanes were
+// fed in this interval or the last (the first quiet one takes a lane back),
+// or blocks above the limit wait for a sweep (sweepToShed). The shard
 // goroutine wakes for it even when nothing else is due (plan). Holder
 // only.
 func (sh *Shard) reviewDue() (uint64, bool) {
 	sh.assertHolder()
 	block := 1 << sh.arena.BigBits()
-	return sh.h.reviewAt, sh.h.nfree >= (reserveFloor+shedMin)*block
+	h := &sh.h
+	return h.reviewAt, h.nfree >= (reserveFloor+shedMin)*block || h.shared > 0 || h.sharedBefore || sh.sweepToShed()
 }
 
-// sortShare sorts up to sortStep nodes of h.sort: those below the limit go
-// on the free list, the others are parked. The shard goroutine, holding
-// the wheel, each pass while h.sort holds nodes (plan keeps it busy).
+// sweepToShed reports whether blocks above the limit wait for cancelled
+// nodes the wheel still holds: fewer than a sweep is due for (sweepDue),
+// they would pin their blocks until their slots come round, an hour
+// later for an hour's timer. The shard goroutine then sweeps them when
+// nothing is being filed (sweepHeld), waking for it if idle (plan).
+// Holder only.
+func (sh *Shard) sweepToShed() bool {
+	sh.assertHolder()
+	if sh.h.limit == noLimit || sh.heldCancelled() == 0 {
+		return false
+	}
+	// Made nodes beyond the limit's: blocks above it still made (the
+	// blocks below it are all made).
+	allocated, _ := sh.arena.Footprint()
+	return allocated > uint64(sh.h.limit)
+}
+
+// takeBackLane takes the stock of one lane of the arena's shared lists
+// back into h.back, and forgets the lane's demand, when no lane needed
+// feeding in the last interval: a burst from producers that did not hold
+// the wheel leaves its nodes' worth of demand, which holders then feed
+// the lane with as the burst's timers end, and nodes in a lane nobody
+// takes from would hold their blocks for good. One lane per review, the
+// next one the next. Holder only, at a review.
+func (sh *Shard) takeBackLane() {
+	h := &sh.h
+	for range sh.lanes {
+		i := h.backLane
+		h.backLane = (h.backLane + 1) % len(sh.lanes)
+		if head := sh.arena.TakeLane(i); head != 0 {
+			h.back = head
+			sh.lanes[i].demand.Store(0)
+			return
+		}
+	}
+}
+
+// sortShare sorts up to sortStep nodes of h.sort, then of h.back: those
+// below the limit go on the free list, the others are parked. The shard
+// goroutine, holding the wheel, each pass while either holds nodes (plan
+// keeps it busy).
 func (sh *Shard) sortShare() {
 	h := &sh.h
 	for range sortStep {
 		idx := h.sort
 		if idx == 0 {
-			return
+			if idx = h.back; idx == 0 {
+				return
+			}
+			s := sh.arena.Slot(idx)
+			h.back = s.Link().Load()
+			sh.listFree(idx, s)
+			continue
 		}
 		s := sh.arena.Slot(idx)
 		h.sort = s.Node().Next

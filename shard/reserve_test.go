@@ -159,10 +159,13 @@ func TestIdleShardGivesTheSpikeBack(t *testing.T) {
 	for _, r := range refs {
 		require.True(t, sh.Cancel(r))
 	}
-	require.Eventually(t, func() bool {
-		allocated, _ := sh.arena.Footprint() // read off the arena: no Stats call to wake the shard
+	var allocated uint64
+	if !assert.Eventually(t, func() bool {
+		allocated, _ = sh.arena.Footprint() // read off the arena: no Stats call to wake the shard
 		return allocated <= (reserveFloor+shedMin+1)*block
-	}, 30*time.Second, 10*time.Millisecond, "an idle shard kept its spike (%d nodes at the peak)", peak)
+	}, 30*time.Second, 10*time.Millisecond) {
+		t.Fatalf("an idle shard kept its spike: %d nodes at the peak, %d after 30s", peak, allocated)
+	}
 }
 
 // A sweep steps over the blocks a spike gave back: after a spike was
@@ -217,5 +220,80 @@ func TestSweepStepsOverReleasedBlocks(t *testing.T) {
 	}
 	h.sh.release()
 	assert.LessOrEqual(t, steps, int(allocated/sweepStep)+1, "the sweep walked the released blocks")
+	assert.Zero(t, h.sh.statsNow().HeldCancelled)
+}
+
+// A spike that producers pushed on the queue while the wheel was held
+// leaves its count in their lane's demand, and holders feed the lane with
+// its freed nodes: once no lane needs feeding, a review takes the lane's
+// stock back and the blocks go as a spike's do, instead of waiting in the
+// lane for takers that never come.
+func TestLaneStockOfAQueuedSpikeComesBack(t *testing.T) {
+	h := newHarness(t)
+	block := uint64(1) << h.sh.arena.BigBits()
+	unhold := holdWheel(t, h.sh)
+	refs := make([]Ref, 8*block)
+	for i := range refs {
+		var rej Reject
+		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	unhold()
+	for h.sh.statsNow().Queued > 0 {
+		h.step(testTick)
+	}
+	for _, r := range refs {
+		require.True(t, h.sh.Cancel(r))
+	}
+	peak, _ := h.sh.arena.Footprint()
+	var allocated uint64
+	for d := time.Duration(0); ; d += testTick {
+		require.Less(t, d, 30*time.Second, "the spike's blocks were not given back: %d nodes allocated, %d at the peak", allocated, peak)
+		h.step(testTick)
+		allocated, _ = h.sh.arena.Footprint()
+		if allocated <= (reserveFloor+shedMin+1)*block {
+			t.Logf("given back after %v: %d nodes allocated (peak %d)", d, allocated, peak)
+			break
+		}
+	}
+}
+
+// A few cancelled timers left in blocks being given back, too few for a
+// sweep to be due, would pin those blocks until their slots come round (an
+// hour here): a shard that is shedding sweeps them when nothing is filed.
+func TestFewCancelledNodesDoNotPinBlocks(t *testing.T) {
+	h := newHarness(t)
+	block := uint64(1) << h.sh.arena.BigBits()
+	refs := make([]Ref, 8*block)
+	for i := range refs {
+		var rej Reject
+		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	// Keep one timer in each block of the spike, cancel the rest, and let
+	// the shard shed what it can: the kept timers pin their blocks.
+	var kept []Ref
+	for i, r := range refs {
+		if uint64(i)%block == block/2 {
+			kept = append(kept, r)
+			continue
+		}
+		require.True(t, h.sh.Cancel(r))
+	}
+	h.step(5 * time.Second)
+	pinned, _ := h.sh.arena.Footprint()
+	require.Greater(t, pinned, 6*block, "the kept timers pin their blocks")
+	for _, r := range kept {
+		require.True(t, h.sh.Cancel(r))
+	}
+	var allocated uint64
+	for d := time.Duration(0); ; d += testTick {
+		require.Less(t, d, 30*time.Second, "%d cancelled timers pinned their blocks: %d nodes allocated", len(kept), allocated)
+		h.step(testTick)
+		allocated, _ = h.sh.arena.Footprint()
+		if allocated <= (reserveFloor+shedMin+1)*block {
+			break
+		}
+	}
 	assert.Zero(t, h.sh.statsNow().HeldCancelled)
 }

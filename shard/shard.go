@@ -234,17 +234,23 @@ type holder struct {
 	// that only the holder hands out, with no atomic operation; nfree
 	// counts them. Producers that do not hold the wheel take theirs from
 	// the arena's shared lists, which the holder feeds when they run dry
-	// (share). limit, sort, nsort, lowFree and reviewAt size the list to
-	// what the wheel uses and give a spike's blocks back (reserve.go).
-	free      uint32
-	nfree     int
-	limit     uint32
-	sort      uint32
-	nsort     int
-	lowFree   int
-	shared    int // nodes share moved to the arena's lanes since the last review
-	reviewAt  uint64
-	lastFiled uint32 // the node the last Schedule filed, published in own
+	// (share). limit, sort, nsort, back, lowFree and reviewAt size the
+	// list to what the wheel uses and give a spike's blocks back
+	// (reserve.go).
+	free     uint32
+	nfree    int
+	limit    uint32
+	sort     uint32
+	nsort    int
+	back     uint32 // free nodes taken back from a lane, linked by their Link words
+	backLane int    // the lane takeBackLane looks at first
+	lowFree  int
+	shared   int // nodes share moved to the arena's lanes since the last review
+	// sharedBefore: the last review's interval shared nodes, so the next
+	// review, which may take a lane back, is worth waking for.
+	sharedBefore bool
+	reviewAt     uint64
+	lastFiled    uint32 // the node the last Schedule filed, published in own
 	// tick is the clock's tick as the holder knows it, which the transfer
 	// cap counts against: the pass's for the shard goroutine, the call's
 	// for a Schedule or Reset, else the last pass's (lastTick, which the

@@ -97,7 +97,8 @@ func (sh *Shard) startSweep() {
 }
 
 // sweepHeld starts a sweep if the wheel holds more cancelled nodes than a
-// quarter of its linked ones and a 64th of its arena, and pays a pass's
+// quarter of its linked ones and a 64th of its arena, or, when nothing is
+// being filed, any that pin blocks being given back (sweepToShed), and pays a pass's
 // share of a running sweep when no timer was filed since the last pass:
 // the shard goroutine's part. While a sweep runs the goroutine passes
 // every tick (see plan), so a wheel whose timers were all cancelled is
@@ -110,7 +111,7 @@ func (sh *Shard) sweepHeld() {
 		return // the filers pay it, on the wheel's P (see sweeper.filed)
 	}
 	if sw.next == 0 {
-		if !sh.sweepDue() {
+		if !sh.sweepDue() && (filing || !sh.sweepToShed()) {
 			return
 		}
 		sh.startSweep()
