@@ -218,7 +218,7 @@ func TestPendingNeverReadsAboveTheLimit(t *testing.T) {
 					return
 				default:
 				}
-				tm, err := s.Schedule(uint64(w<<32|i), time.Hour, func() {})
+				tm, err := s.Schedule(uint64(w)<<32|uint64(i), time.Hour, func() {})
 				if err != nil {
 					assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 					continue
