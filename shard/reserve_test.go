@@ -176,12 +176,7 @@ func TestIdleShardGivesTheSpikeBack(t *testing.T) {
 func TestSweepStepsOverReleasedBlocks(t *testing.T) {
 	h := newHarness(t)
 	block := uint64(1) << h.sh.arena.BigBits()
-	refs := make([]Ref, 8*block)
-	for i := range refs {
-		var rej Reject
-		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
-		require.Equal(t, Accepted, rej)
-	}
+	refs := scheduleSpike(t, h.sh, int(8*block))
 	for _, r := range refs {
 		require.True(t, h.sh.Cancel(r))
 	}
@@ -232,12 +227,7 @@ func TestLaneStockOfAQueuedSpikeComesBack(t *testing.T) {
 	h := newHarness(t)
 	block := uint64(1) << h.sh.arena.BigBits()
 	unhold := holdWheel(t, h.sh)
-	refs := make([]Ref, 8*block)
-	for i := range refs {
-		var rej Reject
-		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
-		require.Equal(t, Accepted, rej)
-	}
+	refs := scheduleSpike(t, h.sh, int(8*block))
 	unhold()
 	for h.sh.statsNow().Queued > 0 {
 		h.step(testTick)
@@ -264,12 +254,7 @@ func TestLaneStockOfAQueuedSpikeComesBack(t *testing.T) {
 func TestFewCancelledNodesDoNotPinBlocks(t *testing.T) {
 	h := newHarness(t)
 	block := uint64(1) << h.sh.arena.BigBits()
-	refs := make([]Ref, 8*block)
-	for i := range refs {
-		var rej Reject
-		refs[i], rej = sched(h.sh, uint64(i), time.Hour, func() {})
-		require.Equal(t, Accepted, rej)
-	}
+	refs := scheduleSpike(t, h.sh, int(8*block))
 	// Keep one timer in each block of the spike, cancel the rest, and let
 	// the shard shed what it can: the kept timers pin their blocks.
 	var kept []Ref
@@ -296,4 +281,17 @@ func TestFewCancelledNodesDoNotPinBlocks(t *testing.T) {
 		}
 	}
 	assert.Zero(t, h.sh.statsNow().HeldCancelled)
+}
+
+// scheduleSpike schedules n timers due in an hour on sh and returns their
+// handles.
+func scheduleSpike(t *testing.T, sh *Shard, n int) []Ref {
+	t.Helper()
+	refs := make([]Ref, n)
+	for i := range refs {
+		var rej Reject
+		refs[i], rej = sched(sh, uint64(i), time.Hour, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	return refs
 }
