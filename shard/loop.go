@@ -136,11 +136,13 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 		// A burst's execRuns to give back (trimRuns), at its tick.
 		next, any = max(r.trimAt, w.elapsed+1), true
 	}
-	if at, ok := sh.reviewDue(); park && ok && (!any || at < next) {
-		// Free nodes a review may give back (reserve.go): an idle shard
-		// wakes for it, or would keep a spike's memory until its next
-		// timer.
-		next, any = max(at, w.elapsed+1), true
+	if park {
+		if at, ok := sh.reviewDue(); ok && (!any || at < next) {
+			// Free nodes a review may give back (reserve.go): an idle
+			// shard wakes for it, or would keep a spike's memory until
+			// its next timer.
+			next, any = max(at, w.elapsed+1), true
+		}
 	}
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed

@@ -68,8 +68,8 @@ const reserveFloor = 1
 const shedMin = 1
 
 // takeFree pops a free node of the holder's below h.limit, from its list
-// or from h.sort, raising the limit if both are dry and the arena holds
-// parked or released nodes above it. It reports false when the holder has
+// or from h.sort and h.back (popUnsorted), raising the limit if all are
+// dry and the arena holds parked or released nodes above it. It reports false when the holder has
 // no free node: the caller then takes one from the arena. Holder only.
 func (sh *Shard) takeFree() (uint32, pool.Slot, bool) {
 	sh.assertHolder()
@@ -86,19 +86,7 @@ func (sh *Shard) takeFree() (uint32, pool.Slot, bool) {
 			sh.park(idx)
 			continue
 		}
-		if idx := h.sort; idx != 0 {
-			s := sh.arena.Slot(idx)
-			h.sort = s.Node().Next
-			h.nsort--
-			if idx < h.limit {
-				return idx, s, true
-			}
-			sh.park(idx)
-			continue
-		}
-		if idx := h.back; idx != 0 {
-			s := sh.arena.Slot(idx)
-			h.back = s.Link().Load()
+		if idx, s, ok := sh.popUnsorted(); ok {
 			if idx < h.limit {
 				return idx, s, true
 			}
@@ -251,21 +239,29 @@ func (sh *Shard) takeBackLane() {
 // goroutine, holding the wheel, each pass while either holds nodes (plan
 // keeps it busy).
 func (sh *Shard) sortShare() {
-	h := &sh.h
 	for range sortStep {
-		idx := h.sort
-		if idx == 0 {
-			if idx = h.back; idx == 0 {
-				return
-			}
-			s := sh.arena.Slot(idx)
-			h.back = s.Link().Load()
-			sh.listFree(idx, s)
-			continue
+		idx, s, ok := sh.popUnsorted()
+		if !ok {
+			return
 		}
+		sh.listFree(idx, s)
+	}
+}
+
+// popUnsorted pops a node of h.sort, else of h.back: free nodes the limit
+// has not been checked against yet. Holder only.
+func (sh *Shard) popUnsorted() (uint32, pool.Slot, bool) {
+	h := &sh.h
+	if idx := h.sort; idx != 0 {
 		s := sh.arena.Slot(idx)
 		h.sort = s.Node().Next
 		h.nsort--
-		sh.listFree(idx, s)
+		return idx, s, true
 	}
+	if idx := h.back; idx != 0 {
+		s := sh.arena.Slot(idx)
+		h.back = s.Link().Load()
+		return idx, s, true
+	}
+	return 0, pool.Slot{}, false
 }
