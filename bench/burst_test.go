@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,24 +74,9 @@ func TestBurstOneRun(t *testing.T) {
 // TestBurstInterrupted: Ctrl-C during burst is an interruption like every
 // other command's (exit 130, "interrupted"), not an error.
 func TestBurstInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout bytes.Buffer
-	var stderr syncBuffer
-	done := make(chan int)
-	args := []string{"burst", "-timers", "1000", "-spread", "1m", "-runs", "2", "-json"}
-	go func() { done <- runContext(ctx, args, &stdout, &stderr) }()
-	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "phase 1 of 4") }, 20*time.Second, 10*time.Millisecond)
-	cancel()
-	select {
-	case code := <-done:
-		assert.Equal(t, exitInterrupted, code)
-	case <-time.After(20 * time.Second):
-		t.Fatal("burst did not stop after cancel")
-	}
-	assert.Contains(t, stderr.String(), "bench: interrupted; the results above are partial\n")
-	assert.NotContains(t, stderr.String(), "context canceled")
-	env := decodeEnvelope[BurstSpec, burstResults](t, stdout.Bytes())
+	stdout, stderr := interruptAt(t, []string{"burst", "-timers", "1000", "-spread", "1m", "-runs", "2", "-json"}, "phase 1 of 4")
+	assert.NotContains(t, stderr, "context canceled")
+	env := decodeEnvelope[BurstSpec, burstResults](t, stdout)
 	assert.True(t, env.Interrupted)
 	assert.Empty(t, env.Results.Runs, "the interrupted run is left out")
 }

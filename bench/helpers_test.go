@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,4 +88,28 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// interruptAt runs the command args and cancels it once its progress has
+// said phase (as the first SIGINT does), and checks that it stopped as an
+// interruption: exit 130 and the partial-results notice. It returns what
+// the command printed.
+func interruptAt(t *testing.T, args []string, phase string) (stdout []byte, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out bytes.Buffer
+	var errs syncBuffer
+	done := make(chan int)
+	go func() { done <- runContext(ctx, args, &out, &errs) }()
+	require.Eventually(t, func() bool { return strings.Contains(errs.String(), phase) }, 20*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitInterrupted, code, errs.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not stop after cancel", args[0])
+	}
+	assert.Contains(t, errs.String(), "bench: interrupted; the results above are partial\n")
+	return out.Bytes(), errs.String()
 }

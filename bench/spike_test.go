@@ -292,23 +292,8 @@ func TestSpikeChildArgs(t *testing.T) {
 // TestSpikeInterrupted: an interrupt during a child's run stops it, and
 // the command reports what finished, and exits 130 like every command.
 func TestSpikeInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout bytes.Buffer
-	var stderr syncBuffer
-	done := make(chan int)
-	args := []string{"spike", "-json", "-timers", "1000", "-warmup", "30s"}
-	go func() { done <- runContext(ctx, args, &stdout, &stderr) }()
-	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "phase 1 of 3") }, 20*time.Second, 10*time.Millisecond)
-	cancel()
-	select {
-	case code := <-done:
-		assert.Equal(t, exitInterrupted, code, stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatal("spike did not stop after cancel")
-	}
-	assert.Contains(t, stderr.String(), "bench: interrupted; the results above are partial")
-	env := decodeEnvelope[SpikeConfig, SpikeResults](t, stdout.Bytes())
+	stdout, _ := interruptAt(t, []string{"spike", "-json", "-timers", "1000", "-warmup", "30s"}, "phase 1 of 3")
+	env := decodeEnvelope[SpikeConfig, SpikeResults](t, stdout)
 	assert.True(t, env.Interrupted)
 	assert.Empty(t, env.Results.Runs)
 }
