@@ -127,7 +127,10 @@ func (s *Scheduler) WithTimeout(parent context.Context, timeout time.Duration) (
 func (s *Scheduler) WithTimeoutCause(parent context.Context, timeout time.Duration, cause error) (context.Context, context.CancelFunc) {
 	s.mustBeNew()
 	now, ok := s.since()
-	if !ok {
+	if !ok || timeout > s.MaxDelay() {
+		// Beyond MaxDelay the deadline would go to a runtime timer
+		// anyway (see WithDeadlineCause): package context computes it
+		// as it would have, never wrapping "now plus timeout" round.
 		return context.WithTimeoutCause(parent, timeout, cause)
 	}
 	return s.withDeadline(parent, now, s.epoch.Add(now+timeout), cause)
@@ -213,8 +216,8 @@ func (s *Scheduler) withDeadline(parent context.Context, now time.Duration, d ti
 	// d is due at d.Sub(epoch) on the monotonic clock, and the shards'
 	// clock reads at most skew more then (see shard.NewClock): due at that
 	// reading, the timer is never early.
-	at := d.Sub(s.epoch)
-	delay := at - now
+	at := d.Sub(s.epoch) // saturated by Sub for dates centuries away
+	delay := shard.AddDuration(at, -now)
 	c := &timerCtx{parent: parent, deadline: d}
 	if cause != nil {
 		c.x.Store(&ctxExtra{cause: cause})

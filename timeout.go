@@ -41,9 +41,9 @@ func (t Timeout) Cancel() bool {
 //
 // On a periodic timer (Every) Reset restarts the series' grid from the
 // call with period delay: its next run is delay from now, then every
-// delay (it allocates the new grid, 24 bytes). A delay <= 0 is refused,
-// as Every refuses it: Reset returns false and the series goes on
-// unchanged. A timer from ScheduleWithin becomes exact: it runs at the new
+// delay (it allocates the new grid, 24 bytes). A delay shorter than the
+// tick is refused, as Every refuses it: Reset returns false and the
+// series goes on unchanged. A timer from ScheduleWithin becomes exact: it runs at the new
 // deadline.
 func (t Timeout) Reset(delay time.Duration) bool {
 	return t.sh != nil && t.sh.Reset(t.ref, t.key, delay)

@@ -298,10 +298,10 @@ func (sh *Shard) rearmAsync(idx uint32, gen uint64) {
 
 // resetSeries is Reset for a periodic timer (rec its node's record, whose
 // grid's life is r's): the series restarts from now with period d (see
-// the top of this file). A period d <= 0 is refused, as Every refuses it:
-// false, and the series goes on unchanged.
+// the top of this file). A period shorter than the tick is refused, as
+// Every refuses it: false, and the series goes on unchanged.
 func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Duration) bool {
-	if d <= 0 {
+	if d < sh.cfg.Tick {
 		return false
 	}
 	now := sh.clock.Now()

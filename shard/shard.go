@@ -378,7 +378,9 @@ func (sh *Shard) Time(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at) 
 // Reading converts a time to a clock reading: never earlier than the
 // reading the clock will show at t (see NewClock), so a timer due at it is
 // never early.
-func (sh *Shard) Reading(t time.Time) time.Duration { return t.Sub(sh.cfg.Epoch) + sh.cfg.Skew }
+func (sh *Shard) Reading(t time.Time) time.Duration {
+	return AddDuration(t.Sub(sh.cfg.Epoch), sh.cfg.Skew)
+}
 
 // Footprint estimates the heap bytes New allocates for a shard with
 // wheelSize slots per level and the given lane count, before any timer:

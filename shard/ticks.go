@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,20 @@ func (a *AtomicRef) Load() Ref {
 	gen := a.gen.Load()
 	w := a.where.Load()
 	return Ref{gen: gen, idx: uint32(w), shard: uint32(w >> 32)}
+}
+
+// AddDuration returns a+b, saturated at the bounds of time.Duration
+// instead of wrapping round, as time.Time.Sub saturates: a sum of a clock
+// reading and a user's delay must never turn "far ahead" into "long ago".
+func AddDuration(a, b time.Duration) time.Duration {
+	sum := a + b
+	switch {
+	case b > 0 && sum < a:
+		return math.MaxInt64
+	case b < 0 && sum > a:
+		return math.MinInt64
+	}
+	return sum
 }
 
 func (sh *Shard) clampDelay(d time.Duration) time.Duration {
