@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
@@ -243,7 +244,9 @@ func (s *Scheduler) withDeadline(parent context.Context, now time.Duration, d ti
 	if err != nil {
 		return context.WithDeadlineCause(parent, d, cause)
 	}
+	stress.Point()
 	c.ref.Store(t.ref)
+	stress.Point()
 	// The parent may have ended the context before the store: finish
 	// found no timer to cancel then, so cancel it here. (finish stores the
 	// state before it loads ref, and we store ref before loading the
@@ -300,6 +303,7 @@ func (c *timerCtx) finish(why uint32) {
 		c.cancelTimer()
 	}
 	c.state.Store(why)
+	stress.Point()
 	if !c.done.CompareAndSwap(nil, &closedChan) {
 		close(*c.done.Load())
 	}

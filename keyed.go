@@ -6,6 +6,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
@@ -82,6 +83,7 @@ func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 	if cur, ok := ix.m.Load(key); !ok || cur != r {
 		return
 	}
+	stress.Point()
 	ix.m.Compute(key, func(cur shard.Ref, loaded bool) (shard.Ref, bool) {
 		return cur, !loaded || cur == r // deleting when not loaded stores nothing
 	})
@@ -99,6 +101,7 @@ func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, erro
 		if t, err = schedule(); err != nil {
 			return old, !loaded // unchanged (deleting nothing stores nothing)
 		}
+		stress.Point()
 		if loaded {
 			s.shards[old.Shard()].CancelUnindexed(old) // false if old had ended already
 		}
@@ -112,6 +115,7 @@ func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, erro
 	// index), so that the shard goroutine's unindex found nothing to
 	// delete. Pending is read after the store: either its unindex follows
 	// the store, or Pending sees t ended.
+	stress.Point()
 	if !t.sh.Pending(t.ref) {
 		ix.unindex(key, t.ref)
 	}
@@ -125,6 +129,7 @@ func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, erro
 func (ix *keyIndex) find(key uint64, try func(shard.Ref) bool) (shard.Ref, bool) {
 	r, ok := ix.m.Load(key)
 	for ok && !try(r) {
+		stress.Point()
 		next, loaded := ix.m.Load(key)
 		if !loaded || next == r {
 			return shard.Ref{}, false

@@ -76,6 +76,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/internal/stress"
 )
 
 const (
@@ -438,6 +439,7 @@ func (a *Arena) pop(l *freeList) (uint32, bool) {
 			return 0, false
 		}
 		next := a.Link(idx).Load()
+		stress.Point()
 		// The tag (low half) changes on every pop, so this CAS fails if idx
 		// was popped, reused and pushed back since we loaded h.
 		if l.head.CompareAndSwap(h, uint64(next)<<32|uint64(uint32(h)+1)) {
@@ -459,6 +461,7 @@ func (a *Arena) TakeLane(lane int) uint32 {
 		if idx == 0 {
 			return 0
 		}
+		stress.Point()
 		if l.head.CompareAndSwap(h, uint64(uint32(h)+1)) {
 			return idx
 		}
@@ -571,6 +574,7 @@ func (a *Arena) PutChain(lane int, c *Chain) {
 	for {
 		h := l.head.Load()
 		last.Store(uint32(h >> 32))
+		stress.Point()
 		// Pushes keep the tag: only pops need to change it to defeat ABA.
 		if l.head.CompareAndSwap(h, uint64(c.head)<<32|uint64(uint32(h))) {
 			break

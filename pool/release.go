@@ -1,5 +1,7 @@
 package pool
 
+import "github.com/shardwheel/shardwheel/internal/stress"
+
 // Giving big blocks back (see the package comment). Park, Unpark, Release
 // and Recreate are the parking goroutine's: one goroutine at a time, which
 // package shard makes whoever holds the wheel. Readers of handles may look
@@ -68,6 +70,7 @@ func (a *Arena) Release(k int) {
 		top = max(top, b.nodes[i].Epoch.Load())
 	}
 	e.floor.Store(top + 1)
+	stress.Point()
 	e.b.Store(nil)
 	a.released.Add(uint64(len(b.nodes)))
 }
@@ -101,6 +104,7 @@ func (a *Arena) Recreate(k int) bool {
 		}
 	}
 	b.parked, b.parkedTail, b.nparked = first, first+a.bigFirst-1, len(b.nodes)
+	stress.Point()
 	e.b.Store(b)
 	a.made.Add(uint64(len(b.nodes)))
 	return true

@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shardwheel/shardwheel/internal/pad"
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -59,6 +60,7 @@ func (s *Stack) Push(idx uint32, link *atomic.Uint32) {
 	for {
 		h := s.head.Load()
 		link.Store(h) // before the CAS that publishes the node (ordering step 1)
+		stress.Point()
 		if s.head.CompareAndSwap(h, idx) {
 			return
 		}
@@ -75,6 +77,7 @@ func (s *Stack) TakeAll() uint32 {
 	if s.head.Load() == 0 {
 		return 0 // a load is cheaper than a Swap on an empty stack
 	}
+	stress.Point()
 	return s.head.Swap(0)
 }
 

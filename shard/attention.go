@@ -1,6 +1,9 @@
 package shard
 
-import "github.com/shardwheel/shardwheel/pool"
+import (
+	"github.com/shardwheel/shardwheel/internal/stress"
+	"github.com/shardwheel/shardwheel/pool"
+)
 
 // The attention stack: a Reset that moves a filed timer's deadline earlier
 // pushes the node there (from any goroutine), and the holder takes the
@@ -21,6 +24,7 @@ func (sh *Shard) processAttention() {
 		// Read the link before clearing queued: once the bit is clear a
 		// Reset may push the node again and overwrite it.
 		next := slot.Link().Load()
+		stress.Point()
 		if slot.Flags()&pool.FlagProxy != 0 {
 			sh.attendProxy(idx, n)
 		} else {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/shardwheel/shardwheel/internal/stress"
 )
 
 // Runs in flight, and the cancel that waits for them.
@@ -77,6 +79,7 @@ func (sh *Shard) beginRun(word uint64) { sh.runWord.Store(word) }
 // pass, since Quiet may have let Drain start while the word was set.
 // Shard goroutine.
 func (sh *Shard) endRun() bool {
+	stress.Point()
 	sh.runWord.Store(0)
 	sh.wakeWaiters()
 	return !sh.closed.Load()
@@ -203,6 +206,7 @@ func (r *execRun) finish() {
 	}
 	t, i := r.tab, r.slot
 	t.gs[i].Store(0) // before the word: a slot free for reuse names no goroutine
+	stress.Point()
 	t.words[i].Store(0)
 	sh.wakeWaiters()
 	for {
@@ -474,6 +478,7 @@ func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series 
 	r := sh.takeRun()
 	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
 	sh.publishRun(r, sh.runWord.Load()) // the word beginRun published
+	stress.Point()
 	sh.runWord.Store(runHandedOver)
 	sh.cfg.Run(r.do)
 }
@@ -516,6 +521,7 @@ func (sh *Shard) WaitRun(ctx context.Context, r Ref) error {
 		// the check closes it (its end loads waiters, which we raised
 		// first), one that ended before is seen ended.
 		ch := sh.waitChan()
+		stress.Point()
 		if running, _ = sh.inFlight(word, me); !running {
 			return nil
 		}

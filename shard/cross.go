@@ -3,6 +3,7 @@ package shard
 import (
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -125,6 +126,7 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 	pslot.SetFlags(pool.FlagProxy)
 	t := unwrapTicks(s.ticks38(), sh.h.w.elapsed)
 	startLife(pn, statusNew, t, 0)
+	stress.Point()
 	// Handed and queued at once: the queued bit keeps every other
 	// pusher off a's link (a Reset of a filed timer pushes it on the
 	// attention stack) until p's index is stored there, and resetHanded
@@ -140,6 +142,7 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 	}
 	n.Prev = detached // out of the wheel, back by the attention stack
 	sh.arena.Link(idx).Store(pidx)
+	stress.Point()
 	for {
 		// A Reset may have moved the deadline, a Cancel ended the timer:
 		// either keeps the bit, and k reads the state when it takes p in.
@@ -149,6 +152,7 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 		}
 	}
 	sh.h.counts[cCrossed]++
+	stress.Point()
 	k.queue.Push(pidx, pslot.Link())
 	// The deadline as it is now: a Reset during the hand-over may not
 	// have woken k (it found the bit set).
@@ -253,6 +257,7 @@ func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s s
 	pn.State.Store(uint64(fs))
 	sh.freeNode(pidx, pn, fs)
 	if s.status() != statusStopped {
+		stress.Point()
 		a.attention.Push(aidx, a.arena.Link(aidx))
 		a.signal()
 	}
@@ -282,6 +287,7 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 		}
 		gen := genOf(an, s)
 		sh.beginRun(runWordOf(a.ref(aidx, gen)))
+		stress.Point()
 		fs := s.to(statusFired)
 		if !an.State.CompareAndSwap(uint64(s), uint64(fs)) {
 			if !sh.endRun() {
@@ -323,12 +329,14 @@ func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 // answer.
 func (sh *Shard) resetHanded(k *Shard, r Ref, n *pool.Node, s state, t uint64) (done, ok bool) {
 	idx := r.idx
+	stress.Point()
 	if !n.State.CompareAndSwap(uint64(s), uint64(s.withTicks(t))) {
 		return false, false // the caller reloads
 	}
 	if t >= unwrapTicks(s.ticks38(), t) {
 		return true, true // later: k meets the proxy and moves it on
 	}
+	stress.Point()
 	pn := k.arena.Find(sh.arena.Link(idx).Load())
 	if pn == nil || state(pn.State.Load()).status() == statusNew {
 		// k has not read the deadline yet; it will read this one.
@@ -346,6 +354,7 @@ func (sh *Shard) resetHanded(k *Shard, r Ref, n *pool.Node, s state, t uint64) (
 		}
 	}
 	pidx := sh.arena.Link(idx).Load()
+	stress.Point()
 	k.attention.Push(pidx, k.arena.Link(pidx))
 	k.holdAndTakeIn()
 	return true, true

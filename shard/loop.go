@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"runtime/trace"
 	"time"
+
+	"github.com/shardwheel/shardwheel/internal/stress"
 )
 
 // The shard goroutine's loop. Everything in this file, expire.go and the
@@ -25,6 +27,7 @@ func (sh *Shard) run() {
 	timer := sh.clock.NewTimer()
 	defer timer.Stop()
 	for !sh.closed.Load() {
+		stress.Point()
 		if !sh.holdForPass() {
 			// A producer holds the wheel for a moment; its release
 			// wakes us (ownWanted).
@@ -146,6 +149,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	}
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed
+	stress.Point()
 	sh.plannedAt.Store(w.elapsed)
 	if timed {
 		sh.sleepUntil.Store(next)
@@ -159,6 +163,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 // planned, a producer's release that saw ownWanted, work left over), or
 // Close.
 func (sh *Shard) sleep(timer Timer) {
+	stress.Point()
 	var fire <-chan time.Time
 	if sh.timed {
 		d := sh.tickTime(sh.wakeTick) - sh.clock.Now()

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -38,6 +39,7 @@ func startLife(n *pool.Node, status, t uint64, flags state) uint64 {
 		epoch++
 		n.Epoch.Store(epoch)
 	}
+	stress.Point()
 	n.State.Store(uint64(makeState(tag, status, t) | flags))
 	return epoch<<tagBits | tag
 }
@@ -47,6 +49,7 @@ func startLife(n *pool.Node, status, t uint64, flags state) uint64 {
 // Epoch (see startLife).
 func load(n *pool.Node, gen uint64) (state, bool) {
 	s := state(n.State.Load())
+	stress.Point()
 	return s, s.tagOK(gen) && n.Epoch.Load() == gen>>tagBits
 }
 

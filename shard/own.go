@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/shardwheel/shardwheel/internal/stress"
+
 // Holding the wheel.
 //
 // The wheel, and everything in holder, belongs to one goroutine at a time:
@@ -82,6 +84,7 @@ func (sh *Shard) tryHold() bool {
 // Schedule's.
 func (sh *Shard) tryHoldAt(tick uint64) bool {
 	o := sh.own.Load()
+	stress.Point()
 	if o&ownHeld != 0 || !sh.own.CompareAndSwap(o, o|ownHeld) {
 		return false
 	}
@@ -120,6 +123,7 @@ func (sh *Shard) assertHolder() {
 func (sh *Shard) holdForPass() bool {
 	for {
 		o := sh.own.Load()
+		stress.Point()
 		switch {
 		case o&ownHeld == 0:
 			if sh.own.CompareAndSwap(o, o&^ownWanted|ownHeld) {
@@ -153,9 +157,11 @@ func (sh *Shard) release() {
 		sh.share()
 		word := sh.ownWord()
 		sh.letGoBy()
+		stress.Point()
 		if sh.own.Swap(word)&ownWanted != 0 {
 			sh.signal()
 		}
+		stress.Point()
 		if !sh.queue.Waiting() && !sh.attention.Waiting() {
 			return
 		}
@@ -177,6 +183,7 @@ func (sh *Shard) release() {
 func (sh *Shard) letGo() {
 	word := sh.ownWord()
 	sh.letGoBy()
+	stress.Point()
 	if sh.own.Swap(word)&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
 		sh.signal()
 	}
@@ -227,7 +234,9 @@ func (sh *Shard) wakeFor(t uint64) {
 		if t >= until {
 			return
 		}
+		stress.Point()
 		if sh.sleepUntil.CompareAndSwap(until, t) {
+			stress.Point()
 			sh.signal()
 			return
 		}

@@ -3,6 +3,7 @@ package shard
 import (
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -285,6 +286,7 @@ func (sh *Shard) rearmAsync(idx uint32, gen uint64) {
 		default:
 			badNode(idx, s, "a periodic timer's run ended in an impossible state")
 		}
+		stress.Point()
 		if !n.State.CompareAndSwap(uint64(s), uint64(ns.withQueued(true))) {
 			continue
 		}

@@ -1,6 +1,10 @@
 package shard
 
-import _ "unsafe" // for go:linkname
+import (
+	_ "unsafe" // for go:linkname
+
+	"github.com/shardwheel/shardwheel/internal/stress"
+)
 
 // procPin and procUnpin are the runtime's functions for pinning the
 // goroutine to its P: while pinned it is not preempted and stays on its P.
@@ -19,18 +23,39 @@ import _ "unsafe" // for go:linkname
 // wheel free. A pinned goroutine must not block; a holding producer never
 // does.
 //
-//go:linkname procPin runtime.procPin
-func procPin() int
+//go:linkname runtimeProcPin runtime.procPin
+func runtimeProcPin() int
 
-//go:linkname procUnpin runtime.procUnpin
-func procUnpin()
+//go:linkname runtimeProcUnpin runtime.procUnpin
+func runtimeProcUnpin()
+
+// procPin pins the caller to its P and returns the P's id. Under the
+// stress tag it tells package stress, whose points must not deschedule a
+// pinned goroutine.
+func procPin() int {
+	p := runtimeProcPin()
+	if stress.On {
+		stress.Enter(p)
+	}
+	return p
+}
+
+// procUnpin undoes procPin.
+func procUnpin() {
+	if stress.On {
+		p := runtimeProcPin()
+		runtimeProcUnpin()
+		stress.Exit(p)
+	}
+	runtimeProcUnpin()
+}
 
 // CurrentP returns the id of the P running the caller. The goroutine may
 // migrate right after: callers use it as a locality hint, never for mutual
 // exclusion.
 func CurrentP() int {
-	p := procPin()
-	procUnpin()
+	p := runtimeProcPin()
+	runtimeProcUnpin()
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -75,6 +76,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		t = sh.deadlineTick(r.Now, r.Delay)
 	}
 	now := sh.floorTick(r.Now)
+	stress.Point()
 	p := procPin()
 	l := &sh.lanes[p&sh.laneMask]
 	if sh.cfg.Limited && !sh.acquire(l) {
@@ -102,6 +104,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	// Drain sees our node or we see closed here. Whoever CASes the node
 	// first owns its fate; the node stays where it is, and nobody frees
 	// it once the shard is closed.
+	stress.Point()
 	if sh.closed.Load() && sh.undo(ref, l) {
 		return Ref{}, Closed
 	}
@@ -199,8 +202,10 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 		return Ref{}, false
 	}
 	_, gen, _ := startTimer(slot, r, rec, statusNew, t)
+	stress.Point()
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
+	stress.Point()
 	switch {
 	case !local:
 		sh.wakeFor(t)
@@ -317,6 +322,7 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			return false
 		}
 		if cs, ok, queue := cancel(n, s, drop); ok {
+			stress.Point()
 			if s.status() != statusRunning {
 				// A running series' task belongs to its run, which the
 				// Cancel does not stop: the holder that frees the node
@@ -325,6 +331,7 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			}
 			endCancel(n, cs)
 			sh.cancelled(li)
+			stress.Point()
 			if queue {
 				sh.attention.Push(r.idx, slot.Link())
 				sh.holdAndTakeIn()
@@ -424,6 +431,7 @@ func (sh *Shard) Reset(r Ref, key uint64, delay time.Duration) bool {
 		}
 		if ok, queue := reset(n, s, t); ok {
 			sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
+			stress.Point()
 			sh.noticeReset(r.idx, s, t, queue)
 			return true
 		}

@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -173,6 +174,7 @@ func unwrapTicks(t38, ref uint64) uint64 {
 // index must hear of its end, so that a holder frees it, and tells the
 // index, soon rather than when its slot comes round.
 func cancel(n *pool.Node, s state, drop state) (ns state, ok, needsQueue bool) {
+	stress.Point()
 	ns = s.to(statusCancelling) &^ drop
 	needsQueue = s.status() == statusPending && ns.indexed() && !s.queued()
 	ns = ns.withQueued(s.queued() || needsQueue)
@@ -185,6 +187,7 @@ func cancel(n *pool.Node, s state, drop state) (ns state, ok, needsQueue bool) {
 // freed.
 func endCancel(n *pool.Node, s state) state {
 	for {
+		stress.Point()
 		ns := s.to(statusCancelled)
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {
 			return ns
@@ -197,6 +200,7 @@ func endCancel(n *pool.Node, s state) state {
 // stack when the deadline moves earlier than where a pending node may be
 // filed; a later deadline is found lazily when the old slot comes due.
 func reset(n *pool.Node, s state, t uint64) (ok, needsQueue bool) {
+	stress.Point()
 	if s.status() == statusPending {
 		needsQueue = t < unwrapTicks(s.ticks38(), t) && !s.queued()
 	}
@@ -207,6 +211,7 @@ func reset(n *pool.Node, s state, t uint64) (ok, needsQueue bool) {
 // settle marks a new timer as filed in the wheel, so that from now on an
 // earlier Reset tells the holder. Holder only.
 func settle(n *pool.Node, s state) (state, bool) {
+	stress.Point()
 	ns := s.to(statusPending)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
@@ -214,6 +219,7 @@ func settle(n *pool.Node, s state) (state, bool) {
 // fire moves a pending timer whose tick has come to fired. Shard goroutine
 // only.
 func fire(n *pool.Node, s state) (state, bool) {
+	stress.Point()
 	ns := s.to(statusFired)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
@@ -221,12 +227,14 @@ func fire(n *pool.Node, s state) (state, bool) {
 // begin moves a pending periodic timer whose tick has come to running.
 // Shard goroutine only.
 func begin(n *pool.Node, s state) (state, bool) {
+	stress.Point()
 	ns := s.to(statusRunning)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
 }
 
 // claim moves a live timer to stopped, for Stop.
 func claim(n *pool.Node, s state) bool {
+	stress.Point()
 	return n.State.CompareAndSwap(uint64(s), uint64(s.to(statusStopped)))
 }
 
@@ -234,6 +242,7 @@ func claim(n *pool.Node, s state) bool {
 // stack and returns the state it left. Holder only.
 func dequeue(n *pool.Node) state {
 	for {
+		stress.Point()
 		s := state(n.State.Load())
 		ns := s.withQueued(false)
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {

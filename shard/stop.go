@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -85,6 +86,7 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 		for {
 			s := state(n.State.Load())
 			gen := genOf(n, s)
+			stress.Point()
 			if !s.live() || gen == 0 {
 				break // ended, or a fresh node a producer is still taking
 			}
