@@ -202,7 +202,11 @@ func WithExecutor(run func(task func())) Option {
 // default logs the value and stack at error level, to the WithLogger
 // logger. h must not be nil. h runs on the shard goroutine, or, for a
 // Goexit of a task an executor runs on another goroutine, on that one; it
-// should not panic, and if it does, its panic is recovered and dropped.
+// should not panic, and if it does, its panic is recovered and dropped. If
+// it calls runtime.Goexit (t.Fatal in a test's handler), that ends the
+// goroutine it runs on, as a task's Goexit would: the shard goes on with
+// a new goroutine, the value counted and reported once, and a run on an
+// executor's goroutine still finishes.
 // Panics of tasks that an executor (WithExecutor) runs on other goroutines
 // never reach the shard: that executor must recover them.
 func WithPanicHandler(h func(v any)) Option {

@@ -1,6 +1,7 @@
 package shardwheel_test
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -194,6 +195,68 @@ func TestGoexitingTaskLeavesItsShardRunning(t *testing.T) {
 					c.check(t, v)
 				}
 				assert.EqualValues(t, aborts, s.Stats().Total.Panics)
+			})
+		}
+	}
+}
+
+// TestPanicHandlerThatEndsItsGoroutine: a panic handler that calls
+// runtime.Goexit (t.Fatal in a test's handler) ends the goroutine it runs
+// on, which inline is the shard goroutine: the shard goes on with a new
+// one, the panic is counted once and the handler called once for it; with
+// an executor the run still finishes (CancelWait returns) and a series
+// runs on. The same holds when the handler ends its goroutine reporting a
+// task's own Goexit.
+func TestPanicHandlerThatEndsItsGoroutine(t *testing.T) {
+	executors := map[string][]shardwheel.Option{
+		"inline":    nil,
+		"in-run":    {shardwheel.WithExecutor(func(f func()) { f() })},
+		"goroutine": {shardwheel.WithExecutor(func(f func()) { go func() { defer func() { _ = recover() }(); f() }() })},
+	}
+	aborts := map[string]func(){
+		"panic":  func() { panic("boom") },
+		"goexit": func() { runtime.Goexit() },
+	}
+	for name, exec := range executors {
+		for kind, abort := range aborts {
+			if kind == "panic" && name == "goroutine" {
+				continue // the executor's goroutine panics: the executor's to report
+			}
+			t.Run(name+"/"+kind, func(t *testing.T) {
+				var handled atomic.Int64
+				opts := append([]shardwheel.Option{shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond),
+					shardwheel.WithPanicHandler(func(any) {
+						handled.Add(1)
+						runtime.Goexit()
+					})}, exec...)
+				s := newScheduler(t, opts...)
+				started := make(chan struct{})
+				first, err := s.AfterFunc(0, func() { close(started); abort() })
+				require.NoError(t, err)
+				<-started
+				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+				defer cancel()
+				_, err = first.CancelWait(ctx)
+				require.NoError(t, err, "the aborted run finishes")
+				var ran atomic.Int64
+				for range 10 {
+					_, err := s.AfterFunc(time.Millisecond, func() { ran.Add(1) })
+					require.NoError(t, err)
+				}
+				var beats atomic.Int64
+				hb, err := s.EveryFunc(time.Millisecond, shardwheel.SkipMissed, func() {
+					if beats.Add(1) == 1 {
+						abort()
+					}
+				})
+				require.NoError(t, err)
+				require.Eventually(t, func() bool { return ran.Load() == 10 && beats.Load() >= 3 },
+					waitFor, pollEvery, "the shard goes on: %d of 10 timers ran, the series ran %d times", ran.Load(), beats.Load())
+				_, err = hb.CancelWait(ctx)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool { return s.Stats().Total.Panics == 2 }, waitFor, pollEvery,
+					"Panics %d, want 2", s.Stats().Total.Panics)
+				assert.Equal(t, int64(2), handled.Load(), "the handler is called once per abort")
 			})
 		}
 	}

@@ -172,18 +172,21 @@ func (r *execRun) exec() {
 // the Goexit goes on through it. On another goroutine it is reported
 // here, while the run is still published, as runTask reports a panic,
 // and the shard goroutine, woken, counts it (Panics) in its pass
-// (countExits). recover returns nil for a Goexit, and for a nil panic
-// only under GODEBUG=panicnil=1, which is then taken for one.
+// (countExits); the run finishes in a deferred call, which a panic
+// handler's own Goexit runs too. recover returns nil for a Goexit, and for
+// a nil panic only under GODEBUG=panicnil=1, which is then taken for one.
 func (r *execRun) goexited(me uintptr) {
 	sh := r.sh
 	if me == sh.g.Load() {
 		r.finish()
 		return
 	}
+	defer func() {
+		r.finish()
+		sh.runExits.Add(1)
+		sh.signal()
+	}()
 	reportPanic(sh.cfg.OnPanic, ErrGoexit)
-	r.finish()
-	sh.runExits.Add(1)
-	sh.signal()
 }
 
 // countExits counts in Panics the Goexits of tasks on executors'

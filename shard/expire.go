@@ -319,7 +319,7 @@ func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series b
 	}()
 	if v := sh.callTask(task, key, idx, gen, series); v != nil {
 		sh.h.counts[cPanics]++
-		reportPanic(sh.cfg.OnPanic, v)
+		sh.report(v)
 	}
 	returned = true
 }
@@ -351,7 +351,8 @@ func (sh *Shard) callTask(task Task, key uint64, idx uint32, gen uint64, series 
 
 // reportPanic hands v to the panic handler. A handler that panics itself
 // must not kill the shard either: its panic is recovered and dropped, as
-// there is nobody left to report it to.
+// there is nobody left to report it to. A handler's runtime.Goexit cannot
+// be stopped: the callers see it (report, goexited).
 func reportPanic(onPanic func(any), v any) {
 	defer func() { _ = recover() }()
 	onPanic(v)

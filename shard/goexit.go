@@ -41,6 +41,11 @@ import "errors"
 // no run word, and the successor checks closed before its first pass. A
 // Goexit costs a goroutine start and a pass, never a timer.
 //
+// A panic handler that calls runtime.Goexit (t.Fatal in a test's handler)
+// ends the goroutine it reports on in the same way: on the shard goroutine,
+// the successor takes over, the abort counted and reported once (report);
+// on an executor's goroutine, the run finishes all the same (goexited).
+//
 // Through an executor, a task's Goexit ends the executor's goroutine, not
 // the shard's (unless the executor runs the task inside its run call, on
 // the shard goroutine, which is the case above): the run's own deferred
@@ -63,15 +68,34 @@ const (
 // executor's run call) on the shard goroutine, in runTask's deferred call:
 // it counts and reports it while the run word still names the task, as a
 // panic is, then ends the run and tells the frames below what to do. The
-// shard goroutine, holding the wheel.
+// Goexit may be the panic handler's, called for the task's panic or for
+// its Goexit (reporting, see report): the abort is counted and reported
+// once, and the run ends all the same, in a deferred call that a second
+// Goexit runs too. The shard goroutine, holding the wheel.
 func (sh *Shard) taskExited() {
-	sh.h.counts[cPanics]++
-	reportPanic(sh.cfg.OnPanic, ErrGoexit)
-	if sh.endRun() {
-		sh.goexit = goexitResume
-	} else {
-		sh.goexit = goexitAbandon
+	defer func() {
+		sh.reporting = false
+		if sh.endRun() {
+			sh.goexit = goexitResume
+		} else {
+			sh.goexit = goexitAbandon
+		}
+	}()
+	if sh.reporting {
+		return // the handler ended the goroutine: the panic is reported
 	}
+	sh.h.counts[cPanics]++
+	sh.report(ErrGoexit)
+}
+
+// report hands v, the value of a task's panic or ErrGoexit, to the panic
+// handler, marking that it does so: a handler that calls runtime.Goexit
+// ends the shard goroutine as a task's Goexit would, and taskExited must
+// not count or report the abort again. The shard goroutine.
+func (sh *Shard) report(v any) {
+	sh.reporting = true
+	reportPanic(sh.cfg.OnPanic, v)
+	sh.reporting = false
 }
 
 // requeueDue files in the due-now slot the rest of a list that runList

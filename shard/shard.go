@@ -219,6 +219,7 @@ type Shard struct {
 	lastTick  uint64   // the last tick a pass reached; written holding the wheel
 	quieted   bool     // quiet is closed
 	goexit    uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
+	reporting bool     // the panic handler is running (report)
 	runs      runPool  // the execRuns it holds (cancelwait.go)
 	trace     tracer   // the execution tracer's view of passes (trace.go)
 }
