@@ -5,32 +5,44 @@ import (
 	"github.com/shardwheel/shardwheel/pool"
 )
 
-// The attention stack: a Reset that moves a filed timer's deadline earlier
-// pushes the node there (from any goroutine), and the holder takes the
-// whole stack with one Swap and files each node again. The stack is
-// threaded through the arena's links (pool.Arena.Link): a node on it is
-// filed, so it is on no free list and not in the queue, the other users of
-// its link, and it is never freed before the holder has taken it off (see
-// releaseNode).
+// The attention queue: nodes the holder must look at, which any goroutine
+// pushes: a Reset that moves a filed timer's deadline earlier, a periodic
+// timer whose executor's run returned, a routed timer handed back by the
+// shard that ran it, and, on the shard a routed timer crosses to, its proxy
+// (cross.go), on its first crossing and after a Reset. Unlike the queue of
+// new timers, no transfer cap holds it back: every entry is a timer filed
+// already, and a proxy's key order must not wait behind other keys' new
+// timers. The queue is threaded through the arena's links
+// (pool.Arena.Link): a node on it is filed or out of the wheel, so it is on
+// no free list and not in the queue of new timers, the other users of its
+// link, and it is never freed before the holder has taken it off (see
+// releaseNode). A node is pushed once until the holder pops it: the queued
+// bit of its state (of its timer's, for a proxy) says it is on its way, and
+// a new proxy is pushed by its crossing alone.
 
-// processAttention empties the attention stack: nodes whose deadline moved
-// earlier are filed again, and nodes whose timer ended meanwhile are
-// unlinked and freed. Holder only.
-func (sh *Shard) processAttention() {
+// processAttention takes in up to budget nodes of the attention queue:
+// nodes whose deadline moved earlier are filed again, proxies filed or
+// freed, and nodes whose timer ended meanwhile unlinked and freed. A
+// producer that leaves nodes waiting wakes the shard goroutine to finish.
+// Holder only.
+func (sh *Shard) processAttention(budget int) {
 	sh.assertHolder()
-	for idx := sh.attention.TakeAll(); idx != 0; {
+	for range budget {
+		idx, ok := sh.attention.TryPop(sh.arena)
+		if !ok {
+			return
+		}
+		stress.Point()
 		slot := sh.arena.Slot(idx)
 		n := slot.Node()
-		// Read the link before clearing queued: once the bit is clear a
-		// Reset may push the node again and overwrite it.
-		next := slot.Link().Load()
-		stress.Point()
 		if slot.Flags()&pool.FlagProxy != 0 {
 			sh.attendProxy(idx, n)
 		} else {
 			sh.attend(idx, n, dequeue(n))
 		}
-		idx = next
+	}
+	if !sh.h.goroutine && !sh.attention.Empty() {
+		sh.signal()
 	}
 }
 

@@ -27,10 +27,11 @@ import (
 // shared lists any producer uses, and make it a proxy: its Key names a
 // (A's number and a's index), FlagProxy marks it, and its state is new,
 // with a's deadline. Store p's index in a's link (a is in no list now),
-// CAS a from pending to handed, push p on K's queue, and wake K's goroutine
-// for a's deadline. K's holder takes p in like any new timer and files it
-// at a's deadline (acceptProxy), reading a's state after it has settled
-// p (new to pending).
+// CAS a from pending to handed, push p on K's attention queue, and wake
+// K's goroutine for a's deadline. K's holder takes p in with the queue's
+// other nodes, before any transfer cap applies, and files it at a's
+// deadline (attendProxy), reading a's state after it has settled p (new
+// to pending).
 //
 // A handed timer is live: Cancel, Reset, Pending, Deadline and Stop act on
 // a as on any timer, and p stands for it in K's wheel until a has ended:
@@ -42,8 +43,8 @@ import (
 //   - Reset to an earlier deadline rewrites a's ticks, then looks at p: if
 //     p is still new, K has not read a's deadline yet and reads the new
 //     one (wakeFor makes K come in time); else it sets a's queued bit, by
-//     CAS, while a is still handed, and pushes p on K's attention stack, so
-//     that K files p again (attendProxy). The queued bit, set only while a
+//     CAS, while a is still handed, and pushes p on K's attention queue,
+//     so that K files p again (attendProxy). The queued bit, set only while a
 //     is handed and cleared only by K, makes the push happen once, and K
 //     never frees p while it is set: the push may be on its way.
 //   - Stop claims a (A's Drain); K's Drain skips proxies, and a holder of
@@ -53,7 +54,7 @@ import (
 // handed to fired, the task read from A's slot), runs the task, frees p,
 // and hands a back to A; so does one that meets p with a cancelled (and
 // not queued), without running anything. Handing back pushes a on A's
-// attention stack, whose holder frees it (attend): only A's holders free
+// attention queue, whose holder frees it (attend): only A's holders free
 // A's nodes. The timer counts in A's Stats throughout (Scheduled, Fired by
 // crossedFired, Cancelled, Stopped), so each shard's figures add up.
 //
@@ -153,7 +154,7 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 	}
 	sh.h.counts[cCrossed]++
 	stress.Point()
-	k.queue.Push(pidx, pslot.Link())
+	k.attention.Push(pidx, pslot.Link())
 	// The deadline as it is now: a Reset during the hand-over may not
 	// have woken k (it found the bit set).
 	k.wakeFor(min(t, unwrapTicks(s.ticks38(), sh.h.w.elapsed)))
@@ -209,18 +210,6 @@ func (sh *Shard) source(pn *pool.Node) (*Shard, uint32, *pool.Node) {
 	a := sh.cfg.Group.Shards[pn.Key>>32]
 	idx := uint32(pn.Key)
 	return a, idx, a.arena.Node(idx)
-}
-
-// acceptProxy files proxy pidx (pn), just taken off the queue new: at its
-// timer's deadline, or frees it if the timer has ended. Holder only.
-func (sh *Shard) acceptProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool) {
-	sh.assertHolder()
-	// Settle first, then read the timer: a Reset that saw the proxy new
-	// has changed the deadline before it looked (see the file comment).
-	sh.h.counts[cProxied]++
-	ps = ps.to(statusPending)
-	pn.State.Store(uint64(ps))
-	return sh.placeProxy(pidx, pn, ps)
 }
 
 // placeProxy files proxy pidx (pn, pending in state ps, in no list) by
@@ -307,18 +296,29 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 	}
 }
 
-// attendProxy handles proxy pidx (pn), taken off the attention stack,
-// where the Reset that moved its timer's deadline earlier pushed it: it
-// clears the timer's queued bit and files the proxy again by the timer's
-// state (placeProxy). Holder only.
+// attendProxy handles proxy pidx (pn), taken off the attention queue: a
+// new proxy its timer's crossing pushed, which it settles (new to
+// pending), or one a Reset that moved the timer's deadline earlier pushed,
+// whose timer's queued bit it clears. Either way it then files the proxy
+// by the timer's state (placeProxy). Settling comes first, then reading
+// the timer: a Reset that saw the proxy new has changed the deadline
+// before it looked, and one that sees it pending pushes it again (see the
+// file comment). Holder only.
 func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 	sh.assertHolder()
-	_, _, an := sh.source(pn)
-	dequeue(an)
-	if pn.Prev != 0 {
-		sh.h.w.unlink(pidx)
+	ps := state(pn.State.Load())
+	if ps.status() == statusNew {
+		sh.h.counts[cProxied]++
+		ps = ps.to(statusPending)
+		pn.State.Store(uint64(ps))
+	} else {
+		_, _, an := sh.source(pn)
+		dequeue(an)
+		if pn.Prev != 0 {
+			sh.h.w.unlink(pidx)
+		}
 	}
-	if t, ok := sh.placeProxy(pidx, pn, state(pn.State.Load())); ok {
+	if t, ok := sh.placeProxy(pidx, pn, ps); ok {
 		sh.wakeFor(t)
 	}
 }

@@ -149,3 +149,86 @@ func TestRoutedTimersCrossExactlyOnce(t *testing.T) {
 		}
 	})
 }
+
+// manualGroup is n shards of one Group on a manual clock, without their
+// goroutines: the test makes each pass, as harness does for one shard.
+type manualGroup struct {
+	t      testing.TB
+	clock  *ManualClock
+	shards []*Shard
+}
+
+func newManualGroup(t testing.TB, n int, mutate func(i int, c *Config)) *manualGroup {
+	t.Helper()
+	m := &manualGroup{t: t, clock: &ManualClock{}}
+	m.clock.Advance(time.Hour)
+	g := &Group{Shards: make([]*Shard, n), Route: func(key uint64) int { return int(key % uint64(n)) }, Origin: m.clock.Now()}
+	for i := range n {
+		cfg := Config{
+			Tick: testTick, WheelSize: 512, FirstBlock: 64, TransferCap: 1 << 20,
+			Clock: m.clock, Lanes: 2, ID: i, Shards: n, Home: i, Group: g,
+			OnPanic: func(v any) { t.Errorf("task panicked: %v", v) },
+		}
+		if mutate != nil {
+			mutate(i, &cfg)
+		}
+		sh, err := New(cfg)
+		require.NoError(t, err)
+		g.Shards[i] = sh
+	}
+	m.shards = g.Shards
+	return m
+}
+
+// pass makes one pass of every shard, checking each wheel's invariants.
+func (m *manualGroup) pass() {
+	m.t.Helper()
+	for _, sh := range m.shards {
+		require.True(m.t, sh.holdForPass(), "the wheel is held")
+		require.True(m.t, sh.pass())
+		sh.verify()
+		sh.release()
+	}
+}
+
+// step advances the clock by d a tick at a time, with passes after each.
+func (m *manualGroup) step(d time.Duration) {
+	for ; d > 0; d -= testTick {
+		m.clock.Advance(testTick)
+		m.pass()
+	}
+}
+
+// A key's timers run in deadline order on the key's shard even when that
+// shard's queue is backlogged (a transfer cap of one timer a tick): timers
+// crossing to their key's shard are not new timers waiting for the wheel,
+// and no backlog of other keys' new timers holds them back.
+func TestKeyOrderHoldsBehindATransferBacklog(t *testing.T) {
+	m := newManualGroup(t, 3, func(i int, c *Config) {
+		if i == 0 {
+			c.TransferCap = 1
+		}
+	})
+	k := m.shards[0]
+	var order []string
+	routed := func(on *Shard, key uint64, delay time.Duration, name string) {
+		_, rej := on.Schedule(&Request{Key: key, Now: m.clock.Now(), Delay: delay, Routed: true,
+			Task: Task{Func: func() { order = append(order, name) }}})
+		require.Equal(t, Accepted, rej)
+	}
+	// Key 3's later timer, from shard 2; then a backlog of other keys'
+	// new timers on shard 0 itself; then key 3's earlier timer, from
+	// shard 1. Both of key 3's cross to shard 0 at their Schedule.
+	routed(m.shards[2], 3, 200*time.Millisecond, "late")
+	m.pass()
+	unhold := holdWheel(t, k) // so that they wait in its queue
+	for i := range 300 {
+		_, rej := sched(k, uint64(i*3), 400*time.Millisecond, func() {})
+		require.Equal(t, Accepted, rej)
+	}
+	unhold()
+	routed(m.shards[1], 3, 100*time.Millisecond, "early")
+	m.pass()
+	m.step(600 * time.Millisecond)
+	require.Equal(t, []string{"early", "late"}, order, "key 3's timers in deadline order")
+}

@@ -108,10 +108,12 @@
 //	           lanes home id closed gid g  (gid, g)
 //	owner      own                         every holder: the shard's P's Schedules, the
 //	                                       goroutine's passes
-//	queue      queue.in                    producers that find the wheel held; shards that
-//	                                       cross timers here
+//	queue      queue.in                    producers that find the wheel held
 //	backlog    queue.first queue.last      holders
-//	attention  attention                   earlier Resets; shards handing crossed timers back
+//	           attention.first
+//	           attention.last
+//	attention  attention.in                earlier Resets; shards crossing timers here or
+//	                                       handing them back
 //	plan       sleepUntil plannedAt        the goroutine, each pass; a wakeFor that lowers it
 //	starved    starved                     producers whose lane ran low; the holder that feeds
 //	                                       it

@@ -97,7 +97,7 @@ func (sh *Shard) passBody() bool {
 	}
 	sh.work = passWork{}
 	sh.unindexEnded()
-	sh.processAttention()
+	sh.processAttention(math.MaxInt)
 	sh.more = sh.transfer(passBudget)
 	ok := sh.advance(target, now)
 	if !ok {
@@ -129,7 +129,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	w := sh.h.w
 	next = w.elapsed + 1
 	t, any := w.nextWake()
-	busy := sh.more || w.dueNow() || !sh.queue.Empty() || sh.attention.Waiting() ||
+	busy := sh.more || w.dueNow() || !sh.queue.Empty() || !sh.attention.Empty() ||
 		sh.h.unindex != 0 || sh.h.sweep.next != 0 || sh.h.sort != 0 || sh.h.back != 0
 	park = !busy && (!any || t > next)
 	if park && any {

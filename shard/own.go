@@ -150,8 +150,8 @@ func (sh *Shard) release() {
 	if goroutine {
 		budget = passBudget
 	}
-	if !goroutine && sh.queue.Backlogged() {
-		sh.transfer(budget) // what an earlier holder left beyond its budget
+	if !goroutine && (sh.queue.Backlogged() || sh.attention.Backlogged()) {
+		sh.takeIn(budget) // what an earlier holder left beyond its budget
 	}
 	for round := 0; ; round++ {
 		sh.share()
@@ -205,7 +205,7 @@ func (sh *Shard) holdAndTakeIn() {
 // timers (at most budget of them). Holder only.
 func (sh *Shard) takeIn(budget int) {
 	sh.assertHolder()
-	sh.processAttention()
+	sh.processAttention(budget)
 	sh.transfer(budget)
 }
 

@@ -138,11 +138,12 @@ type Shard struct {
 	own atomic.Uint64
 	_   [pad.CacheLineSize]byte
 
-	// Pushed by producers that find the wheel held (queue) and by Resets
-	// to an earlier deadline (attention); emptied by holders. Each pads
-	// its producers' line; queue's backlog is the holders'.
+	// Pushed by producers that find the wheel held (queue), and by Resets
+	// to an earlier deadline and shards crossing or handing back routed
+	// timers (attention, attention.go); emptied by holders. Each pads its
+	// producers' line; their backlogs are the holders'.
 	queue     ring.Queue
-	attention ring.Stack
+	attention ring.Queue
 	_         [pad.CacheLineSize]byte
 
 	// Read on every Schedule, written by the shard goroutine once per pass

@@ -2,8 +2,6 @@ package shard
 
 import (
 	"math"
-
-	"github.com/shardwheel/shardwheel/pool"
 )
 
 // transfer moves new timers from the queue into the wheel, at most
@@ -23,7 +21,6 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	capLeft := sh.cfg.TransferCap - sh.h.capUsed
 	limit := min(budget, capLeft)
 	total := 0
-	proxied := sh.h.counts[cProxied]
 	first := uint64(math.MaxUint64) // the earliest deadline filed
 	for total < limit {
 		idx, ok := sh.queue.TryPop(sh.arena)
@@ -49,7 +46,7 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	sh.wakeFor(first)
 	c := &sh.h.counts
 	sh.h.capUsed += total
-	c[cConsumed] += uint64(total) - (c[cProxied] - proxied)
+	c[cConsumed] += uint64(total)
 	c[cTransferLast] = uint64(sh.h.capUsed)
 	c[cTransferPeak] = max(c[cTransferPeak], uint64(sh.h.capUsed))
 	if sh.h.capUsed == sh.cfg.TransferCap {
@@ -92,10 +89,6 @@ func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
 				}
 				sh.file(idx, n, t)
 				return t, true
-			}
-			slot := sh.arena.Slot(idx)
-			if slot.Flags()&pool.FlagProxy != 0 {
-				return sh.acceptProxy(idx, n, s)
 			}
 			ns, ok := settle(n, s)
 			if !ok {
