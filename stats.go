@@ -25,9 +25,12 @@ type Stats struct {
 // them). Durations encode to JSON as integer nanoseconds, histograms as
 // their percentiles.
 type ShardStats struct {
-	// Resident is the number of timer nodes the shard holds: timers in
-	// its wheel (cancelled ones not yet freed included) plus those in its
-	// queue.
+	// Resident is the number of timer nodes the shard holds, as of its
+	// last pass: its timers not yet ended, wherever they wait (its wheel,
+	// its queue, or handed to the shard their key routes to), the ended
+	// ones whose nodes it has not freed yet (HeldCancelled among them),
+	// and the nodes that stand in its wheel for timers other shards
+	// handed to it (their keys route here).
 	Resident int `json:"resident"`
 	// Scheduled counts timers accepted by Schedule and its kin. Like every
 	// counter here it never decreases. Summed over the shards, at
@@ -71,10 +74,11 @@ type ShardStats struct {
 	// RefiledPeak is the most timers one pass moved within the wheel.
 	RefiledPeak int `json:"refiled_peak"`
 	// HeldCancelled is the number of cancelled timers whose nodes the shard
-	// still holds, in its wheel or its queue, as of its last pass (the pass
-	// that Resident counts the wheel at): a Cancel only marks its timer, and
-	// the shard frees the node when it meets it (its slot comes round, or it
-	// takes it in from the queue) or a sweep passes it.
+	// still holds (in its wheel, its queue, or handed to another shard), as
+	// of its last pass, the pass Resident is read at: never above
+	// Resident. A Cancel only marks its timer, and the shard frees the
+	// node when it meets it (its slot comes round, or it takes it in from
+	// the queue) or a sweep passes it.
 	HeldCancelled int `json:"held_cancelled"`
 	// Sweeps counts completed sweeps of the shard's nodes, and Swept the
 	// cancelled nodes they freed.
@@ -161,7 +165,8 @@ const RecentWindow = shard.RecentWindow
 
 // RecentPeaks is the slowest pass and the peaks of the passes of the last
 // RecentWindow, each as its since-the-start counterpart in ShardStats
-// describes it, with the differences said here.
+// describes it, with the differences said here. No field reads above its
+// counterpart in the same Stats.
 type RecentPeaks struct {
 	// SlowestPass is the slowest of those passes.
 	SlowestPass PassWork `json:"slowest_pass"`

@@ -2,6 +2,7 @@ package shardwheel_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,4 +242,77 @@ func TestHeldCancelledIsNeverAboveResident(t *testing.T) {
 		require.LessOrEqual(t, st.HeldCancelled, st.Resident)
 		require.GreaterOrEqual(t, st.HeldCancelled, 0)
 	}
+}
+
+// TestStatsRelationsHoldInEveryRead reads Stats in a loop beside a keyed
+// churn (timers crossing between shards, cancelled, reset, some run, a
+// small transfer cap backlogging the queues) and checks, in every read,
+// every relation between fields that ShardStats documents: no cancelled
+// node held beyond the nodes held, no recent peak above its peak since
+// the start, no more taken back than cancelled, no counter going back.
+func TestStatsRelationsHoldInEveryRead(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTransferCap(8))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			var ts []shardwheel.Timeout
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := time.Duration(r.IntN(40)) * time.Millisecond
+				tm, err := s.Schedule(r.Uint64(), d, noop)
+				if !assert.NoError(t, err) {
+					return
+				}
+				ts = append(ts, tm)
+				if len(ts) > 64 {
+					i := r.IntN(len(ts))
+					if r.IntN(4) == 0 {
+						ts[i].Reset(time.Hour)
+					}
+					ts[i].Cancel()
+					ts[i] = ts[len(ts)-1]
+					ts = ts[:len(ts)-1]
+				}
+			}
+		})
+	}
+	reads := 2000
+	if testing.Short() {
+		reads = 300
+	}
+	var last map[string]uint64
+	for i := range reads {
+		st := s.Stats()
+		var sum shardwheel.ShardStats
+		for _, sh := range append(st.Shards, st.Total) {
+			require.LessOrEqual(t, sh.HeldCancelled, sh.Resident, "read %d: HeldCancelled above Resident", i)
+			require.LessOrEqual(t, sh.Recent.QueuedPeak, sh.QueuedPeak, "read %d: recent QueuedPeak", i)
+			require.LessOrEqual(t, sh.Recent.TransferPeak, sh.TransferPeak, "read %d: recent TransferPeak", i)
+			require.LessOrEqual(t, sh.Recent.RefiledPeak, sh.RefiledPeak, "read %d: recent RefiledPeak", i)
+			require.LessOrEqual(t, sh.Recent.SlowestPass.Duration, sh.SlowestPass.Duration, "read %d: recent SlowestPass", i)
+			require.LessOrEqual(t, sh.TakenBack, sh.Cancelled, "read %d: TakenBack above Cancelled", i)
+		}
+		for _, sh := range st.Shards {
+			sum.Resident += sh.Resident
+			sum.HeldCancelled += sh.HeldCancelled
+		}
+		require.Equal(t, sum.Resident, st.Total.Resident, "read %d: Total.Resident is the shards' sum", i)
+		require.Equal(t, sum.HeldCancelled, st.Total.HeldCancelled, "read %d", i)
+		now := counters(st.Total)
+		for name, v := range now {
+			require.GreaterOrEqual(t, v, last[name], "read %d: %s went backwards", i, name)
+		}
+		last = now
+		if i%16 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

@@ -112,6 +112,7 @@ func (sh *Shard) passBody() bool {
 	sh.trimRuns()
 	sh.recordPass(now)
 	sh.publish()
+	sh.recordRecent(now)
 	if debug {
 		sh.verify()
 	}

@@ -142,6 +142,7 @@ func (sh *Shard) freeSlot(idx uint32, n *pool.Node, s state, slot pool.Slot) {
 	} else {
 		slot.Clear()
 	}
+	sh.h.counts[cFreed]++
 	sh.listFree(idx, slot)
 }
 

@@ -218,6 +218,7 @@ type Shard struct {
 	pacedTick uint64   // the elapsed tick at which cascadeAhead last ran
 	wakeTick  uint64   // the tick the goroutine last planned to process next
 	lastTick  uint64   // the last tick a pass reached; written holding the wheel
+	lastPass  PassWork // what the last pass did, for recordRecent
 	quieted   bool     // quiet is closed
 	goexit    uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
 	reporting bool     // the panic handler is running (report)

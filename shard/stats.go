@@ -77,7 +77,7 @@ const (
 	cScheduled      = iota // timers filed at once by a holding producer
 	cFired                 // tasks started
 	cConsumed              // nodes taken from the queue
-	cResident              // nodes linked in the wheel
+	cResident              // nodes in use (set by publish: see nodesInUse)
 	cHeldCancelled         // cancelled timers whose nodes are still held (set by publish)
 	cQueuedPeak            // most nodes found in the queue by a transfer
 	cTransferLast          // nodes transferred in the last tick that moved any
@@ -103,7 +103,8 @@ const (
 	cBlocksReleased // big blocks given back (reserve.go)
 	cBlocksRemade   // released big blocks made again
 	cCrossed        // routed timers handed over to their key's shard
-	cProxied        // proxies taken off the queue (not counted in cConsumed)
+	cProxied        // proxies other shards crossed here, taken in
+	cFreed          // nodes freed (freeSlot), cancelled or not
 	numCounters
 )
 
@@ -139,11 +140,13 @@ func (p PassWork) slower(q PassWork) bool {
 // (Resets found on the attention stack, periodic timers after a run),
 // which the execution tracer shows (trace.go); tasks is PassWork.Tasks,
 // and taskStart the clock reading at the first task of the list being
-// run, if timing (see runTask).
+// run, if timing (see runTask); queuedPeak the most new timers its
+// transfer found in the queue.
 type passWork struct {
 	transferred, refiled, fired, cascaded, filed int
 	tasks, taskStart                             time.Duration
 	timing                                       bool
+	queuedPeak                                   uint64 // see transfer
 }
 
 // publishedStats is the shard goroutine's side of Stats: it records the
@@ -168,13 +171,32 @@ type publishedStats struct {
 func (sh *Shard) publish() {
 	sh.assertHolder()
 	c := &sh.h.counts
-	c[cResident] = uint64(sh.h.w.count)
+	// Held first: a Cancel it counts follows its timer's Schedule, which
+	// nodesInUse, reading the lanes after it, counts too. So HeldCancelled
+	// never reads above Resident.
 	c[cHeldCancelled] = sh.heldCancelled()
+	c[cResident] = sh.nodesInUse()
 	for i, v := range c {
 		if sh.stats.published[i].Load() != v {
 			sh.stats.published[i].Store(v)
 		}
 	}
+}
+
+// nodesInUse returns the nodes of the shard's arena that hold a timer
+// (pending, or ended and not freed yet: in the wheel, in a queue, handed to
+// another shard, waiting for Config.Unindex) or a proxy of another shard's
+// timer: the nodes taken, by holders (counted at once), by producers that
+// pushed them on the queue (their lanes' counts) and as proxies taken in,
+// less those freed. Holder only.
+func (sh *Shard) nodesInUse() uint64 {
+	sh.assertHolder()
+	c := &sh.h.counts
+	taken := c[cScheduled] + c[cProxied]
+	for i := range sh.lanes {
+		taken += sh.lanes[i].queued.Load()
+	}
+	return taken - min(taken, c[cFreed])
 }
 
 // nudge wakes a shard goroutine that sleeps past the next tick, so that a
@@ -289,9 +311,14 @@ func (sh *Shard) Live() int64 {
 // use; it never waits for the shard.
 func (sh *Shard) Stats() Stats {
 	sh.nudge()
+	var st Stats
+	// The recent peaks first: the goroutine raises them after it has
+	// published the peaks since the start, so Recent never reads above
+	// them.
+	st.Now = sh.clock.Now()
+	st.Recent = sh.recentPeaks(st.Now)
 	p := &sh.stats.published
 	l := sh.sumLanes()
-	var st Stats
 	consumed := p[cConsumed].Load()
 	// A node can be consumed before its Schedule call counts it, so the
 	// depth is clamped at 0.
@@ -299,7 +326,7 @@ func (sh *Shard) Stats() Stats {
 	st.Scheduled = sh.reportScheduled(sh.scheduledNow(l))
 	st.Cancelled = l.cancels
 	st.Reset = l.resets
-	st.Resident = int(p[cResident].Load()) + st.Queued
+	st.Resident = int(p[cResident].Load())
 	st.Fired = p[cFired].Load() + sh.crossedFired.Load()
 	st.Crossed = p[cCrossed].Load()
 	st.TakenBack = p[cTakenBack].Load()
@@ -324,8 +351,6 @@ func (sh *Shard) Stats() Stats {
 		Fired:       int(p[cSlowFired].Load()),
 		End:         time.Duration(p[cSlowEnd].Load()),
 	}
-	st.Now = sh.clock.Now()
-	st.Recent = sh.recentPeaks(st.Now)
 	st.Panics = p[cPanics].Load()
 	st.PeriodicRuns = p[cPeriodicRuns].Load()
 	st.PeriodicMissed = l.missed
@@ -374,6 +399,7 @@ func (sh *Shard) recordPass(start time.Duration) {
 			sh.stats.passTaskTime.Record(int64(w.tasks))
 		}
 	}
+	sh.lastPass = p
 	slowest := PassWork{
 		Duration: time.Duration(c[cSlowNs]), Transferred: int(c[cSlowTransferred]), Refiled: int(c[cSlowRefiled]), Fired: int(c[cSlowFired]),
 	}
@@ -382,7 +408,6 @@ func (sh *Shard) recordPass(start time.Duration) {
 		c[cSlowTransferred], c[cSlowRefiled], c[cSlowCascaded], c[cSlowFired] =
 			uint64(p.Transferred), uint64(p.Refiled), uint64(p.Cascaded), uint64(p.Fired)
 	}
-	sh.recordRecent(start, p)
 }
 
 // Recent peaks. SlowestPass and the peaks since the shard started only
@@ -447,9 +472,12 @@ func (sl *recentSlot) pass() PassWork {
 	}
 }
 
-// recordRecent adds p, the pass that started at clock reading start, to
-// the ring. Shard goroutine, holding the wheel.
-func (sh *Shard) recordRecent(start time.Duration, p PassWork) {
+// recordRecent adds the pass recordPass recorded last, which started at
+// clock reading start, to the ring: after publish, so that a peak of the
+// ring is never above its counterpart since the start as published (see
+// Stats). Shard goroutine, holding the wheel.
+func (sh *Shard) recordRecent(start time.Duration) {
+	p := sh.lastPass
 	e := epochOf(start)
 	sl := &sh.stats.recent[e%recentSlots]
 	if sl.epoch.Load() != e {
@@ -477,9 +505,7 @@ func (sh *Shard) recordRecent(start time.Duration, p PassWork) {
 		}
 	}
 	raise(&sl.refiled, int64(p.Refiled))
-	if p.Transferred > 0 {
-		raise(&sl.queuedPeak, int64(sh.queuedNow())+int64(p.Transferred))
-	}
+	raise(&sl.queuedPeak, int64(sh.work.queuedPeak))
 	if sh.h.capTick == sh.h.tick {
 		raise(&sl.transferPeak, int64(sh.h.capUsed))
 	}

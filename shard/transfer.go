@@ -54,8 +54,11 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	}
 	if sh.h.goroutine {
 		// Producers do not sum the lanes' counters, which other cores
-		// write: the shard goroutine's passes sample the peak.
-		c[cQueuedPeak] = max(c[cQueuedPeak], sh.queuedNow()+uint64(total))
+		// write: the shard goroutine's passes sample the peak, once, for
+		// both QueuedPeak and the recent peak.
+		q := sh.queuedNow() + uint64(total)
+		sh.work.queuedPeak = max(sh.work.queuedPeak, q)
+		c[cQueuedPeak] = max(c[cQueuedPeak], q)
 	}
 	sh.paceSweep(total)
 	return more
