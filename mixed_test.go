@@ -129,17 +129,25 @@ func mixedDuration(t testing.TB) time.Duration {
 
 // TestMixedLoadOracle runs the mixed load (see the top of this file) with
 // GOMAXPROCS cycling through 2, 4, 1, 3, 8, 2 every 5ms, and checks every
-// timer's end.
+// timer's end: on 3 shards with the default options, and with small
+// blocks and a small transfer cap, which keep queues backlogged and
+// storage growing.
 func TestMixedLoadOracle(t *testing.T) {
-	runMixedLoad(t, mixedDuration(t), 3, 4)
+	for name, opts := range map[string][]shardwheel.Option{
+		"defaults": nil,
+		"small":    {shardwheel.WithFirstBlock(64), shardwheel.WithTransferCap(64)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			runMixedLoad(t, mixedDuration(t), 4, append([]shardwheel.Option{shardwheel.WithShards(3)}, opts...)...)
+		})
+	}
 }
 
-// runMixedLoad runs the mixed load for d on a Scheduler of shards shards,
+// runMixedLoad runs the mixed load for d on a Scheduler made with opts,
 // from workers goroutines, half of them locked to their OS threads.
-func runMixedLoad(t testing.TB, d time.Duration, shards, workers int) {
+func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel.Option) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithFirstBlock(64), shardwheel.WithTransferCap(64))
+	s, err := shardwheel.New(opts...)
 	require.NoError(t, err)
 	o := &mixedOracle{t: t, epoch: time.Now()}
 	var byID sync.Map // handler key -> *mixedTimer

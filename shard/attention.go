@@ -27,6 +27,11 @@ import (
 // Holder only.
 func (sh *Shard) processAttention(budget int) {
 	sh.assertHolder()
+	if sh.attention.Empty() {
+		return
+	}
+	sh.wrote(lineAttention) // TryPop takes the pushers' stack
+	sh.wrote(lineBacklog)
 	for range budget {
 		idx, ok := sh.attention.TryPop(sh.arena)
 		if !ok {

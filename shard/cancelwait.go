@@ -71,7 +71,10 @@ const runHandedOver = 1
 
 // beginRun publishes that the shard goroutine is about to fire the timer
 // whose run word is word. Shard goroutine, before the CAS that fires it.
-func (sh *Shard) beginRun(word uint64) { sh.runWord.Store(word) }
+func (sh *Shard) beginRun(word uint64) {
+	sh.wrote(lineRuns)
+	sh.runWord.Store(word)
+}
 
 // endRun withdraws beginRun's word once the run has returned (or the CAS
 // that would have fired it failed), wakes waiters, and reports whether the
@@ -80,6 +83,7 @@ func (sh *Shard) beginRun(word uint64) { sh.runWord.Store(word) }
 // Shard goroutine.
 func (sh *Shard) endRun() bool {
 	stress.Point()
+	sh.wrote(lineRuns)
 	sh.runWord.Store(0)
 	sh.wakeWaiters()
 	return !sh.closed.Load()
@@ -91,6 +95,7 @@ func (sh *Shard) wakeWaiters() {
 	if sh.waiters.Load() == 0 {
 		return
 	}
+	sh.wrote(lineRuns)
 	if p := sh.notify.Swap(nil); p != nil {
 		close(*p)
 	}
@@ -104,6 +109,7 @@ func (sh *Shard) waitChan() <-chan struct{} {
 			return *p
 		}
 		ch := make(chan struct{})
+		sh.wrote(lineRuns)
 		if sh.notify.CompareAndSwap(nil, &ch) {
 			return ch
 		}
@@ -183,6 +189,7 @@ func (r *execRun) goexited(me uintptr) {
 	}
 	defer func() {
 		r.finish()
+		sh.wrote(lineExecutor)
 		sh.runExits.Add(1)
 		sh.signal()
 	}()
@@ -193,6 +200,7 @@ func (r *execRun) goexited(me uintptr) {
 // goroutines (goexited). The shard goroutine, in its pass.
 func (sh *Shard) countExits() {
 	if sh.runExits.Load() != 0 {
+		sh.wrote(lineExecutor)
 		sh.h.counts[cPanics] += sh.runExits.Swap(0)
 	}
 }
@@ -212,6 +220,7 @@ func (r *execRun) finish() {
 	stress.Point()
 	t.words[i].Store(0)
 	sh.wakeWaiters()
+	sh.wrote(lineExecutor)
 	for {
 		head := sh.runFree.Load()
 		r.next = head
@@ -354,6 +363,7 @@ type runPool struct {
 // Shard goroutine.
 func (sh *Shard) collectRuns() {
 	emptied := false
+	sh.wrote(lineExecutor)
 	for r := sh.runFree.Swap(nil); r != nil; {
 		next := r.next
 		r.tab.live--
@@ -437,6 +447,7 @@ func (sh *Shard) publishRun(r *execRun, word uint64) {
 func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
 	nt := newRunTable(buckets)
 	nt.older.Store(t)
+	sh.wrote(lineExecutor)
 	sh.runTab.Store(nt) // after older: a reader that finds nt finds t
 	return nt
 }
@@ -482,6 +493,7 @@ func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series 
 	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
 	sh.publishRun(r, sh.runWord.Load()) // the word beginRun published
 	stress.Point()
+	sh.wrote(lineRuns)
 	sh.runWord.Store(runHandedOver)
 	sh.cfg.Run(r.do)
 }
@@ -517,6 +529,7 @@ func (sh *Shard) WaitRun(ctx context.Context, r Ref) error {
 	if !running || self {
 		return nil
 	}
+	sh.wrote(lineRuns)
 	sh.waiters.Add(1)
 	defer sh.waiters.Add(-1)
 	for {

@@ -154,6 +154,7 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 	}
 	sh.h.counts[cCrossed]++
 	stress.Point()
+	k.wrote(lineAttention)
 	k.attention.Push(pidx, pslot.Link())
 	// The deadline as it is now: a Reset during the hand-over may not
 	// have woken k (it found the bit set).
@@ -247,6 +248,7 @@ func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s s
 	sh.freeNode(pidx, pn, fs)
 	if s.status() != statusStopped {
 		stress.Point()
+		a.wrote(lineAttention)
 		a.attention.Push(aidx, a.arena.Link(aidx))
 		a.signal()
 	}
@@ -287,6 +289,7 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 		task, key := a.arena.Slot(aidx).Task(), an.Key
 		// Counted before the token goes back: Pending never reads a
 		// timer twice.
+		a.wrote(lineRuns)
 		a.crossedFired.Add(1)
 		a.releaseToken()
 		sh.work.fired++
@@ -355,6 +358,7 @@ func (sh *Shard) resetHanded(k *Shard, r Ref, n *pool.Node, s state, t uint64) (
 	}
 	pidx := sh.arena.Link(idx).Load()
 	stress.Point()
+	k.wrote(lineAttention)
 	k.attention.Push(pidx, k.arena.Link(pidx))
 	k.holdAndTakeIn()
 	return true, true

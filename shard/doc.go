@@ -101,36 +101,54 @@
 // A Shard is one allocation of over 32 KiB, so the runtime places it at
 // the start of a page: its fields' cache lines follow from their offsets.
 // They are grouped by who writes them, each group on lines of its own
-// (TestLineTable reads this table and checks it against the offsets):
+// (TestLineTable reads this table and checks it against the offsets, and
+// TestLineWriters, with the verify tag, its writers against those that a
+// mixed load recorded: lines.go):
 //
 //	group      fields                      written by
-//	fixed      cfg tick ticks origin       New; Close (closed); the goroutine as it starts
-//	           lanes home id closed gid g  (gid, g)
-//	owner      own                         every holder: the shard's P's Schedules, the
-//	                                       goroutine's passes
-//	queue      queue.in                    producers that find the wheel held
-//	backlog    queue.first queue.last      holders
+//	fixed      cfg tick ticks origin       New; Close (closed), from any goroutine;
+//	           lanes home id closed gid g  the goroutine as it starts and ends (gid, g)
+//	           lines
+//	owner      own                         holders: the shard's P's Schedules and
+//	                                       take-backs, the goroutine's passes; any
+//	                                       goroutine that takes the wheel to file what
+//	                                       it pushed (an earlier Reset, an indexed
+//	                                       Cancel) or to take a timer back
+//	queue      queue.in                    producers that find the wheel held; holders
+//	                                       (the goroutine among them) taking it in
+//	backlog    queue.first queue.last      holders, the goroutine among them
 //	           attention.first
 //	           attention.last
-//	attention  attention.in                earlier Resets; shards crossing timers here or
-//	                                       handing them back
-//	plan       sleepUntil plannedAt        the goroutine, each pass; a wakeFor that lowers it
-//	starved    starved                     producers whose lane ran low; the holder that feeds
-//	                                       it
-//	runs       stopped crossedFired        the goroutine, twice per timer it fires; Stop;
-//	           runWord waiters notify      other shards' goroutines
-//	           claimed
+//	attention  attention.in                any goroutine: earlier Resets, indexed
+//	                                       Cancels, executors' runs of periodic timers,
+//	                                       other shards' holders crossing timers here
+//	                                       or handing them back; holders (the
+//	                                       goroutine among them) taking it in
+//	plan       sleepUntil plannedAt        the goroutine, each pass; holders and any
+//	                                       goroutine whose wakeFor lowers it
+//	starved    starved                     producers whose lane ran low (other shards'
+//	                                       holders crossing timers here among them);
+//	                                       the holder that feeds it, the goroutine too
+//	runs       stopped crossedFired        the goroutine, twice per timer it fires;
+//	           runWord waiters notify      Stop; other shards' goroutines; CancelWait
+//	           claimed                     callers (waiters, notify); executors'
+//	                                       goroutines (notify)
 //	executor   runTab runFree runExits     the goroutine, and executors' goroutines
-//	holder     h                           whoever holds the wheel
-//	goroutine  stats work lastTick         the goroutine
+//	holder     h                           holders: whoever holds the wheel, the
+//	                                       goroutine too
+//	goroutine  stats work lastTick         the goroutine; holders (the published
+//	           lastPass                    count of timers filed at once, every 2^20);
+//	                                       Stats readers (stats.scheduledSeen, by CAS)
 //
 // Beside the Shard: each lane (lane, one line, 64-byte aligned) is the
 // counters and pending tokens of the goroutines on one P, which they
 // write; the wheel (its own allocation, padded) is the holder's; the
-// arena's header is written when it grows, and each of its lanes' free
-// lists is a line of its own, popped by the producers of that lane's P
-// and fed by holders (share); nodes, their task slots and their links
-// are the lines of the timers themselves.
+// arena's header is written when it grows (its high-water mark, its block
+// table) and read on every Schedule, Cancel, Reset and Pending, which find
+// their node through it; each of its lanes' free lists is a line of its
+// own, popped by the producers of that lane's P and fed by holders
+// (share); nodes, their task slots and their links are the lines of the
+// timers themselves.
 //
 // Per step, on the delayed-cancel load shardwheel is judged on (a request
 // timeout cancelled tens of milliseconds later), from the P whose shard

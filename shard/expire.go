@@ -266,6 +266,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 			// Published at once: a task may run long, holding the
 			// wheel, and Live must not count it pending meanwhile;
 			// and before its token goes back (see Outs).
+			sh.wrote(lineGoroutine)
 			sh.stats.published[cFired].Store(sh.h.counts[cFired])
 			sh.releaseToken()
 			sh.work.fired++

@@ -130,6 +130,7 @@ func (sh *Shard) requeueDue(rest uint32) {
 // clears g first: the runtime may give the ending goroutine's token to
 // another goroutine, which must not pass for the shard goroutine.
 func (sh *Shard) runEnded() {
+	sh.wrote(lineFixed)
 	sh.g.Store(0)
 	if sh.goexit != goexitResume {
 		close(sh.exited)

@@ -31,11 +31,12 @@ func TestPaddedLayout(t *testing.T) {
 	apart(end(unsafe.Offsetof(w.coarseBase), unsafe.Sizeof(w.coarseBase)), unsafe.Sizeof(w), "the wheel's last field, its end")
 }
 
-// lineRow is a row of doc.go's cache-line table: a group name and the
-// Shard fields it names.
+// lineRow is a row of doc.go's cache-line table: a group name, the Shard
+// fields it names and who writes them (its lines joined).
 type lineRow struct {
-	group  string
-	fields []string
+	group   string
+	fields  []string
+	writers string
 }
 
 // lineTable reads the cache-line table of doc.go: the rows between its
@@ -61,14 +62,17 @@ func lineTable(t *testing.T) []lineRow {
 			l += strings.Repeat(" ", byAt-len(l)) // a continuation of fields alone
 		}
 		group, fields := strings.TrimSpace(l[:fieldsAt]), strings.Fields(l[fieldsAt:byAt])
+		writers := strings.TrimSpace(l[byAt:])
 		require.True(t, l[fieldsAt-1] == ' ' && l[byAt-1] == ' ', "row %q is out of its columns", l)
-		require.False(t, group != "" && strings.TrimSpace(l[byAt:]) == "", "row %q has no writers", l)
+		require.False(t, group != "" && writers == "", "row %q has no writers", l)
 		if group == "" {
 			require.NotEmpty(t, rows, "the table starts with a continuation line")
-			rows[len(rows)-1].fields = append(rows[len(rows)-1].fields, fields...)
+			last := &rows[len(rows)-1]
+			last.fields = append(last.fields, fields...)
+			last.writers = strings.TrimSpace(last.writers + " " + writers)
 			continue
 		}
-		rows = append(rows, lineRow{group, fields})
+		rows = append(rows, lineRow{group, fields, writers})
 	}
 	return rows
 }

@@ -16,6 +16,7 @@ func (sh *Shard) run() {
 	defer sh.runEnded() // closes exited, or starts a successor (goexit.go)
 	sh.gid.Store(GoroutineID())
 	sh.g.Store(goroutineToken())
+	sh.wrote(lineFixed) // after g: the goroutine is known as itself
 	if sh.cfg.Pin != nil {
 		// Never unlocked: the thread's CPU mask was changed, and an
 		// unlocked thread would go back to the scheduler's pool with it.
@@ -151,6 +152,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed
 	stress.Point()
+	sh.wrote(linePlan)
 	sh.plannedAt.Store(w.elapsed)
 	if timed {
 		sh.sleepUntil.Store(next)

@@ -153,6 +153,7 @@ func (sh *Shard) share() {
 	if !sh.starved.Load() {
 		return
 	}
+	sh.wrote(lineStarved)
 	sh.starved.Store(false)
 	budget := shareMax
 	for i := range sh.lanes {

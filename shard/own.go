@@ -85,7 +85,11 @@ func (sh *Shard) tryHold() bool {
 func (sh *Shard) tryHoldAt(tick uint64) bool {
 	o := sh.own.Load()
 	stress.Point()
-	if o&ownHeld != 0 || !sh.own.CompareAndSwap(o, o|ownHeld) {
+	if o&ownHeld != 0 {
+		return false
+	}
+	sh.wrote(lineOwner)
+	if !sh.own.CompareAndSwap(o, o|ownHeld) {
 		return false
 	}
 	sh.h.goroutine, sh.h.tick = false, tick
@@ -97,15 +101,16 @@ func (sh *Shard) tryHoldAt(tick uint64) bool {
 // the wheel now. Holder.
 func (sh *Shard) heldBy() {
 	if debug {
-		sh.h.by = goroutineToken()
+		sh.h.by.Store(goroutineToken())
 	}
+	sh.wrote(lineHolder)
 }
 
 // letGoBy records, with the verify tag, that nobody holds the wheel: the
 // holder, before the Swap that lets go.
 func (sh *Shard) letGoBy() {
 	if debug {
-		sh.h.by = 0
+		sh.h.by.Store(0)
 	}
 }
 
@@ -113,7 +118,7 @@ func (sh *Shard) letGoBy() {
 // holds the wheel: the check behind every "Holder only" of this package.
 // Without the tag it compiles to nothing.
 func (sh *Shard) assertHolder() {
-	if debug && sh.h.by != goroutineToken() {
+	if debug && sh.h.by.Load() != goroutineToken() {
 		panic("shardwheel: holder-only code called by a goroutine that does not hold the wheel")
 	}
 }
@@ -124,6 +129,7 @@ func (sh *Shard) holdForPass() bool {
 	for {
 		o := sh.own.Load()
 		stress.Point()
+		sh.wrote(lineOwner)
 		switch {
 		case o&ownHeld == 0:
 			if sh.own.CompareAndSwap(o, o&^ownWanted|ownHeld) {
@@ -156,6 +162,7 @@ func (sh *Shard) release() {
 	for round := 0; ; round++ {
 		sh.share()
 		word := sh.ownWord()
+		sh.wrote(lineOwner)
 		sh.letGoBy()
 		stress.Point()
 		if sh.own.Swap(word)&ownWanted != 0 {
@@ -182,6 +189,7 @@ func (sh *Shard) release() {
 // the shard goroutine, which it wakes.
 func (sh *Shard) letGo() {
 	word := sh.ownWord()
+	sh.wrote(lineOwner)
 	sh.letGoBy()
 	stress.Point()
 	if sh.own.Swap(word)&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
@@ -235,6 +243,7 @@ func (sh *Shard) wakeFor(t uint64) {
 			return
 		}
 		stress.Point()
+		sh.wrote(linePlan)
 		if sh.sleepUntil.CompareAndSwap(until, t) {
 			stress.Point()
 			sh.signal()

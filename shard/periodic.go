@@ -291,6 +291,7 @@ func (sh *Shard) rearmAsync(idx uint32, gen uint64) {
 			continue
 		}
 		if !s.queued() {
+			sh.wrote(lineAttention)
 			sh.attention.Push(idx, slot.Link())
 			sh.holdAndTakeIn()
 		}

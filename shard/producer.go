@@ -183,6 +183,7 @@ func (sh *Shard) countFiled() {
 	sh.assertHolder()
 	sh.h.counts[cScheduled]++
 	if c := sh.h.counts[cScheduled]; c&publishEvery == 0 {
+		sh.wrote(lineGoroutine)
 		// own carries the low bits (see scheduledNow): keep the
 		// published count within reach of them.
 		sh.stats.published[cScheduled].Store(c)
@@ -203,6 +204,7 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 	}
 	_, gen, _ := startTimer(slot, r, rec, statusNew, t)
 	stress.Point()
+	sh.wrote(lineQueue)
 	sh.queue.Push(idx, slot.Link())
 	l.queued.Add(1)
 	stress.Point()
@@ -229,6 +231,7 @@ func (sh *Shard) takeShared(p int, l *lane) (uint32, pool.Slot, bool) {
 		// Every shareMin-th take asks for a feed too, so that a lane in
 		// steady use is fed before it runs dry.
 		if d := l.demand.Add(1); (!own || d%shareMin == 0) && !sh.starved.Load() {
+			sh.wrote(lineStarved)
 			sh.starved.Store(true)
 			sh.signal()
 		}
@@ -333,6 +336,7 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			sh.cancelled(li)
 			stress.Point()
 			if queue {
+				sh.wrote(lineAttention)
 				sh.attention.Push(r.idx, slot.Link())
 				sh.holdAndTakeIn()
 			}
@@ -447,6 +451,7 @@ func (sh *Shard) Reset(r Ref, key uint64, delay time.Duration) bool {
 func (sh *Shard) noticeReset(idx uint32, s state, t uint64, queue bool) {
 	switch {
 	case queue:
+		sh.wrote(lineAttention)
 		sh.attention.Push(idx, sh.arena.Link(idx))
 		sh.holdAndTakeIn()
 	case s.status() == statusNew:

@@ -123,6 +123,7 @@ type Shard struct {
 	// quiet is closed by the shard goroutine when it starts a task after
 	// Close (see Quiet); it is the only closer.
 	quiet chan struct{}
+	lines *lineWriters // who wrote which lines, with the verify tag (lines.go)
 
 	// Read by every Schedule (closed) or by Stop and CancelWait (gid,
 	// g), written once: by Close, and by the shard goroutine as it starts
@@ -229,8 +230,9 @@ type Shard struct {
 // holder is the state the goroutine holding the wheel works with.
 type holder struct {
 	// by is the holding goroutine's token (gtoken.go), kept with the
-	// verify tag only, for assertHolder.
-	by        uintptr
+	// verify tag only, for assertHolder and wrote; atomic, since wrote
+	// reads it from any goroutine.
+	by        atomic.Uintptr
 	w         *wheel
 	goroutine bool // the holder is the shard goroutine, which may block (tasks, Config.Unindex)
 	// free lists (through the nodes' Next) the free nodes below limit
@@ -335,6 +337,9 @@ func New(cfg Config) (*Shard, error) {
 		done:     make(chan struct{}),
 		exited:   make(chan struct{}),
 		quiet:    make(chan struct{}),
+	}
+	if debug {
+		sh.lines = new(lineWriters)
 	}
 	sh.h.w = newWheel(a, cfg.WheelSize)
 	sh.h.sweep.min, sh.h.sweep.at = minSweep, minSweep

@@ -170,6 +170,7 @@ type publishedStats struct {
 // publish copies the holder's counters for readers. Holder only.
 func (sh *Shard) publish() {
 	sh.assertHolder()
+	sh.wrote(lineGoroutine)
 	c := &sh.h.counts
 	// Held first: a Cancel it counts follows its timer's Schedule, which
 	// nodesInUse, reading the lanes after it, counts too. So HeldCancelled
@@ -263,6 +264,7 @@ func (sh *Shard) reportScheduled(v uint64) uint64 {
 		if v <= seen {
 			return seen
 		}
+		sh.wrote(lineGoroutine)
 		if sh.stats.scheduledSeen.CompareAndSwap(seen, v) {
 			return v
 		}

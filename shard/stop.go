@@ -15,6 +15,7 @@ import (
 // Close stops the shard goroutine at its next safe point and makes
 // Schedule fail with Closed. It does not wait: see Exited. Idempotent.
 func (sh *Shard) Close() {
+	sh.wrote(lineFixed)
 	if sh.closed.CompareAndSwap(false, true) {
 		close(sh.done)
 	}
@@ -76,6 +77,7 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 	now := sh.clock.Now()
 	hw := sh.arena.HighWater()
 	claimed := make([]atomic.Uint64, (hw+63)/64)
+	sh.wrote(lineRuns)
 	sh.claimed.Store(&claimed)
 	for idx := uint32(1); idx < hw; idx++ {
 		slot, ok := sh.arena.FindSlot(idx)

@@ -15,6 +15,8 @@ func (sh *Shard) transfer(budget int) (more bool) {
 	if !sh.queue.Backlogged() && !sh.queue.Waiting() {
 		return false
 	}
+	sh.wrote(lineQueue) // TryPop takes the producers' stack
+	sh.wrote(lineBacklog)
 	if tick := sh.h.tick; tick != sh.h.capTick {
 		sh.h.capTick, sh.h.capUsed = tick, 0
 	}
