@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
@@ -200,6 +201,20 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 	wg.Wait()
 	close(stop)
 	procsDone.Wait()
+	// No shard sleeps while work for it waits: with the hour-long timers
+	// cancelled, every other timer runs, on every shard, with nobody
+	// calling in to wake it.
+	far := o.now() + int64(time.Minute)
+	all.Range(func(_, v any) bool {
+		if m := v.(*mixedTimer); m.low.Load() > far && m.handle.Cancel() {
+			m.ended.Add(1)
+		}
+		return true
+	})
+	if !assert.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery) {
+		o.fail("%d timers never ran, none of them due later than 15ms after the load: a shard sleeps with work waiting", s.Pending())
+	}
+	ctxs.Wait()
 	for _, tm := range s.Stop() {
 		v, ok := all.Load(tm)
 		if !ok {
@@ -207,7 +222,6 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		}
 		v.(*mixedTimer).stopped = true
 	}
-	ctxs.Wait()
 	// Every accepted timer ended exactly one way.
 	all.Range(func(_, v any) bool {
 		m := v.(*mixedTimer)
@@ -406,8 +420,17 @@ func (mw *mixedWorker) keyed() {
 	task := func() { mw.o.run(m) }
 	m.kind = "ScheduleKey"
 	if mw.rng.IntN(4) == 0 { // a fresh key, never used again
+		key := uint64(m.id) | 1<<62
 		m.kind = "ScheduleKey, fresh key"
-		t, err := mw.s.ScheduleKey(uint64(m.id)|1<<62, d, task)
+		var t shardwheel.Timeout
+		var err error
+		if mw.rng.IntN(2) == 0 {
+			m.kind = "Handler.ScheduleKey, fresh key"
+			mw.byID.Store(key, m)
+			t, err = mw.h.ScheduleKey(key, d)
+		} else {
+			t, err = mw.s.ScheduleKey(key, d, task)
+		}
 		if err != nil {
 			mw.o.fail("ScheduleKey: %v", err)
 			return
