@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -77,8 +78,6 @@ const (
 	cScheduled      = iota // timers filed at once by a holding producer
 	cFired                 // tasks started
 	cConsumed              // nodes taken from the queue
-	cResident              // nodes in use (set by publish: see nodesInUse)
-	cHeldCancelled         // cancelled timers whose nodes are still held (set by publish)
 	cQueuedPeak            // most nodes found in the queue by a transfer
 	cTransferLast          // nodes transferred in the last tick that moved any
 	cTransferPeak          // most nodes transferred in one tick
@@ -155,6 +154,11 @@ type passWork struct {
 // publish) and read by anyone.
 type publishedStats struct {
 	published [numCounters]atomic.Uint64
+	// gauges holds the nodes in use (nodesInUse) in its high half and
+	// the cancelled timers whose nodes are still held (heldCancelled) in
+	// its low half, as of one pass: one word, so that a reader never
+	// pairs two passes' figures. Written by publish.
+	gauges atomic.Uint64
 	// scheduledSeen is the most Scheduled that Stats has reported
 	// (reportScheduled): written by readers only.
 	scheduledSeen atomic.Uint64
@@ -174,9 +178,10 @@ func (sh *Shard) publish() {
 	c := &sh.h.counts
 	// Held first: a Cancel it counts follows its timer's Schedule, which
 	// nodesInUse, reading the lanes after it, counts too. So HeldCancelled
-	// never reads above Resident.
-	c[cHeldCancelled] = sh.heldCancelled()
-	c[cResident] = sh.nodesInUse()
+	// never reads above Resident. (Both are below 2^32: a shard holds at
+	// most pool.Capacity nodes.)
+	held := sh.heldCancelled()
+	sh.stats.gauges.Store(sh.nodesInUse()<<32 | min(held, math.MaxUint32))
 	for i, v := range c {
 		if sh.stats.published[i].Load() != v {
 			sh.stats.published[i].Store(v)
@@ -328,12 +333,12 @@ func (sh *Shard) Stats() Stats {
 	st.Scheduled = sh.reportScheduled(sh.scheduledNow(l))
 	st.Cancelled = l.cancels
 	st.Reset = l.resets
-	st.Resident = int(p[cResident].Load())
+	g := sh.stats.gauges.Load()
+	st.Resident, st.HeldCancelled = int(g>>32), int(uint32(g))
 	st.Fired = p[cFired].Load() + sh.crossedFired.Load()
 	st.Crossed = p[cCrossed].Load()
 	st.TakenBack = p[cTakenBack].Load()
 	st.Stopped = sh.stopped.Load()
-	st.HeldCancelled = int(p[cHeldCancelled].Load())
 	st.Sweeps = p[cSweeps].Load()
 	st.Swept = p[cSwept].Load()
 	st.QueuedPeak = int(p[cQueuedPeak].Load())
