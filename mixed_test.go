@@ -70,6 +70,9 @@ type mixedOracle struct {
 	mu    sync.Mutex
 	bad   []string
 	count atomic.Int64
+	// spikes counts the spikes' timers and how they ended: each runs or
+	// is cancelled, once.
+	spikes struct{ scheduled, ran, cancelled atomic.Int64 }
 }
 
 func (o *mixedOracle) now() int64 { return int64(time.Since(o.epoch)) }
@@ -193,8 +196,13 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 			for i := range mw.keys {
 				mw.keys[i] = uint64(w+1)<<40 | uint64(i+1)
 			}
+			spikeAt := time.Now().Add(time.Duration(w+1) * 300 * time.Millisecond)
 			for time.Now().Before(deadline) && o.count.Load() == 0 {
 				mw.step()
+				if time.Now().After(spikeAt) {
+					mw.spike()
+					spikeAt = time.Now().Add(time.Second + time.Duration(mw.rng.IntN(1000))*time.Millisecond)
+				}
 			}
 		}()
 	}
@@ -215,6 +223,8 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		o.fail("%d timers never ran, none of them due later than 15ms after the load: a shard sleeps with work waiting", s.Pending())
 	}
 	ctxs.Wait()
+	st := s.Stats().Total
+	t.Logf("blocks released %d, remade %d; swept %d; crossed %d", st.BlocksReleased, st.BlocksRemade, st.Swept, st.Crossed)
 	for _, tm := range s.Stop() {
 		v, ok := all.Load(tm)
 		if !ok {
@@ -241,6 +251,8 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		return true
 	})
 	require.Zero(t, s.Pending(), "Pending after Stop")
+	sp := &o.spikes
+	require.Equal(t, sp.scheduled.Load(), sp.ran.Load()+sp.cancelled.Load(), "each spike timer ran or was cancelled, once")
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	require.Empty(t, o.bad, "violations: %d", o.count.Load())
@@ -305,9 +317,23 @@ func (mw *mixedWorker) schedule(nested bool) {
 	var err error
 	task := func() { mw.o.run(m) }
 	if nested {
+		nestedKey := uint64(m.id) | 3<<60 // a key of its own
 		task = func() {
 			mw.o.run(m)
-			if nt, err := mw.s.AfterFunc(time.Hour, noop); err == nil && !nt.Cancel() {
+			var nt shardwheel.Timeout
+			var err error
+			switch nestedKey % 3 {
+			case 0:
+				nt, err = mw.s.AfterFunc(time.Hour, noop)
+			case 1:
+				nt, err = mw.s.Schedule(nestedKey, time.Hour, noop)
+			default:
+				if _, err = mw.s.ScheduleKey(nestedKey, time.Hour, noop); err == nil && !mw.s.CancelKey(nestedKey) {
+					mw.o.fail("a task's own indexed timer could not be cancelled by key")
+				}
+				return
+			}
+			if err == nil && !nt.Cancel() {
 				mw.o.fail("a task's own timer could not be cancelled")
 			}
 		}
@@ -349,7 +375,14 @@ func (mw *mixedWorker) step() {
 	case 3: // the take-back path: an hour, cancelled at once
 		m := mw.newTimer(time.Hour)
 		m.kind = "AfterFunc, cancelled at once"
-		t, err := mw.s.AfterFunc(time.Hour, func() { o.run(m) })
+		var t shardwheel.Timeout
+		var err error
+		if mw.rng.IntN(2) == 0 {
+			m.kind = "Schedule, cancelled at once"
+			t, err = mw.s.Schedule(mw.rng.Uint64N(64), time.Hour, func() { o.run(m) })
+		} else {
+			t, err = mw.s.AfterFunc(time.Hour, func() { o.run(m) })
+		}
 		if err != nil {
 			o.fail("AfterFunc: %v", err)
 			return
@@ -398,6 +431,57 @@ func (mw *mixedWorker) step() {
 				m.ended.Add(1)
 			}
 		}
+	}
+}
+
+// spike schedules tens of thousands of timers and cancels them: hour-long
+// ones, all then cancelled, or keyed ones due in half a second, which
+// cross to their keys' shards at once, cancelled a thousand at a time
+// (before the first comes due). The shards' storage grows, the nodes are
+// freed, and the reviews give blocks back, to make them again at the next
+// burst (a crossing takes its node from the other shard's storage).
+func (mw *mixedWorker) spike() {
+	n := 20_000 + mw.rng.IntN(40_000)
+	routed := mw.rng.IntN(2) == 0
+	ts := make([]shardwheel.Timeout, 0, n)
+	cancel := func() {
+		for _, t := range ts {
+			if t.Cancel() {
+				mw.o.spikes.cancelled.Add(1)
+			}
+		}
+		ts = ts[:0]
+	}
+	defer cancel()
+	for range n {
+		if routed && len(ts) == 1000 {
+			cancel()
+		}
+		var t shardwheel.Timeout
+		var err error
+		d := time.Hour
+		if routed {
+			d = 500 * time.Millisecond
+		}
+		bound := mw.o.now() + int64(d)
+		task := func() {
+			// A slow host may let one run before the worker cancels it.
+			if now := mw.o.now(); now < bound {
+				mw.o.fail("a spike's timer ran %v early", time.Duration(bound-now))
+			}
+			mw.o.spikes.ran.Add(1)
+		}
+		if routed {
+			t, err = mw.s.Schedule(mw.rng.Uint64(), d, task)
+		} else {
+			t, err = mw.s.AfterFunc(d, task)
+		}
+		if err != nil {
+			mw.o.fail("spike: %v", err)
+			return
+		}
+		mw.o.spikes.scheduled.Add(1)
+		ts = append(ts, t)
 	}
 }
 

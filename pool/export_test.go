@@ -37,3 +37,11 @@ func (a *Arena) Bytes() int {
 	}
 	return n
 }
+
+// GrowHalf is the first half of Grow: it claims a fresh index, raising
+// HighWater, and returns it with the second half, which makes its block.
+// Between the two a producer growing the arena has the index and no block.
+func (a *Arena) GrowHalf() (idx uint32, install func()) {
+	idx = uint32(a.fresh.Add(1) - 1)
+	return idx, func() { a.blockFor(idx) }
+}

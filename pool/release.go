@@ -79,26 +79,33 @@ func (a *Arena) Release(k int) {
 // again).
 func (a *Arena) Released(k int) bool {
 	t := a.table(false)
-	return k < len(t) && t[k].b.Load() == nil && a.BigStart(k) < a.HighWater()
+	return k < len(t) && t[k].released()
 }
+
+// released reports whether the entry's block was given back and not made
+// again: Release sets floor, never 0, before it forgets the block. A block
+// that was never made has floor 0, and one that Grow is making has no
+// block yet either: HighWater counts an index before its block exists.
+func (e *bigEntry) released() bool { return e.b.Load() == nil && e.floor.Load() != 0 }
 
 // Recreate makes big block k again after Release, with every node parked
 // and starting its Epoch at the floor Release set, and reports whether it
-// did: false if the block exists. Only the parking goroutine may call it,
-// and only for a block below HighWater, which Grow never makes.
+// did: false if the block exists or was never released. Only the parking
+// goroutine may call it. (A block that a producer's Grow is making must
+// not be made here: its fresh indices would be handed out twice, by Grow
+// and from the parked list.)
 func (a *Arena) Recreate(k int) bool {
-	e := &a.table(false)[k]
-	if e.b.Load() != nil {
-		return false
+	t := a.table(false)
+	if k >= len(t) || !t[k].released() {
+		return false // nothing released yet: the table may not even exist
 	}
+	e := &t[k]
 	b := newBlock(int(a.bigFirst))
 	floor := e.floor.Load()
 	first := a.BigStart(k)
 	for i := range b.nodes {
 		n := &b.nodes[i]
-		if floor != 0 {
-			n.Epoch.Store(floor)
-		}
+		n.Epoch.Store(floor)
 		if i+1 < len(b.nodes) {
 			n.Next = first + uint32(i) + 1
 		}

@@ -109,3 +109,40 @@ func TestLimitCapacity(t *testing.T) {
 	assert.False(t, ok, "99 nodes (index 0 reserved) fill a capacity of 100")
 	assert.Equal(t, uint32(100), a.HighWater())
 }
+
+// Recreate makes again only a block that was released: a block that a
+// producer's Grow is making (HighWater already past its first index, its
+// block not installed yet) is not released, and making it "again", every
+// node parked, would hand its fresh index out twice, to the producer and
+// from the parked list.
+func TestRecreateMakesNoBlockAGrowIsMaking(t *testing.T) {
+	a := pool.New(64, 1)
+	k, first := fillBig(t, a) // block k whole
+	size := uint32(1) << a.BigBits()
+	for a.HighWater() < first+size {
+		get(t, a, 0)
+	}
+	idx, install := a.GrowHalf() // the first index of block k+1, no block yet
+	require.Equal(t, a.BigStart(k+1), idx)
+	require.False(t, a.Allocated(idx))
+	assert.False(t, a.Recreate(k+1), "block k+1 was never released")
+	install()
+	_, _, n := a.Unpark(k + 1)
+	assert.Zero(t, n, "no node of the growing block is parked: the producer has its fresh index")
+}
+
+// The same for the first big block, while the Grow that makes it has not
+// even made the arena's table of big blocks yet.
+func TestRecreateBeforeTheBigTableExists(t *testing.T) {
+	a := pool.New(64, 1)
+	size := uint32(1) << a.BigBits()
+	for a.HighWater() < size {
+		get(t, a, 0)
+	}
+	idx, install := a.GrowHalf()
+	require.Equal(t, a.BigStart(0), idx)
+	assert.False(t, a.Recreate(0), "no table, no released block")
+	assert.False(t, a.Released(0))
+	install()
+	assert.False(t, a.Released(0))
+}

@@ -3,6 +3,7 @@ package shard
 import (
 	"math"
 
+	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/pool"
 )
 
@@ -128,6 +129,7 @@ func (sh *Shard) park(idx uint32) {
 func (sh *Shard) raiseLimit() bool {
 	sh.assertHolder()
 	h := &sh.h
+	stress.Point() // producers may be growing the arena meanwhile
 	hw := sh.arena.HighWater()
 	for h.limit < hw {
 		k := sh.arena.BigBlock(h.limit)
