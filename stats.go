@@ -68,6 +68,13 @@ type ShardStats struct {
 	// was due (an idle shard does not wake every tick).
 	Ticks        uint64 `json:"ticks"`
 	TicksSkipped uint64 `json:"ticks_skipped"`
+	// Wakeups counts the times the shard goroutine woke from a sleep: for
+	// a tick it planned (a timer due, a cascade, housekeeping), for a
+	// timer filed due earlier, or at a Stats call that found it asleep.
+	// It sleeps until the earliest deadline of a timer still pending, so
+	// timers cancelled before their deadline do not wake it; a rate of
+	// this is what an idle Scheduler costs the machine.
+	Wakeups uint64 `json:"wakeups"`
 	// Refiled counts timers moved within the wheel: cascades from a
 	// higher level, and Resets found at their old slot.
 	Refiled uint64 `json:"refiled"`
@@ -237,6 +244,7 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.CapHits += o.CapHits
 	s.Ticks += o.Ticks
 	s.TicksSkipped += o.TicksSkipped
+	s.Wakeups += o.Wakeups
 	s.Refiled += o.Refiled
 	s.RefiledPeak = max(s.RefiledPeak, o.RefiledPeak)
 	s.HeldCancelled += o.HeldCancelled
@@ -284,6 +292,7 @@ func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d.CapHits = sub(s.CapHits, prev.CapHits)
 	d.Ticks = sub(s.Ticks, prev.Ticks)
 	d.TicksSkipped = sub(s.TicksSkipped, prev.TicksSkipped)
+	d.Wakeups = sub(s.Wakeups, prev.Wakeups)
 	d.Refiled = sub(s.Refiled, prev.Refiled)
 	d.Sweeps = sub(s.Sweeps, prev.Sweeps)
 	d.Swept = sub(s.Swept, prev.Swept)
@@ -346,6 +355,7 @@ func shardStats(e shard.Stats) ShardStats {
 		CapHits:       e.CapHits,
 		Ticks:         e.Ticks,
 		TicksSkipped:  e.TicksSkipped,
+		Wakeups:       e.Wakeups,
 		Refiled:       e.Refiled,
 		RefiledPeak:   e.RefiledPeak,
 		HeldCancelled: e.HeldCancelled,

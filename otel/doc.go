@@ -38,6 +38,7 @@
 //	CapHits                        shardwheel.transfer.cap_hits               Int64ObservableCounter        {tick}
 //	Ticks                          shardwheel.tick.passes                     Int64ObservableCounter        {pass}
 //	TicksSkipped                   shardwheel.tick.skipped                    Int64ObservableCounter        {tick}
+//	Wakeups                        shardwheel.wakeups                         Int64ObservableCounter        {wakeup}
 //	Refiled                        shardwheel.timer.refiled                   Int64ObservableCounter        {timer}
 //	RefiledPeak                    shardwheel.pass.peak_refiled               Int64ObservableGauge          {timer}
 //	HeldCancelled                  shardwheel.timer.held_cancelled            Int64ObservableUpDownCounter  {timer}

@@ -96,6 +96,7 @@ func ExampleRegister() {
 	// shardwheel.transfer.last gauge {timer}
 	// shardwheel.transfer.peak gauge {timer}
 	// shardwheel.transfer.recent_peak gauge {timer}
+	// shardwheel.wakeups counter {wakeup}
 }
 
 // kind names the instrument behind an aggregation.

@@ -34,6 +34,7 @@
 //	CapHits                        shardwheel_transfer_cap_hits_total                   counter
 //	Ticks                          shardwheel_tick_passes_total                         counter
 //	TicksSkipped                   shardwheel_ticks_skipped_total                       counter
+//	Wakeups                        shardwheel_wakeups_total                             counter
 //	Refiled                        shardwheel_timers_refiled_total                      counter
 //	RefiledPeak                    shardwheel_refiled_peak_timers                       gauge
 //	HeldCancelled                  shardwheel_held_cancelled_timers                     gauge

@@ -78,4 +78,5 @@ func ExampleNewCollector() {
 	// shardwheel_transfer_cap_hits_total COUNTER series=2
 	// shardwheel_transfer_last_timers GAUGE series=2
 	// shardwheel_transfer_peak_timers GAUGE series=2
+	// shardwheel_wakeups_total COUNTER series=2
 }

@@ -233,24 +233,31 @@ func (sh *Shard) placeProxy(pidx uint32, pn *pool.Node, ps state) (uint64, bool)
 		sh.endProxy(pidx, pn, a, aidx, s)
 		return 0, false
 	}
-	pn.State.Store(uint64(ps.withTicks(t)))
+	if !moveProxy(pn, ps, ps.withTicks(t)) {
+		return 0, false // Drain claimed it
+	}
 	sh.file(pidx, pn, t)
 	return t, true
 }
 
 // endProxy frees proxy pidx (pn) of a timer that has ended in state s, and
-// hands the timer's node (aidx, shard a) back to a unless Stop claimed it.
-// Holder only.
+// hands the timer's node (aidx, shard a) back to a unless Stop claimed
+// either. Handing back pushes the node on a's attention queue and takes it
+// in at once if nobody holds a's wheel (whoever does takes it in as it lets
+// go): a's goroutine is not woken for it. Holder only.
 func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s state) {
 	sh.assertHolder()
-	fs := state(pn.State.Load()).to(statusFired) // a proxy ends as if it ran
-	pn.State.Store(uint64(fs))
+	ps := state(pn.State.Load())
+	fs := ps.to(statusFired) // a proxy ends as if it ran
+	if !moveProxy(pn, ps, fs) {
+		return // Drain claimed it: Stop is under way
+	}
 	sh.freeNode(pidx, pn, fs)
 	if s.status() != statusStopped {
 		stress.Point()
 		a.wrote(lineAttention)
 		a.attention.Push(aidx, a.arena.Link(aidx))
-		a.signal()
+		a.holdAndTakeIn()
 	}
 }
 
@@ -270,7 +277,9 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 		}
 		tick = unwrapTicks(s.ticks38(), w.elapsed)
 		if tick > w.elapsed {
-			pn.State.Store(uint64(state(pn.State.Load()).withTicks(tick)))
+			if ps := state(pn.State.Load()); !moveProxy(pn, ps, ps.withTicks(tick)) {
+				return 0, false, true // Drain claimed it
+			}
 			sh.h.counts[cRefiled]++
 			sh.work.refiled++
 			w.insert(pidx, tick)
@@ -310,11 +319,17 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 	sh.assertHolder()
 	ps := state(pn.State.Load())
-	if ps.status() == statusNew {
+	switch ps.status() {
+	case statusStopped:
+		return // Drain claimed it
+	case statusNew:
+		ns := ps.to(statusPending)
+		if !moveProxy(pn, ps, ns) {
+			return
+		}
 		sh.h.counts[cProxied]++
-		ps = ps.to(statusPending)
-		pn.State.Store(uint64(ps))
-	} else {
+		ps = ns
+	default:
 		_, _, an := sh.source(pn)
 		dequeue(an)
 		if pn.Prev != 0 {

@@ -36,6 +36,7 @@ func (sh *Shard) run() {
 			case <-sh.wake:
 			case <-sh.done:
 			}
+			sh.wakeups++
 			continue
 		}
 		if !sh.pass() {
@@ -97,6 +98,7 @@ func (sh *Shard) passBody() bool {
 		w.setElapsed(target - 1)
 	}
 	sh.work = passWork{}
+	sh.h.counts[cWakeups] = sh.wakeups
 	sh.unindexEnded()
 	sh.processAttention(math.MaxInt)
 	sh.more = sh.transfer(passBudget)
@@ -106,8 +108,12 @@ func (sh *Shard) passBody() bool {
 		return false
 	}
 	sh.cascadeAhead()
-	sh.sweepHeld()
-	sh.sortShare()
+	step := sweepPerPass // a share of the housekeeping, or a larger one every housekeepEvery
+	if target >= sh.housekeepAt && sh.housekeeping() {
+		step, sh.housekeepAt = sh.housekeepStep(), target+sh.housekeepTicks()
+	}
+	sh.sweepHeld(step)
+	sh.sortShare(step)
 	sh.reviewReserve(target)
 	sh.countExits()
 	sh.trimRuns()
@@ -122,20 +128,26 @@ func (sh *Shard) passBody() bool {
 }
 
 // plan decides when the goroutine wakes next: at the next tick while work
-// is in flight, else at the tick the wheel needs next or at which
-// trimRuns gives back what a burst of hand-overs left, parked (timed
-// reports whether there is such a tick; a shard with neither parks
-// untimed). It publishes the tick in sleepUntil, while still holding the
-// wheel, so that every timer filed after it is checked against it.
+// is in flight, else at the tick the wheel needs next for a timer still
+// pending (pruneAhead frees the ended ones first: ahead.go), or at which
+// housekeeping, trimRuns or a review has work, parked (timed reports
+// whether there is such a tick; a shard with none parks untimed). It
+// publishes the tick in sleepUntil, while still holding the wheel, so that
+// every timer filed after it is checked against it.
 func (sh *Shard) plan() (next uint64, park, timed bool) {
 	w := sh.h.w
+	sh.pruneAhead()
 	next = w.elapsed + 1
 	t, any := w.nextWake()
-	busy := sh.more || w.dueNow() || !sh.queue.Empty() || !sh.attention.Empty() ||
-		sh.h.unindex != 0 || sh.h.sweep.next != 0 || sh.h.sort != 0 || sh.h.back != 0
+	busy := sh.more || w.dueNow() || !sh.queue.Empty() || !sh.attention.Empty() || sh.h.unindex != 0
 	park = !busy && (!any || t > next)
 	if park && any {
 		next = t
+	}
+	if park && sh.housekeeping() {
+		if at := max(sh.housekeepAt, w.elapsed+1); !any || at < next {
+			next, any = at, true
+		}
 	}
 	if r := &sh.runs; park && r.wake && (!any || r.trimAt < next) {
 		// A burst's execRuns to give back (trimRuns), at its tick.
@@ -181,4 +193,5 @@ func (sh *Shard) sleep(timer Timer) {
 	case <-sh.wake:
 	case <-sh.done:
 	}
+	sh.wakeups++
 }

@@ -55,10 +55,6 @@ import (
 // noLimit is h.limit while nothing is being shed: above every index.
 const noLimit = math.MaxUint32
 
-// sortStep is how many nodes of h.sort a pass of the shard goroutine sorts:
-// tens of microseconds.
-const sortStep = 4096
-
 // reserveFloor is the fewest free nodes a review leaves the holder, in big
 // blocks: shedding a block the next burst takes again costs more than
 // keeping it.
@@ -236,12 +232,12 @@ func (sh *Shard) takeBackLane() {
 	}
 }
 
-// sortShare sorts up to sortStep nodes of h.sort, then of h.back: those
-// below the limit go on the free list, the others are parked. The shard
+// sortShare sorts up to step nodes of h.sort, then of h.back: those below
+// the limit go on the free list, the others are parked. The shard
 // goroutine, holding the wheel, each pass while either holds nodes (plan
-// keeps it busy).
-func (sh *Shard) sortShare() {
-	for range sortStep {
+// wakes it for them every housekeepEvery, with a larger step).
+func (sh *Shard) sortShare(step int) {
+	for range step {
 		idx, s, ok := sh.popUnsorted()
 		if !ok {
 			return

@@ -217,14 +217,18 @@ type Shard struct {
 	timed     bool     // the goroutine planned to process wakeTick when due
 	more      bool     // the pass left work for another one at once
 	pacedTick uint64   // the elapsed tick at which cascadeAhead last ran
-	wakeTick  uint64   // the tick the goroutine last planned to process next
-	lastTick  uint64   // the last tick a pass reached; written holding the wheel
-	lastPass  PassWork // what the last pass did, for recordRecent
-	quieted   bool     // quiet is closed
-	goexit    uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
-	reporting bool     // the panic handler is running (report)
-	runs      runPool  // the execRuns it holds (cancelwait.go)
-	trace     tracer   // the execution tracer's view of passes (trace.go)
+	// housekeepAt is the tick from which a pass does a housekeeping step
+	// (ahead.go).
+	housekeepAt uint64
+	wakeups     uint64   // sleeps that ended: published at the next pass (cWakeups)
+	wakeTick    uint64   // the tick the goroutine last planned to process next
+	lastTick    uint64   // the last tick a pass reached; written holding the wheel
+	lastPass    PassWork // what the last pass did, for recordRecent
+	quieted     bool     // quiet is closed
+	goexit      uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
+	reporting   bool     // the panic handler is running (report)
+	runs        runPool  // the execRuns it holds (cancelwait.go)
+	trace       tracer   // the execution tracer's view of passes (trace.go)
 }
 
 // holder is the state the goroutine holding the wheel works with.

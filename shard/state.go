@@ -25,7 +25,8 @@ import (
 //
 // The statuses, and who moves a node into each:
 //
-//	new         in the shard's queue, not yet in the wheel   producer's store
+//	new         in the shard's queue (a proxy: on its        producer's store
+//	            attention queue), not yet in the wheel
 //	pending     in the wheel (or being linked by its holder) producer's store, or settle
 //	fired       its task has started (or is about to)        fire, shard goroutine
 //	cancelling  a Cancel won and is dropping the task        cancel, any goroutine
@@ -230,6 +231,15 @@ func begin(n *pool.Node, s state) (state, bool) {
 	stress.Point()
 	ns := s.to(statusRunning)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns))
+}
+
+// moveProxy moves a proxy (cross.go) from state ps to ns: the holder of
+// the proxy's wheel is its only writer but for Drain, which may claim it
+// (stopped) meanwhile. false means Drain claimed it: the proxy then stays
+// out of every list, never freed, as every claimed node. Holder only.
+func moveProxy(pn *pool.Node, ps, ns state) bool {
+	stress.Point()
+	return pn.State.CompareAndSwap(uint64(ps), uint64(ns))
 }
 
 // claim moves a live timer to stopped, for Stop.

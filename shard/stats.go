@@ -26,6 +26,7 @@ type Stats struct {
 	CapHits       uint64
 	Ticks         uint64
 	TicksSkipped  uint64
+	Wakeups       uint64
 	Refiled       uint64
 	RefiledPeak   int
 	HeldCancelled int
@@ -99,6 +100,7 @@ const (
 	cSlowFired
 	cSlowEnd
 	cPeriodicRuns   // runs of periodic timers' tasks (not in cFired)
+	cWakeups        // sleeps of the shard goroutine that ended (copied from Shard.wakeups)
 	cBlocksReleased // big blocks given back (reserve.go)
 	cBlocksRemade   // released big blocks made again
 	cCrossed        // routed timers handed over to their key's shard
@@ -347,6 +349,7 @@ func (sh *Shard) Stats() Stats {
 	st.CapHits = p[cCapHits].Load()
 	st.Ticks = p[cTicks].Load()
 	st.TicksSkipped = p[cTicksSkipped].Load()
+	st.Wakeups = p[cWakeups].Load()
 	st.Refiled = p[cRefiled].Load()
 	st.RefiledPeak = int(p[cRefiledPeak].Load())
 	st.SlowestPass = PassWork{

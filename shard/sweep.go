@@ -98,12 +98,13 @@ func (sh *Shard) startSweep() {
 
 // sweepHeld starts a sweep if the wheel holds more cancelled nodes than a
 // quarter of its linked ones and a 64th of its arena, or, when nothing is
-// being filed, any that pin blocks being given back (sweepToShed), and pays a pass's
-// share of a running sweep when no timer was filed since the last pass:
-// the shard goroutine's part. While a sweep runs the goroutine passes
-// every tick (see plan), so a wheel whose timers were all cancelled is
-// swept within about HighWater / sweepPerPass ticks once filing stops.
-func (sh *Shard) sweepHeld() {
+// being filed, any that pin blocks being given back (sweepToShed), and
+// visits step nodes of a running sweep when no timer was filed since the
+// last pass: the shard goroutine's part. While a sweep runs the goroutine
+// passes at least every housekeepEvery, each such pass a larger step
+// (ahead.go), so a wheel whose timers were all cancelled is swept within
+// about a second once filing stops, waking a few times for it.
+func (sh *Shard) sweepHeld(step int) {
 	sw := &sh.h.sweep
 	filing := sw.filed > 0
 	sw.filed = 0
@@ -116,7 +117,7 @@ func (sh *Shard) sweepHeld() {
 		}
 		sh.startSweep()
 	}
-	sh.sweep(sweepPerPass)
+	sh.sweep(step)
 	// A sweep that ended while Cancels went on behind it may leave enough
 	// for another: start it now, while plan can still see it, or the
 	// goroutine would sleep until the nodes' slots come round.

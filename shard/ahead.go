@@ -1,0 +1,113 @@
+package shard
+
+import (
+	"time"
+
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// Waking only for timers that will run.
+//
+// A Cancel only marks its timer (state.go): the node stays in its slot,
+// and a goroutine that planned its sleep by the slots' occupancy alone
+// would wake for timers cancelled long before, as a proxy's request
+// timeouts nearly all are. So before it plans, the shard goroutine frees
+// the ended timers at the heads of the slots it would wake for next
+// (pruneAhead): the next occupied slots of level 0 and of the coarse
+// slots, until one's head is a timer still pending, and the next occupied
+// slot of each higher level, whose cascade window it would wake for. A
+// slot whose head is pending is due: the goroutine wakes for it, and
+// whatever ended behind that head goes when the slot is met. At most
+// pruneBudget nodes a pass: a slot of a million cancelled timers is freed
+// over several passes, each a few tens of microseconds.
+//
+// Housekeeping (a running sweep, free nodes a review left to sort) rides
+// on the passes that happen anyway, a share each, and wakes an idle
+// goroutine at most every housekeepEvery for a larger share
+// (housekeepStep), never every tick: a shard whose timers were all
+// cancelled frees them within about a second, and then sleeps until its
+// next timer.
+
+// pruneBudget bounds the nodes pruneAhead frees in one pass.
+const pruneBudget = 4096
+
+// housekeepEvery is the least time between two housekeeping passes.
+const housekeepEvery = 100 * time.Millisecond
+
+// pruneAhead frees the ended timers at the heads of the slots the shard
+// goroutine would wake for next (see the top of this file). The shard
+// goroutine, holding the wheel, before it plans.
+func (sh *Shard) pruneAhead() {
+	w := sh.h.w
+	budget := pruneBudget
+	for l := range w.levels {
+		for budget > 0 {
+			num, ok := w.nextOccupied(l)
+			if !ok || sh.pruneSlot(w.slotIndex(l, num), &budget) {
+				break // empty, or its head is pending
+			}
+		}
+		if w.coarseBase == 0 || l == 0 {
+			continue
+		}
+		for budget > 0 {
+			num, ok := w.nextOccupiedIn(w.occupied[w.levels+l], l)
+			if !ok || sh.pruneSlot(w.coarseBase+w.slotIndex(l, num), &budget) {
+				break
+			}
+		}
+	}
+}
+
+// pruneSlot frees the ended timers at the head of slot si, counting them
+// against budget, and reports whether the slot still holds a node (its
+// head is pending, or the budget ran out).
+func (sh *Shard) pruneSlot(si uint32, budget *int) bool {
+	w := sh.h.w
+	for ; *budget > 0; *budget-- {
+		idx := w.slots[si].head
+		if idx == 0 {
+			return false
+		}
+		slot := sh.arena.Slot(idx)
+		n := slot.Node()
+		s := state(n.State.Load())
+		if slot.Flags()&pool.FlagProxy != 0 {
+			a, aidx, an := sh.source(n)
+			as := state(an.State.Load())
+			if st := as.status(); st == statusHanded || st == statusCancelling || as.queued() {
+				return true
+			}
+			w.popHead(si)
+			sh.endProxy(idx, n, a, aidx, as)
+			continue
+		}
+		if s.status() != statusCancelled || s.queued() {
+			return true
+		}
+		w.popHead(si)
+		sh.freeNode(idx, n, s)
+	}
+	return true
+}
+
+// housekeepTicks returns housekeepEvery in ticks, at least one.
+func (sh *Shard) housekeepTicks() uint64 {
+	return uint64(max(int64(housekeepEvery)/sh.tick, 1))
+}
+
+// housekeeping reports whether a sweep runs or free nodes wait to be
+// sorted: work that wakes an idle goroutine every housekeepEvery. Holder
+// only.
+func (sh *Shard) housekeeping() bool {
+	sh.assertHolder()
+	return sh.h.sweep.next != 0 || sh.h.sort != 0 || sh.h.back != 0
+}
+
+// housekeepStep returns the nodes a housekeeping pass sweeps or sorts: an
+// eighth of the nodes a sweep visits, so that about a second of
+// housekeeping passes visits them all, but at least sweepStep and at most
+// 2^18, a millisecond or two of work. Holder only.
+func (sh *Shard) housekeepStep() int {
+	return int(min(max(sh.sweptNodes()/8, sweepStep), 1<<18))
+}
