@@ -3,6 +3,7 @@ package shardwheel_test
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -315,4 +316,51 @@ func TestStatsRelationsHoldInEveryRead(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestCancelledCrossedTimersAreFreed: timers with a key of another shard
+// cross to it as they are scheduled (due within the wheel's first level),
+// are pushed an hour back by Reset, then cancelled: the filing shard and
+// the key's shard free them at once, not at the hour, and then, with
+// nothing pending, their goroutines sleep (no wake-up but a Stats read's,
+// once the give-back of the spike's storage is done).
+func TestCancelledCrossedTimersAreFreed(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s := newScheduler(t, shardwheel.WithShards(2))
+	n := 60_000
+	if raceEnabled || testing.Short() {
+		n = 6_000
+	}
+	ts := make([]shardwheel.Timeout, 0, n)
+	for k := uint64(0); len(ts) < n; k++ {
+		if s.ShardOf(k) != 1 { // GOMAXPROCS 1: files on shard 0, crosses to 1
+			continue
+		}
+		tm, err := s.Schedule(k, 300*time.Millisecond, func() { t.Error("a cancelled timer ran") })
+		require.NoError(t, err)
+		require.True(t, tm.Reset(time.Hour))
+		ts = append(ts, tm)
+	}
+	require.NotZero(t, s.Stats().Total.Crossed, "the timers crossed")
+	for _, tm := range ts {
+		require.True(t, tm.Cancel())
+	}
+	require.Zero(t, s.Pending())
+	require.Eventually(t, func() bool {
+		st := s.Stats().Total
+		return st.HeldCancelled == 0 && st.Resident == 0
+	}, waitFor, pollEvery, "the cancelled timers are freed: %+v", s.Stats().Total)
+	// Idle: a window in which each goroutine woke only for the two Stats
+	// reads around it (a read wakes a sleeping goroutine to publish).
+	require.Eventually(t, func() bool {
+		before := s.Stats()
+		time.Sleep(300 * time.Millisecond)
+		after := s.Stats()
+		for i := range after.Shards {
+			if after.Shards[i].Wakeups-before.Shards[i].Wakeups > 2 {
+				return false
+			}
+		}
+		return true
+	}, waitFor, pollEvery, "a shard with nothing pending sleeps")
 }

@@ -36,17 +36,24 @@ import (
 // A handed timer is live: Cancel, Reset, Pending, Deadline and Stop act on
 // a as on any timer, and p stands for it in K's wheel until a has ended:
 //
-//   - Cancel ends a as usual (its task dropped, a cancelled) and touches
-//     nothing of K's: K frees p when it meets it, within WheelSize ticks.
+//   - Cancel ends a as usual (its task dropped, a cancelled), setting a's
+//     queued bit in the same CAS, and pushes p on K's attention queue,
+//     taking it in if K's wheel is free (cancelHanded): K meets p at once
+//     with a cancelled and frees both, rather than at a's deadline, which
+//     a Reset may have moved an hour away. If p is still new, K has not
+//     read a's state yet: the Cancel clears the bit instead, and K frees p
+//     when it settles it.
 //   - Reset to a later deadline rewrites a's ticks: K meets p at the old
 //     tick and files it again at the new one (expireProxy).
 //   - Reset to an earlier deadline rewrites a's ticks, then looks at p: if
 //     p is still new, K has not read a's deadline yet and reads the new
 //     one (wakeFor makes K come in time); else it sets a's queued bit, by
 //     CAS, while a is still handed, and pushes p on K's attention queue,
-//     so that K files p again (attendProxy). The queued bit, set only while a
-//     is handed and cleared only by K, makes the push happen once, and K
-//     never frees p while it is set: the push may be on its way.
+//     so that K files p again (attendProxy). The queued bit, set only while
+//     a is handed (by such a Reset, a Cancel or the crossing itself) and
+//     cleared by K when it takes p off its queue (or by the Cancel that
+//     pushed nothing), makes the push happen once, and K never frees p
+//     while it is set: the push may be on its way.
 //   - Stop claims a (A's Drain); K's Drain skips proxies, and a holder of
 //     K's that meets p with a stopped frees p alone.
 //
@@ -339,6 +346,29 @@ func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 	if t, ok := sh.placeProxy(pidx, pn, ps); ok {
 		sh.wakeFor(t)
 	}
+}
+
+// cancelHanded frees the proxy of a handed timer on node idx (n) that a
+// Cancel just ended, having set its queued bit (see cancel): it pushes the
+// proxy on the attention queue of the shard the timer's key routes to
+// (whose holder meets it ended and hands the node back), and takes it in
+// at once if nobody holds that wheel. The node's Key and link are the
+// cancelled life's until the node is handed back, which the queued bit
+// holds off. Any goroutine; never waits.
+func (sh *Shard) cancelHanded(idx uint32, n *pool.Node) {
+	k := sh.routeOf(n.Key)
+	pidx := sh.arena.Link(idx).Load()
+	stress.Point()
+	if pn := k.arena.Find(pidx); pn == nil || state(pn.State.Load()).status() == statusNew {
+		// k has not settled the proxy yet (it is on k's attention queue
+		// already): it reads the timer's state once it has, and must
+		// find it cancelled and not queued, so that it frees the proxy.
+		dequeue(n)
+		return
+	}
+	k.wrote(lineAttention)
+	k.attention.Push(pidx, k.arena.Link(pidx))
+	k.holdAndTakeIn()
 }
 
 // resetHanded is Reset for the handed timer r (node n, state s), routed

@@ -248,8 +248,9 @@ func (sh *Shard) undo(r Ref, l *lane) bool {
 		if !mine || !s.live() {
 			return false // Stop claimed it: it is Stop's now
 		}
-		if cs, ok, queue := cancel(n, s, indexedBit); ok {
-			_ = queue // indexedBit dropped: never asks for the stack
+		if cs, ok, _ := cancel(n, s, indexedBit); ok {
+			// A handed timer's proxy is left for its shard to meet:
+			// the Scheduler is stopping.
 			sh.arena.Slot(r.idx).DropFunc()
 			endCancel(n, cs)
 			l.undone.Add(1)
@@ -335,7 +336,10 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			endCancel(n, cs)
 			sh.cancelled(li)
 			stress.Point()
-			if queue {
+			switch {
+			case queue && s.status() == statusHanded:
+				sh.cancelHanded(r.idx, n)
+			case queue:
 				sh.wrote(lineAttention)
 				sh.attention.Push(r.idx, slot.Link())
 				sh.holdAndTakeIn()

@@ -171,13 +171,16 @@ func unwrapTicks(t38, ref uint64) uint64 {
 
 // cancel moves a live timer to cancelling, clearing the bits in drop (0, or
 // indexedBit). The caller must then drop the task and call endCancel. It
-// asks for the attention stack (needsQueue) for a filed timer whose key
+// asks for the attention queue (needsQueue) for a filed timer whose key
 // index must hear of its end, so that a holder frees it, and tells the
-// index, soon rather than when its slot comes round.
+// index, soon rather than when its slot comes round; and for a handed
+// timer (cross.go), whose proxy the caller then pushes on its key's
+// shard's attention queue, so that the proxy and the timer's node are
+// freed now rather than at its deadline, maybe an hour away.
 func cancel(n *pool.Node, s state, drop state) (ns state, ok, needsQueue bool) {
 	stress.Point()
 	ns = s.to(statusCancelling) &^ drop
-	needsQueue = s.status() == statusPending && ns.indexed() && !s.queued()
+	needsQueue = !s.queued() && (s.status() == statusPending && ns.indexed() || s.status() == statusHanded)
 	ns = ns.withQueued(s.queued() || needsQueue)
 	return ns, n.State.CompareAndSwap(uint64(s), uint64(ns)), needsQueue
 }
@@ -248,8 +251,10 @@ func claim(n *pool.Node, s state) bool {
 	return n.State.CompareAndSwap(uint64(s), uint64(s.to(statusStopped)))
 }
 
-// dequeue clears the queued bit of a node the holder took off the attention
-// stack and returns the state it left. Holder only.
+// dequeue clears the queued bit of a node and returns the state it left:
+// for the holder that took the node (or its proxy) off the attention
+// queue, and for the Cancel of a handed timer that set the bit and found
+// its proxy not yet settled (cancelHanded), which then pushes nothing.
 func dequeue(n *pool.Node) state {
 	for {
 		stress.Point()
