@@ -114,11 +114,12 @@ func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 		top, err := h.AfterFunc(4, time.Hour)
 		require.NoError(t, err)
 		require.True(t, below.Cancel())
-		// Held until the wheel meets it, or a sweep does: the pass that
-		// publishes may sweep, the wheel being this small.
+		// Held until the wheel meets it: a sweep, or the pass that
+		// publishes, which frees the ended timers at the head of the slot
+		// it would wake for next (below is that head).
 		settles(t, s, "not the last filed: not taken back", func(st shardwheel.ShardStats) bool {
 			return st.TakenBack == base.TakenBack+2 && st.Cancelled == base.Cancelled+3 &&
-				st.HeldCancelled+int(st.Swept-base.Swept) == base.HeldCancelled+1
+				st.HeldCancelled <= base.HeldCancelled+1
 		})
 		require.True(t, top.Cancel())
 		settles(t, s, "the last filed is taken back", func(st shardwheel.ShardStats) bool {

@@ -38,21 +38,30 @@ const housekeepEvery = 100 * time.Millisecond
 // goroutine would wake for next (see the top of this file). The shard
 // goroutine, holding the wheel, before it plans.
 func (sh *Shard) pruneAhead() {
-	w := sh.h.w
 	budget := pruneBudget
+	sh.prune(&budget)
+}
+
+// prune is pruneAhead within budget nodes, which it counts down. Holder
+// only.
+func (sh *Shard) prune(budget *int) {
+	sh.assertHolder()
+	w := sh.h.w
 	for l := range w.levels {
-		for budget > 0 {
+		for *budget > 0 {
 			num, ok := w.nextOccupied(l)
-			if !ok || sh.pruneSlot(w.slotIndex(l, num), &budget) {
+			// A level-0 slot holds one tick: a timer reset past it
+			// moves on (pruneSlot).
+			if !ok || sh.pruneSlot(w.slotIndex(l, num), l == 0, num, budget) {
 				break // empty, or its head is pending
 			}
 		}
 		if w.coarseBase == 0 || l == 0 {
 			continue
 		}
-		for budget > 0 {
+		for *budget > 0 {
 			num, ok := w.nextOccupiedIn(w.occupied[w.levels+l], l)
-			if !ok || sh.pruneSlot(w.coarseBase+w.slotIndex(l, num), &budget) {
+			if !ok || sh.pruneSlot(w.coarseBase+w.slotIndex(l, num), true, num<<(uint(l)*w.shift), budget) {
 				break
 			}
 		}
@@ -61,8 +70,11 @@ func (sh *Shard) pruneAhead() {
 
 // pruneSlot frees the ended timers at the head of slot si, counting them
 // against budget, and reports whether the slot still holds a node (its
-// head is pending, or the budget ran out).
-func (sh *Shard) pruneSlot(si uint32, budget *int) bool {
+// head is pending, or the budget ran out). When exact, the slot runs at
+// tick start (a level-0 or a coarse slot), and a plain timer at its head
+// that a Reset moved later is filed again at its deadline, as expire would
+// when the slot came due.
+func (sh *Shard) pruneSlot(si uint32, exact bool, start uint64, budget *int) bool {
 	w := sh.h.w
 	for ; *budget > 0; *budget-- {
 		idx := w.slots[si].head
@@ -82,11 +94,24 @@ func (sh *Shard) pruneSlot(si uint32, budget *int) bool {
 			sh.endProxy(idx, n, a, aidx, as)
 			continue
 		}
-		if s.status() != statusCancelled || s.queued() {
+		if s.queued() {
 			return true
 		}
-		w.popHead(si)
-		sh.freeNode(idx, n, s)
+		switch s.status() {
+		case statusCancelled:
+			w.popHead(si)
+			sh.freeNode(idx, n, s)
+		case statusPending:
+			t := unwrapTicks(s.ticks38(), w.elapsed)
+			if !exact || t <= start || s.routed() || slot.FindSeries() != nil {
+				return true // due here (routed and periodic timers: see expire)
+			}
+			w.popHead(si)
+			w.insertNode(idx, n, t)
+			sh.h.counts[cRefiled]++
+		default:
+			return true
+		}
 	}
 	return true
 }

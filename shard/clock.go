@@ -22,8 +22,11 @@ type Timer interface {
 	// C delivers a value when the timer fires.
 	C() <-chan time.Time
 	// Reset makes the timer fire d from now, discarding an earlier setting
-	// and any undelivered value.
-	Reset(d time.Duration)
+	// and any undelivered value, and reports true; or reports false and
+	// changes nothing if the calling goroutine cannot reset it: its time
+	// is not the clock's (a goroutine in a testing/synctest bubble would
+	// arm a timer of the real clock on the bubble's fake time).
+	Reset(d time.Duration) bool
 	// Stop disarms the timer.
 	Stop()
 }
@@ -71,7 +74,7 @@ type RealClock struct{ base int64 }
 func (c RealClock) Now() time.Duration { return time.Duration(nanotime() - c.base) }
 
 // NewTimer returns a stopped timer of package time.
-func (RealClock) NewTimer() Timer { return newTimer() }
+func (RealClock) NewTimer() Timer { return newTimer(false) }
 
 // bubbleClock is the fake clock of the testing/synctest bubble a
 // Scheduler was made in: time.Since, from the bubble's own start.
@@ -80,20 +83,36 @@ type bubbleClock struct{ epoch time.Time }
 // Now returns the bubble's time since the epoch.
 func (c bubbleClock) Now() time.Duration { return time.Since(c.epoch) }
 
-// NewTimer returns a stopped timer of the bubble (the shard goroutine that
-// calls it is the bubble's).
-func (bubbleClock) NewTimer() Timer { return newTimer() }
+// NewTimer returns a stopped timer of the bubble (New, which makes it, runs
+// in the bubble).
+func (bubbleClock) NewTimer() Timer { return newTimer(true) }
 
-func newTimer() Timer {
+// newTimer returns a stopped timer of package time, of a bubble's clock if
+// bubbled, else of the real one.
+func newTimer(bubbled bool) Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return realTimer{t}
+	return realTimer{t, bubbled}
 }
 
-type realTimer struct{ t *time.Timer }
+// realTimer is a timer of package time, and whether the bubble's fake
+// clock drives it: only goroutines of the same kind can reset it, as
+// package time computes the deadline from the caller's clock.
+type realTimer struct {
+	t       *time.Timer
+	bubbled bool
+}
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 
-// Reset relies on Go 1.23 timers: Reset discards an undelivered value.
-func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
-func (r realTimer) Stop()                 { r.t.Stop() }
+// Reset relies on Go 1.23 timers: Reset discards an undelivered value. It
+// reads time.Now to tell a bubble's goroutine from another (InBubble).
+func (r realTimer) Reset(d time.Duration) bool {
+	if InBubble(time.Now()) != r.bubbled {
+		return false
+	}
+	r.t.Reset(d)
+	return true
+}
+
+func (r realTimer) Stop() { r.t.Stop() }

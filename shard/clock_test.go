@@ -24,12 +24,8 @@ func (c *ManualClock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	now := c.now.Add(int64(d))
 	for _, t := range c.timers {
-		if t.armed && int64(t.when) <= now {
-			t.armed = false
-			select {
-			case t.ch <- time.Time{}:
-			default:
-			}
+		if t.armed.Load() && t.when.Load() <= now && t.armed.CompareAndSwap(true, false) {
+			t.fire()
 		}
 	}
 }
@@ -43,31 +39,44 @@ func (c *ManualClock) NewTimer() Timer {
 	return t
 }
 
+// manualTimer is a ManualClock's timer. Reset and Stop take no lock and
+// never wait, as the runtime's timers: the shard calls them from goroutines
+// pinned to their P (armAlarm).
 type manualTimer struct {
 	c     *ManualClock
 	ch    chan time.Time
-	when  time.Duration // guarded by c.mu
-	armed bool          // guarded by c.mu
+	when  atomic.Int64 // the clock reading it fires at, while armed
+	armed atomic.Bool
 }
 
 func (t *manualTimer) C() <-chan time.Time { return t.ch }
 
-func (t *manualTimer) Reset(d time.Duration) {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
+// fire delivers a value, unless one is waiting already.
+func (t *manualTimer) fire() {
 	select {
-	case <-t.ch:
+	case t.ch <- time.Time{}:
 	default:
-	}
-	t.when, t.armed = t.c.Now()+d, true
-	if d <= 0 {
-		t.armed = false
-		t.ch <- time.Time{}
 	}
 }
 
-func (t *manualTimer) Stop() {
-	t.c.mu.Lock()
-	t.armed = false
-	t.c.mu.Unlock()
+func (t *manualTimer) Reset(d time.Duration) bool {
+	t.armed.Store(false)
+	select { // drop an undelivered value, as Go 1.23 timers do
+	case <-t.ch:
+	default:
+	}
+	t.when.Store(int64(t.c.Now() + d))
+	if d <= 0 {
+		t.fire()
+		return true
+	}
+	t.armed.Store(true)
+	// An Advance that passed the deadline before armed was set would
+	// miss it: fire now if so.
+	if t.c.Now() >= time.Duration(t.when.Load()) && t.armed.CompareAndSwap(true, false) {
+		t.fire()
+	}
+	return true
 }
+
+func (t *manualTimer) Stop() { t.armed.Store(false) }

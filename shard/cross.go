@@ -348,14 +348,15 @@ func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 	}
 }
 
-// cancelHanded frees the proxy of a handed timer on node idx (n) that a
-// Cancel just ended, having set its queued bit (see cancel): it pushes the
+// cancelHanded frees the proxy of a handed timer on node idx (n, its
+// deadline tick's low bits t38) that a Cancel just ended, having set its
+// queued bit (see cancel): it pushes the
 // proxy on the attention queue of the shard the timer's key routes to
 // (whose holder meets it ended and hands the node back), and takes it in
 // at once if nobody holds that wheel. The node's Key and link are the
 // cancelled life's until the node is handed back, which the queued bit
 // holds off. Any goroutine; never waits.
-func (sh *Shard) cancelHanded(idx uint32, n *pool.Node) {
+func (sh *Shard) cancelHanded(idx uint32, n *pool.Node, t38 uint64) {
 	k := sh.routeOf(n.Key)
 	pidx := sh.arena.Link(idx).Load()
 	stress.Point()
@@ -369,6 +370,7 @@ func (sh *Shard) cancelHanded(idx uint32, n *pool.Node) {
 	k.wrote(lineAttention)
 	k.attention.Push(pidx, k.arena.Link(pidx))
 	k.holdAndTakeIn()
+	k.replanFor(t38) // k's goroutine may have planned to wake for the proxy
 }
 
 // resetHanded is Reset for the handed timer r (node n, state s), routed

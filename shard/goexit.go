@@ -133,6 +133,7 @@ func (sh *Shard) runEnded() {
 	sh.wrote(lineFixed)
 	sh.g.Store(0)
 	if sh.goexit != goexitResume {
+		sh.alarm.Stop()
 		close(sh.exited)
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"runtime/trace"
-	"time"
 
 	"github.com/shardwheel/shardwheel/internal/stress"
 )
@@ -25,8 +24,6 @@ func (sh *Shard) run() {
 			sh.cfg.OnPinError(err)
 		}
 	}
-	timer := sh.clock.NewTimer()
-	defer timer.Stop()
 	for !sh.closed.Load() {
 		stress.Point()
 		if !sh.holdForPass() {
@@ -54,7 +51,7 @@ func (sh *Shard) run() {
 			runtime.Gosched()
 			continue
 		}
-		sh.sleep(timer)
+		sh.sleep()
 	}
 }
 
@@ -144,23 +141,29 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	if park && any {
 		next = t
 	}
-	if park && sh.housekeeping() {
-		if at := max(sh.housekeepAt, w.elapsed+1); !any || at < next {
-			next, any = at, true
-		}
-	}
-	if r := &sh.runs; park && r.wake && (!any || r.trimAt < next) {
-		// A burst's execRuns to give back (trimRuns), at its tick.
-		next, any = max(r.trimAt, w.elapsed+1), true
-	}
+	floor := uint64(math.MaxUint64) // the earliest wake planned for other than the wheel
 	if park {
-		if at, ok := sh.reviewDue(); ok && (!any || at < next) {
+		if sh.housekeeping() {
+			floor = sh.housekeepAt
+		}
+		if r := &sh.runs; r.wake {
+			// A burst's execRuns to give back (trimRuns), at its tick.
+			floor = min(floor, r.trimAt)
+		}
+		if at, ok := sh.reviewDue(); ok {
 			// Free nodes a review may give back (reserve.go): an idle
 			// shard wakes for it, or would keep a spike's memory until
 			// its next timer.
-			next, any = max(at, w.elapsed+1), true
+			floor = min(floor, at)
+		}
+		if floor != math.MaxUint64 {
+			floor = max(floor, w.elapsed+1)
 		}
 	}
+	if floor != math.MaxUint64 && (!any || floor < next) {
+		next, any = floor, true
+	}
+	sh.h.parked, sh.h.planFloor = park, floor
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed
 	stress.Point()
@@ -174,22 +177,19 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	return next, park, timed
 }
 
-// sleep waits until the planned tick, a signal (a timer filed earlier than
-// planned, a producer's release that saw ownWanted, work left over), or
-// Close.
-func (sh *Shard) sleep(timer Timer) {
+// sleep waits until the tick sleepUntil holds, which plan set and others
+// may have moved since (a timer filed earlier, wakeFor; a re-plan, replan),
+// a signal (a producer's release that saw ownWanted, work left over, lanes
+// to feed, a Stats reader), or Close.
+func (sh *Shard) sleep() {
 	stress.Point()
-	var fire <-chan time.Time
-	if sh.timed {
-		d := sh.tickTime(sh.wakeTick) - sh.clock.Now()
-		if d <= 0 {
-			return
-		}
-		timer.Reset(d)
-		fire = timer.C()
+	until := sh.armAlarm()
+	sh.wakeTick, sh.timed = until, until != math.MaxUint64
+	if sh.timed && sh.tickTime(until) <= sh.clock.Now() {
+		return // due already (its alarm's value is dropped by the next Reset)
 	}
 	select {
-	case <-fire:
+	case <-sh.alarm.C():
 	case <-sh.wake:
 	case <-sh.done:
 	}

@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/shardwheel/shardwheel/internal/stress"
+import (
+	"math"
+
+	"github.com/shardwheel/shardwheel/internal/stress"
+)
 
 // Holding the wheel.
 //
@@ -226,16 +230,16 @@ func (sh *Shard) signal() {
 	}
 }
 
-// wakeFor wakes the shard goroutine if it plans to sleep past tick t, the
-// deadline of a timer its caller just filed, queued, or reset earlier while
-// it waits in the queue. Any goroutine; never blocks. (In the shard
-// goroutine's own pass the plan is made after the filing, so a signal then
-// only costs a pass.)
-//
-// It lowers sleepUntil to t as it signals, so that the timers filed after
-// it, due no earlier, do not signal again: a burst of timers into a
-// parked shard costs one wake-up, and the goroutine plans afresh when it
-// wakes.
+// wakeFor makes the shard goroutine wake by tick t, the deadline of a
+// timer its caller just filed, queued, or reset earlier while it waits in
+// the queue, if it plans to sleep past t: it lowers sleepUntil to t and
+// re-arms the goroutine's alarm for it (armAlarm), as the runtime re-arms
+// its netpoller's sleep for an earlier timer. The goroutine is not woken
+// now: it wakes at t and takes in (or finds filed) what is due then. Timers
+// filed after it, due no earlier, do nothing: a burst of timers into a
+// parked shard costs one alarm. Any goroutine; never blocks. (In the shard
+// goroutine's own pass the plan is made after the filing, so lowering
+// sleepUntil there changes nothing.)
 func (sh *Shard) wakeFor(t uint64) {
 	for {
 		until := sh.sleepUntil.Load()
@@ -246,8 +250,32 @@ func (sh *Shard) wakeFor(t uint64) {
 		sh.wrote(linePlan)
 		if sh.sleepUntil.CompareAndSwap(until, t) {
 			stress.Point()
-			sh.signal()
+			sh.armAlarm()
 			return
+		}
+	}
+}
+
+// armAlarm arms the shard goroutine's alarm for the tick sleepUntil holds
+// (stops it for MaxUint64: parked untimed), and returns that tick. Every
+// writer of sleepUntil calls it after its write, and it arms again while
+// sleepUntil changed under it, so the alarm ends armed for sleepUntil's
+// last value, whichever writer's Reset the runtime applies last. A caller
+// that cannot reset the alarm (a goroutine of a testing/synctest bubble,
+// the shard's clock the real one: see Timer) wakes the goroutine instead,
+// which arms it itself. Any goroutine; never blocks.
+func (sh *Shard) armAlarm() uint64 {
+	for {
+		until := sh.sleepUntil.Load()
+		if until == math.MaxUint64 {
+			sh.alarm.Stop()
+		} else if !sh.alarm.Reset(sh.tickTime(until) - sh.clock.Now()) {
+			sh.signal()
+			return until
+		}
+		stress.Point()
+		if sh.sleepUntil.Load() == until {
+			return until
 		}
 	}
 }

@@ -300,7 +300,9 @@ func TestResetOfAQueuedTimerWakesTheShardGoroutine(t *testing.T) {
 	require.True(t, h.sh.Reset(r, 0, 3*testTick))
 	due := h.sh.deadlineTick(resetAt, 3*testTick)
 	assert.LessOrEqual(t, h.sh.sleepUntil.Load(), due, "the goroutine's plan")
-	assert.Len(t, h.sh.wake, 1, "the goroutine is woken")
+	alarm := h.sh.alarm.(*manualTimer)
+	assert.True(t, alarm.armed.Load(), "the goroutine's alarm is armed")
+	assert.LessOrEqual(t, time.Duration(alarm.when.Load()), h.sh.tickTime(due), "for the new deadline")
 
 	h.runOut()
 	require.Contains(t, h.fired, 2)

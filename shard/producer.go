@@ -338,11 +338,13 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			stress.Point()
 			switch {
 			case queue && s.status() == statusHanded:
-				sh.cancelHanded(r.idx, n)
+				sh.cancelHanded(r.idx, n, s.ticks38())
 			case queue:
 				sh.wrote(lineAttention)
 				sh.attention.Push(r.idx, slot.Link())
 				sh.holdAndTakeIn()
+			case s.status() == statusPending:
+				sh.replanFor(s.ticks38())
 			}
 			return true
 		}
@@ -398,6 +400,9 @@ func (sh *Shard) takeBack(r Ref, slot pool.Slot, n *pool.Node, drop state) (done
 			slot.DropFunc() // the Cancel's part (freeSlot leaves a cancelled timer's task alone)
 			sh.freeSlot(r.idx, n, ns, slot)
 			sh.h.counts[cTakenBack]++
+			if until := sh.sleepUntil.Load(); unwrapTicks(s.ticks38(), until) == until {
+				sh.replan() // the goroutine planned to wake for it
+			}
 			return true, true
 		}
 	}
@@ -441,6 +446,9 @@ func (sh *Shard) Reset(r Ref, key uint64, delay time.Duration) bool {
 			sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
 			stress.Point()
 			sh.noticeReset(r.idx, s, t, queue)
+			if !queue && s.status() == statusPending {
+				sh.replanFor(s.ticks38()) // later: its old tick may be the goroutine's
+			}
 			return true
 		}
 	}

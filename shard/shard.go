@@ -124,6 +124,9 @@ type Shard struct {
 	// Close (see Quiet); it is the only closer.
 	quiet chan struct{}
 	lines *lineWriters // who wrote which lines, with the verify tag (lines.go)
+	// alarm is the timer the shard goroutine sleeps on, reset by it and,
+	// holding the wheel, by a re-plan (replan.go).
+	alarm Timer
 
 	// Read by every Schedule (closed) or by Stop and CancelWait (gid,
 	// g), written once: by Close, and by the shard goroutine as it starts
@@ -260,6 +263,12 @@ type holder struct {
 	sharedBefore bool
 	reviewAt     uint64
 	lastFiled    uint32 // the node the last Schedule filed, published in own
+	// parked and planFloor are the shard goroutine's last plan: whether it
+	// parked (nothing busy), and the earliest tick it woke for other than
+	// the wheel's timers (housekeeping, trimRuns, a review), MaxUint64 if
+	// none. A re-plan reads them (replan.go).
+	parked    bool
+	planFloor uint64
 	// tick is the clock's tick as the holder knows it, which the transfer
 	// cap counts against: the pass's for the shard goroutine, the call's
 	// for a Schedule or Reset, else the last pass's (lastTick, which the
@@ -341,6 +350,7 @@ func New(cfg Config) (*Shard, error) {
 		done:     make(chan struct{}),
 		exited:   make(chan struct{}),
 		quiet:    make(chan struct{}),
+		alarm:    clock.NewTimer(),
 	}
 	if debug {
 		sh.lines = new(lineWriters)
