@@ -45,11 +45,21 @@ var executors = map[string]func(*Config){
 // advanceUntil moves the clock a quarter tick at a time until cond holds.
 func advanceUntil(t *testing.T, clock *ManualClock, cond func() bool) {
 	t.Helper()
+	advanceByUntil(t, clock, testTick/4, cond)
+}
+
+// advanceByUntil moves the clock step at a time until cond holds. A cond
+// that needs the clock to move far (a second of ticks for the shard
+// goroutine's next look at its runs) takes a large step: the clock moves
+// once a poll, and a CPU-starved race build polls a few hundred times in
+// waitFor, not the tens of thousands pollEvery allows.
+func advanceByUntil(t *testing.T, clock *ManualClock, step time.Duration, cond func() bool) {
+	t.Helper()
 	require.Eventually(t, func() bool {
 		if cond() {
 			return true
 		}
-		clock.Advance(testTick / 4)
+		clock.Advance(step)
 		return false
 	}, waitFor, pollEvery)
 }
@@ -505,7 +515,10 @@ func TestCancelWaitDuringABurst(t *testing.T) {
 	free()
 	wg.Wait()
 	require.Eventually(t, func() bool { return done.Load() == int64(n) }, waitFor, pollEvery)
-	advanceUntil(t, clock, func() bool {
+	// The older tables are unlinked at the shard goroutine's next look at
+	// its runs, a second of ticks on (trimRuns): a sixteenth of that a
+	// poll.
+	advanceByUntil(t, clock, time.Duration(sh.sweepCheck)*testTick/16, func() bool {
 		tab := sh.runTab.Load()
 		return runsPublished(sh) == 0 && tab.older.Load() == nil
 	})
