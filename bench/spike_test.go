@@ -37,6 +37,7 @@ func TestSpikeTiny(t *testing.T) {
 	assert.Equal(t, defaultSpikeTargets, env.Config.Targets)
 	res := env.Results
 	require.Len(t, res.Runs, 3, "3 implementations, 1 run")
+	behind := map[string]int{} // runs whose churn fell below 98% of its rate, by implementation
 	var order []string
 	for _, r := range res.Runs {
 		order = append(order, r.Impl)
@@ -58,7 +59,15 @@ func TestSpikeTiny(t *testing.T) {
 			assert.False(t, defaultSpikeTargets.cameBack(r.Before, r.Peak, s), "%s: sample %d came back, and sampling went on", r.Impl, i)
 		}
 		assert.Greater(t, r.Second.Heap, r.Before.Heap, "%s: a second spike", r.Impl)
-		assert.InDelta(t, 20000, r.ChurnRate, 2000, r.Impl)
+		// The churn ran, paced: never ahead of its rate. How close it came
+		// to the rate is the host's speed (a race build beside other work
+		// reached a third of it), not the run's shape: a run that fell
+		// behind says so (below).
+		assert.Positive(t, r.ChurnRate, r.Impl)
+		assert.LessOrEqual(t, r.ChurnRate, 20000.0, "%s: the churn ran ahead of its rate", r.Impl)
+		if r.ChurnRate < 0.98*20000 {
+			behind[r.Impl]++
+		}
 		assert.Zero(t, r.ChurnMissed, r.Impl)
 		if r.Impl == spikeStd {
 			assert.Nil(t, r.Before.Nodes)
@@ -80,6 +89,7 @@ func TestSpikeTiny(t *testing.T) {
 	require.Len(t, res.Summaries, 3)
 	for _, s := range res.Summaries {
 		assert.Equal(t, 1, s.Runs)
+		assert.Equal(t, behind[s.Impl], s.Behind, "%s: runs whose churn fell behind", s.Impl)
 		f := s.Figures["kept"]
 		assert.Equal(t, f.Min, f.Max, "one run: its own range")
 		assert.Contains(t, s.Figures, "gc_ratio")
@@ -104,6 +114,13 @@ func TestSpikeTiny(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.Regexp(t, `(?m)^  nodes allocated at peak\s+\S+\s+\S+\s+-$`, out, "time.AfterFunc has no nodes")
+	for _, impl := range spikeImpls {
+		note := spikeCall(impl) + ", 20,000 timers: the churn fell below 98% of 20k timers/s in "
+		assert.Equal(t, behind[impl] > 0, strings.Contains(out, note), "%s: a churn that fell behind is reported, and only then", impl)
+		if behind[impl] > 0 {
+			assert.Contains(t, out, note+"1 of 1 run")
+		}
+	}
 	assert.Contains(t, stderr.String(), "spike: 3 phases, about ")
 	assert.Contains(t, stderr.String(), "phase 3 of 3 (about ")
 	assert.Contains(t, stderr.String(), "  heap ", "each run's figures as it ends")
