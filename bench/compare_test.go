@@ -66,8 +66,11 @@ func TestCompareJSONAndOut(t *testing.T) {
 	assert.Equal(t, callWheel, sw.Call)
 	assert.Equal(t, nameStdlib, af.Impl)
 	assert.Equal(t, callStdlib, af.Call)
+	// A window lasts the 1s asked, or longer where its end was late (up to
+	// 1.7s with the race detector beside other work): never shorter, and
+	// within the command's run.
 	for _, r := range c.Runs {
-		assert.InDelta(t, time.Second, r.Measured, float64(300*time.Millisecond))
+		assert.GreaterOrEqual(t, r.Measured, time.Second, r.Impl)
 		assert.Positive(t, r.Ops.Schedules)
 		assert.Positive(t, r.Ops.Cancels)
 		assert.Positive(t, r.Ops.Resets)
@@ -84,7 +87,8 @@ func TestCompareJSONAndOut(t *testing.T) {
 	alone := c.LoadAlone
 	require.NotNil(t, alone)
 	assert.Equal(t, nameNull, alone.Impl)
-	assert.InDelta(t, time.Second, alone.Measured, float64(300*time.Millisecond))
+	assert.GreaterOrEqual(t, alone.Measured, time.Second)
+	assert.Less(t, sw.Measured+af.Measured+alone.Measured, env.Elapsed, "the windows lie within the run")
 	if sw.KeptUp && alone.KeptUp {
 		// A run that fell behind on a busy host (it says so) issued less;
 		// one that fell behind in its warm-up catches up in its 1s window,
