@@ -53,6 +53,8 @@ func TestSynctestBubble(t *testing.T) {
 			assert.GreaterOrEqual(t, time.Since(lateStart), 10*time.Second)
 			assert.Equal(t, context.DeadlineExceeded, late.Err())
 		})
-		assert.Less(t, time.Since(realStart), 5*time.Second, "affinity=%v: the bubble's time is fake", affinity)
+		// On a real clock the bubble would take over an hour; the bound
+		// leaves a busy host room.
+		assert.Less(t, time.Since(realStart), 30*time.Second, "affinity=%v: the bubble's time is fake", affinity)
 	}
 }

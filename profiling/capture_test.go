@@ -199,7 +199,9 @@ func TestCaptureCancelled(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	rep, err := profiling.Capture(ctx, s, profiling.CaptureConfig{Duration: time.Minute, Interval: 50 * time.Millisecond, Dir: t.TempDir()})
-	assert.Less(t, time.Since(start), 5*time.Second)
+	// It ends with ctx, not after the minute asked (the bound leaves a
+	// busy host room).
+	assert.Less(t, time.Since(start), 30*time.Second, "the capture ran on after ctx ended")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, "profiling: capture interrupted after")
 

@@ -145,9 +145,13 @@ func TestServeCloseEndsLongProfile(t *testing.T) {
 	}()
 	require.Eventually(t, cpuProfileServing, 10*time.Second, 5*time.Millisecond)
 
+	// Close ends the 60s profile instead of waiting it out: it returns in
+	// well under its length (the bound leaves a busy host room), and the
+	// client gets the profile whole (below), which a request cut off at
+	// the shutdown timeout would not.
 	start := time.Now()
 	require.NoError(t, srv.Close())
-	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.Less(t, time.Since(start), 30*time.Second, "Close waited for the 60s profile")
 	r := <-done
 	require.NoError(t, r.err)
 	assert.Equal(t, http.StatusOK, r.code)
