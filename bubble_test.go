@@ -72,16 +72,24 @@ func TestSharedSchedulerInsideABubbleIsNeverEarly(t *testing.T) {
 			func() (shardwheel.Timeout, error) { return h.AfterFunc(3, delay) },
 			func() (shardwheel.Timeout, error) { return s.ScheduleKey(4, delay, r.task(4)) },
 		}
+		// Deadline is the zero Time once the timer has run: on a busy host
+		// the 30ms may be over before it is read. The timer's run is
+		// checked below either way.
+		deadlineNeverEarly := func(i int, tm shardwheel.Timeout) {
+			if dl := tm.Deadline(); !dl.IsZero() {
+				assert.GreaterOrEqual(t, dl.Sub(shardwheel.Epoch(s)), calledAt[i]+delay,
+					"call %d: Deadline is never before the call plus the delay, on the real clock", i)
+			}
+		}
 		for i, call := range calls {
 			calledAt[i] = shardwheel.ClockReading(s)
 			tm, err := call()
 			require.NoError(t, err)
-			assert.GreaterOrEqual(t, tm.Deadline().Sub(shardwheel.Epoch(s)), calledAt[i]+delay,
-				"call %d: Deadline is never before the call plus the delay, on the real clock", i)
+			deadlineNeverEarly(i, tm)
 		}
 		calledAt[5] = shardwheel.ClockReading(s)
 		require.True(t, outside.Reset(delay))
-		assert.GreaterOrEqual(t, outside.Deadline().Sub(shardwheel.Epoch(s)), calledAt[5]+delay)
+		deadlineNeverEarly(5, outside)
 		select {
 		case <-r.done:
 		case <-timeout:
