@@ -208,7 +208,7 @@ func TestCompareInterruptedMidRun(t *testing.T) {
 	assert.Equal(t, nameWheel, r.Impl)
 	assert.True(t, r.Partial)
 	assert.Positive(t, r.Measured)
-	assert.Less(t, r.Measured, 10*time.Second)
+	assert.Less(t, r.Measured, 30*time.Second, "cut short of the 30s asked")
 	assert.Positive(t, r.Ops.Requests)
 	assert.Nil(t, c.Ratios)
 	assert.Nil(t, c.LoadAlone)
