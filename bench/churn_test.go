@@ -29,7 +29,7 @@ func TestChurnTiny(t *testing.T) {
 	assert.Equal(t, "churn", env.Command)
 	assert.Equal(t, []int{1, 2}, env.Config.Goroutines)
 	assert.Equal(t, 2000, env.Config.Resident)
-	assert.Equal(t, 1024, env.Config.Ring)
+	assert.Equal(t, 64, env.Config.Ring)
 	res := env.Results
 	require.Len(t, res.Runs, 6, "3 implementations at 2 goroutine counts, 1 round")
 	var order []string

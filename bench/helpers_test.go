@@ -32,10 +32,12 @@ func tinyArgs(cmd string, extra ...string) []string {
 // tinyChurn returns flags of a churn load small enough for tests, even
 // under the race detector, with prefix "" for churn and "churn-" for
 // compare's section: a cancel ring short enough that every goroutine
-// fills it during the warm-up.
+// fills it during the warm-up, even on a busy host (a ring of 1024 once
+// did not fill in 600ms, under -race beside two CPU hogs, and the run
+// failed: no cancel in its window).
 func tinyChurn(prefix string) []string {
 	return []string{"-" + prefix + "goroutines", "1,2", "-" + prefix + "rounds", "1", "-" + prefix + "resident", "2000",
-		"-" + prefix + "cancel-after", "1024", "-" + prefix + "warmup", "300ms", "-" + prefix + "duration", "300ms"}
+		"-" + prefix + "cancel-after", "64", "-" + prefix + "warmup", "300ms", "-" + prefix + "duration", "300ms"}
 }
 
 // testEnvelope is the JSON document every command writes, with its
