@@ -256,7 +256,7 @@ func TestMissedPoliciesAfterAStall(t *testing.T) {
 	const period = 20 * time.Millisecond
 	for _, policy := range missedPolicies {
 		t.Run(policy.String(), func(t *testing.T) {
-			s := newScheduler(t, shardwheel.WithShards(1))
+			s := newScheduler(t, shardwheel.WithShards(1), stall)
 			var mu sync.Mutex
 			var starts []time.Duration // of each run, since before the Every call
 			var released atomic.Bool

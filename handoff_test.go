@@ -111,7 +111,7 @@ func TestBurstIntoBlockedShardNeverWaits(t *testing.T) {
 		total = 500_000 // the race detector makes 5M take minutes
 	}
 	const producers = 8
-	s := newUnstopped(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond))
+	s := newUnstopped(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond), stall)
 	release := make(chan struct{})
 	blocked := make(chan struct{})
 	_, err := s.AfterFunc(0, func() { close(blocked); <-release })

@@ -47,6 +47,14 @@ const (
 	// MaxFirstBlock bounds WithFirstBlock: 2^22 nodes (184 MiB with
 	// their tasks) is the largest block a shard allocates.
 	MaxFirstBlock = 1 << 22
+	// DefaultTakeoverTicks is WithTakeoverAfter's default, in ticks: a
+	// task that runs 4 ticks (4ms at the default tick) hands its wheel
+	// over.
+	DefaultTakeoverTicks = 4
+	// DefaultMaxBlockedTasks is WithMaxBlockedTasks' default, and
+	// MaxBlockedTasks its bound.
+	DefaultMaxBlockedTasks = 256
+	MaxBlockedTasks        = 1 << 20
 )
 
 // ErrInvalidOption is wrapped by every error New returns for a bad option.
@@ -69,6 +77,12 @@ type config struct {
 	affinity    bool
 	stats       bool
 	capacity    int // timers a shard holds; 0: ShardCapacity (tests lower it)
+	// takeoverAfter is WithTakeoverAfter's bound, takeoverSet whether it
+	// was given (the default follows the tick); maxBlocked is
+	// WithMaxBlockedTasks'.
+	takeoverAfter time.Duration
+	takeoverSet   bool
+	maxBlocked    int
 }
 
 func defaultConfig() config {
@@ -79,6 +93,7 @@ func defaultConfig() config {
 		firstBlock:  DefaultFirstBlock,
 		transferCap: DefaultTransferCap,
 		stats:       true,
+		maxBlocked:  DefaultMaxBlockedTasks,
 	}
 }
 
@@ -234,6 +249,50 @@ func WithAffinity(on bool) Option {
 	}
 }
 
+// WithTakeoverAfter sets how long a task may run before its wheel goes on
+// without it: tasks run inline on their shard's goroutine, which holds the
+// wheel, so a task that blocks (a lock, a slow peer, a channel) would hold
+// up every timer of its wheel. Once a task has run for d (checked every
+// d: it is noticed between d and 2d after it started), a new goroutine
+// takes the wheel over and runs its other timers on time, and the task
+// goes on on the goroutine it started on, which ends when it returns. The
+// tasks of one key (Schedule, ScheduleKey, ScheduleWithin) still run one
+// at a time, in deadline order: the blocked task's key is held back, its
+// later timers waiting (pending, cancellable) until it returns; other
+// timers (AfterFunc's, series, whose next run waits for the last anyway)
+// run beside it. CancelWait on the blocked timer still waits for it, and Stop
+// and Shutdown wait for it as for any task. Stats count the takeovers and
+// name the tasks still blocked. The default is DefaultTakeoverTicks ticks;
+// d must be 0, which turns takeovers off (the wheel waits for its
+// tasks), or at least the tick. See WithMaxBlockedTasks for the bound on
+// the goroutines blocked tasks keep.
+func WithTakeoverAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("WithTakeoverAfter", d, "must be 0 (off) or at least the tick")
+		}
+		c.takeoverAfter, c.takeoverSet = d, true
+		return nil
+	}
+}
+
+// WithMaxBlockedTasks bounds the tasks takeovers (WithTakeoverAfter) leave
+// running on goroutines of their own at once, over all shards: the
+// Scheduler's goroutines are at most its shards plus n. Past it a shard
+// whose task blocks waits for it, as with takeovers off; Stats count each
+// takeover so refused (TakeoversRefused), and the logger (WithLogger) says
+// so, once. The default is DefaultMaxBlockedTasks; n must be in [1,
+// MaxBlockedTasks].
+func WithMaxBlockedTasks(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxBlockedTasks {
+			return invalid("WithMaxBlockedTasks", n, fmt.Sprintf("must be in [1, %d]", MaxBlockedTasks))
+		}
+		c.maxBlocked = n
+		return nil
+	}
+}
+
 // WithStats turns the latency histograms of Stats (tick lag, timer lateness,
 // pass time, task run time) on or off; they are on by default. They cost one
 // clock read per pass, per 64 tasks run and per sampled task; see the README
@@ -292,7 +351,27 @@ func (c *config) shardConfig(tokens int64) shard.Config {
 		OnPanic:     c.panicHandler(),
 		Stats:       c.stats,
 		Capacity:    c.capacity,
+
+		TakeoverAfter: c.takeover(),
+		MaxBlocked:    c.maxBlocked,
 	}
+}
+
+// takeover returns WithTakeoverAfter's bound, or its default for the tick.
+func (c *config) takeover() time.Duration {
+	if !c.takeoverSet {
+		return DefaultTakeoverTicks * c.tick
+	}
+	return c.takeoverAfter
+}
+
+// checkTakeover fails if WithTakeoverAfter's bound is below the tick: the
+// options may come in any order, so New checks it once all are applied.
+func (c *config) checkTakeover() error {
+	if d := c.takeover(); d != 0 && d < c.tick {
+		return invalid("WithTakeoverAfter", d, fmt.Sprintf("must be 0 (off) or at least the tick (%v)", c.tick))
+	}
+	return nil
 }
 
 // checkMemory fails, naming the options, when the shards' fixed cost plus

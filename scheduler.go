@@ -76,6 +76,11 @@ type Scheduler struct {
 	_   [pad.CacheLineSize]byte
 	dry atomic.Bool
 	_   [pad.CacheLineSize - 1]byte
+	// blocked counts the tasks takeovers left running, for all shards
+	// (shard/takeover.go); warnedRefused is set by the first takeover the
+	// bound refused, which logs.
+	blocked       atomic.Int64
+	warnedRefused atomic.Bool
 }
 
 // errZero is the panic of a method called on a Scheduler not made by New:
@@ -110,6 +115,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		if err := o(&c); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.checkTakeover(); err != nil {
+		return nil, err
 	}
 	if err := c.checkMemory(); err != nil {
 		return nil, err
@@ -146,6 +154,13 @@ func New(opts ...Option) (*Scheduler, error) {
 		cfg.Clock, cfg.Epoch, cfg.Skew = clock, epoch, skew
 		cfg.Dry = &s.dry
 		cfg.Handlers = &s.handlers
+		cfg.Blocked = &s.blocked
+		cfg.OnRefused = func() {
+			if s.warnedRefused.CompareAndSwap(false, true) {
+				c.log().Warn("shardwheel: a task has run longer than WithTakeoverAfter, but WithMaxBlockedTasks tasks are blocked already: its wheel waits for it (Stats: TakeoversRefused)",
+					"max_blocked_tasks", c.maxBlocked)
+			}
+		}
 		cfg.Group = group
 		// An indexed timer is filed on the shard it was scheduled on;
 		// its entry is in the index of the shard its key routes to.

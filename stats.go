@@ -1,6 +1,8 @@
 package shardwheel
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/shardwheel/shardwheel/shard"
@@ -135,6 +137,17 @@ type ShardStats struct {
 	NodesReleased  uint64 `json:"nodes_released"`
 	BlocksReleased uint64 `json:"blocks_released"`
 	BlocksRemade   uint64 `json:"blocks_remade"`
+	// Takeovers counts the wheels a takeover took from a task that had
+	// run longer than WithTakeoverAfter, TakeoversRefused those the
+	// WithMaxBlockedTasks bound refused (the wheel waited), and Blocked
+	// lists the tasks takeovers left running that have not returned, the
+	// longest first. LongestBlocked is the task that ran longest of
+	// those takeovers left, returned or not (in Blocked then): Running
+	// says how long it ran; the zero value if there was none.
+	Takeovers        uint64        `json:"takeovers"`
+	TakeoversRefused uint64        `json:"takeovers_refused"`
+	Blocked          []BlockedTask `json:"blocked,omitempty"`
+	LongestBlocked   BlockedTask   `json:"longest_blocked"`
 	// TickLag is how late the shard started processing a tick it had
 	// planned to wake for, versus the tick's start. A shard parked with
 	// nothing due plans no tick: the pass a new timer wakes it for
@@ -267,6 +280,13 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.NodesReleased += o.NodesReleased
 	s.BlocksReleased += o.BlocksReleased
 	s.BlocksRemade += o.BlocksRemade
+	s.Takeovers += o.Takeovers
+	s.TakeoversRefused += o.TakeoversRefused
+	s.Blocked = append(s.Blocked, o.Blocked...)
+	slices.SortStableFunc(s.Blocked, func(a, b BlockedTask) int { return cmp.Compare(b.Running, a.Running) })
+	if o.LongestBlocked.Running > s.LongestBlocked.Running {
+		s.LongestBlocked = o.LongestBlocked
+	}
 	s.TickLag.Merge(o.TickLag)
 	s.Lateness.Merge(o.Lateness)
 	s.PassTime.Merge(o.PassTime)
@@ -303,6 +323,8 @@ func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d.NodesReleased = sub(s.NodesReleased, prev.NodesReleased)
 	d.BlocksReleased = sub(s.BlocksReleased, prev.BlocksReleased)
 	d.BlocksRemade = sub(s.BlocksRemade, prev.BlocksRemade)
+	d.Takeovers = sub(s.Takeovers, prev.Takeovers)
+	d.TakeoversRefused = sub(s.TakeoversRefused, prev.TakeoversRefused)
 	d.TickLag = s.TickLag.Sub(prev.TickLag)
 	d.Lateness = s.Lateness.Sub(prev.Lateness)
 	d.PassTime = s.PassTime.Sub(prev.PassTime)
@@ -368,20 +390,70 @@ func shardStats(e shard.Stats) ShardStats {
 			TransferPeak: e.Recent.TransferPeak,
 			RefiledPeak:  e.Recent.RefiledPeak,
 		},
-		Panics:         e.Panics,
-		PeriodicRuns:   e.PeriodicRuns,
-		PeriodicMissed: e.PeriodicMissed,
-		Crossed:        e.Crossed,
-		NodesAllocated: e.NodesAllocated,
-		NodesReleased:  e.NodesReleased,
-		BlocksReleased: e.BlocksReleased,
-		BlocksRemade:   e.BlocksRemade,
-		TickLag:        Histogram{e.TickLag},
-		Lateness:       Histogram{e.Lateness},
-		PassTime:       Histogram{e.PassTime},
-		PassTaskTime:   Histogram{e.PassTaskTime},
-		TaskTime:       Histogram{e.TaskTime},
+		Panics:           e.Panics,
+		PeriodicRuns:     e.PeriodicRuns,
+		PeriodicMissed:   e.PeriodicMissed,
+		Crossed:          e.Crossed,
+		NodesAllocated:   e.NodesAllocated,
+		NodesReleased:    e.NodesReleased,
+		BlocksReleased:   e.BlocksReleased,
+		BlocksRemade:     e.BlocksRemade,
+		Takeovers:        e.Takeovers,
+		TakeoversRefused: e.TakeoversRefused,
+		Blocked:          blockedTasks(e.Blocked, e.Now),
+		LongestBlocked:   longestBlocked(e),
+		TickLag:          Histogram{e.TickLag},
+		Lateness:         Histogram{e.Lateness},
+		PassTime:         Histogram{e.PassTime},
+		PassTaskTime:     Histogram{e.PassTaskTime},
+		TaskTime:         Histogram{e.TaskTime},
 	}
+}
+
+// BlockedTask is a task a takeover (WithTakeoverAfter) left running on a
+// goroutine of its own, while a new one went on with its wheel, and which
+// has not returned yet.
+type BlockedTask struct {
+	// Key is the timer's key, and Keyed whether the key's later timers
+	// wait for the task (a timer from Schedule, ScheduleKey or
+	// ScheduleWithin). AfterFunc's timers and series have none (a
+	// series' next run waits for its last anyway): Keyed is false.
+	Key   uint64 `json:"key"`
+	Keyed bool   `json:"keyed"`
+	// Func names the task's function as the runtime knows it (for a
+	// Handler's timer, the handler's), empty if unknown.
+	Func string `json:"func"`
+	// Running is how long the task has run, at the snapshot, to about
+	// WithTakeoverAfter (LongestBlocked: how long it ran, to about a tick,
+	// once it has returned).
+	Running time.Duration `json:"running_ns"`
+}
+
+// blockedTasks converts the engine's blocked tasks at clock reading now,
+// the longest first.
+func blockedTasks(e []shard.BlockedTask, now time.Duration) []BlockedTask {
+	if len(e) == 0 {
+		return nil
+	}
+	out := make([]BlockedTask, len(e))
+	for i, b := range e {
+		out[i] = BlockedTask{Key: b.Key, Keyed: b.Keyed, Func: b.Func, Running: max(now-b.Since, 0)}
+	}
+	slices.SortStableFunc(out, func(a, b BlockedTask) int { return cmp.Compare(b.Running, a.Running) })
+	return out
+}
+
+// longestBlocked returns the task that ran longest of those takeovers
+// left on e's shard, returned or not.
+func longestBlocked(e shard.Stats) BlockedTask {
+	l := e.Longest
+	longest := BlockedTask{Key: l.Key, Keyed: l.Keyed, Func: l.Func, Running: l.Ran}
+	for _, b := range blockedTasks(e.Blocked, e.Now) {
+		if b.Running > longest.Running {
+			longest = b
+		}
+	}
+	return longest
 }
 
 // passWork converts the engine's record of a pass, whose End is a reading

@@ -53,7 +53,12 @@ func TestStatsAccountForEveryEnd(t *testing.T) {
 	// The cancelled timers' nodes stay in the wheel (a Cancel only marks
 	// them) until their slot comes round or a sweep passes: too few here
 	// to start one.
-	assert.Equal(t, n/3, st.Total.Resident-st.Total.HeldCancelled, "only the timers left for Stop are live")
+	// A crossed timer's proxy on its key's shard is freed by that shard's
+	// goroutine, after the run: it settles.
+	settles(t, s, "only the timers left for Stop are live", func(st shardwheel.ShardStats) bool {
+		return st.Resident-st.HeldCancelled == n/3
+	})
+	st = s.Stats()
 	assert.LessOrEqual(t, st.Total.HeldCancelled, n/3)
 	assert.Equal(t, s.Pending(), st.Pending)
 	assert.Zero(t, st.Total.Stopped)
@@ -135,9 +140,10 @@ func TestStatsAddUp(t *testing.T) {
 // held the shard and when; PassTaskTime has that time too, and Recent
 // the same pass while it is within the last minute; Total adds up the
 // shards (counts sum, peaks take the maximum); with Stats off no pass is
-// timed and the counters are still kept.
+// timed and the counters are still kept. Takeovers off: the slow task
+// holds its wheel.
 func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
-	s := newScheduler(t, shardwheel.WithShards(2))
+	s := newScheduler(t, shardwheel.WithShards(2), stall)
 	began := time.Now()
 	var wg sync.WaitGroup
 	for i := range 2000 {

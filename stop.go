@@ -100,7 +100,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 			if quiet, ch := sh.Quiet(); !quiet {
 				select {
 				case <-ch:
-				case <-sh.Exited():
+				case <-sh.Stopped():
 				}
 			}
 		}

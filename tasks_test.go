@@ -65,9 +65,10 @@ func TestExecutorRunsTasks(t *testing.T) {
 
 // TestBlockingTaskDelaysButNeverReorders blocks a shard for many ticks: the
 // timers that came due meanwhile all run afterwards, none lost, in deadline
-// order, and the shard's tick lag shows the stall.
+// order, and the shard's tick lag shows the stall. Takeovers off: a wheel
+// whose task blocks past them waits.
 func TestBlockingTaskDelaysButNeverReorders(t *testing.T) {
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond))
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond), stall)
 	const block = 50 * time.Millisecond
 	var mu sync.Mutex
 	var order []int

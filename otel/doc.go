@@ -67,6 +67,10 @@
 //	NodesReleased                  shardwheel.nodes.released                  Int64ObservableCounter        {node}
 //	BlocksReleased                 shardwheel.blocks.released                 Int64ObservableCounter        {block}
 //	BlocksRemade                   shardwheel.blocks.remade                   Int64ObservableCounter        {block}
+//	Takeovers                      shardwheel.takeover.taken                  Int64ObservableCounter        {takeover}
+//	TakeoversRefused               shardwheel.takeover.refused                Int64ObservableCounter        {takeover}
+//	Blocked (its length)           shardwheel.task.blocked                    Int64ObservableUpDownCounter  {task}
+//	LongestBlocked.Running         shardwheel.task.longest_blocked            Float64ObservableGauge        s
 //	TickLag                        shardwheel.tick.lag                        distribution, see below       s
 //	Lateness                       shardwheel.task.lateness                   distribution, see below       s
 //	PassTime                       shardwheel.pass.duration                   distribution, see below       s

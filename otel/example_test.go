@@ -75,8 +75,12 @@ func ExampleRegister() {
 	// shardwheel.queue.recent_peak_depth gauge {timer}
 	// shardwheel.sweep.completed counter {sweep}
 	// shardwheel.sweep.freed counter {timer}
+	// shardwheel.takeover.refused counter {takeover}
+	// shardwheel.takeover.taken counter {takeover}
+	// shardwheel.task.blocked updowncounter {task}
 	// shardwheel.task.duration exponential-histogram s
 	// shardwheel.task.lateness exponential-histogram s
+	// shardwheel.task.longest_blocked gauge s
 	// shardwheel.task.panics counter {panic}
 	// shardwheel.tick.lag exponential-histogram s
 	// shardwheel.tick.passes counter {pass}

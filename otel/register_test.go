@@ -313,7 +313,7 @@ func TestRegisterRejectsAZeroScheduler(t *testing.T) {
 }
 
 // tableRow is a row of the package comment's instrument table.
-var tableRow = regexp.MustCompile(`(?m)^//\t(\S+)(?: \(Stats\))?\s+(shardwheel\.\S+)\s+(Int64Observable\w+|Float64Observable\w+|distribution, see below)\s+(\S+)$`)
+var tableRow = regexp.MustCompile(`(?m)^//\t(\S+)(?: \((?:Stats|its length)\))?\s+(shardwheel\.\S+)\s+(Int64Observable\w+|Float64Observable\w+|distribution, see below)\s+(\S+)$`)
 
 // TestDocTable keeps the package comment's table true.
 func TestDocTable(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -447,6 +448,13 @@ func (sm *summary) findings() []finding {
 			"delay every later timer of their shard; keep tasks short or hand them off with WithExecutor",
 			units.Duration(pt.Max), units.Duration(pt.P99))
 	}
+	if t.Takeovers > 0 || len(t.Blocked) > 0 {
+		warn("long tasks: %s", describeTakeovers(t))
+	}
+	if t.TakeoversRefused > 0 {
+		warn("%d takeovers refused: WithMaxBlockedTasks tasks were blocked already, so those wheels waited for their "+
+			"tasks; raise it, or keep tasks short", t.TakeoversRefused)
+	}
 	if t.CapHits > 0 {
 		warn("ticks reached the transfer cap %d times: new timers waited in the queues for later ticks; "+
 			"raise WithTransferCap or add shards", t.CapHits)
@@ -482,6 +490,39 @@ func spikeRule(tick time.Duration) string {
 func cyclesOf(n uint64) string { return plural(int(n), "GC cycle", "GC cycles") }
 
 // plural returns one or many by n.
+// describeTakeovers says what the takeovers of the window t did: how many
+// tasks ran past WithTakeoverAfter, that their wheels went on, and which
+// task ran longest (of the scheduler's life) and which still run.
+func describeTakeovers(t *view) string {
+	f := fmt.Sprintf("%d %s ran past WithTakeoverAfter, and each wheel went on without it on a new goroutine, "+
+		"running its other timers on time (later timers of a task's key waited for it)",
+		t.Takeovers, plural(int(t.Takeovers), "task", "tasks"))
+	if l := t.LongestBlocked; l.Running > 0 {
+		f += "; the longest since the start, " + describeBlocked(l)
+		if len(t.Blocked) > 0 && t.Blocked[0] == l {
+			f += " so far"
+		}
+	}
+	if n := len(t.Blocked); n > 0 {
+		f += fmt.Sprintf("; %d still running, the longest %s", n, describeBlocked(t.Blocked[0]))
+	}
+	return f + ": keep tasks short, or hand the blocking ones off with WithExecutor"
+}
+
+// describeBlocked names a blocked task: its function, its key, how long
+// it ran.
+func describeBlocked(b shardwheel.BlockedTask) string {
+	name := b.Func
+	if name == "" {
+		name = "a task"
+	}
+	key := "no key"
+	if b.Keyed {
+		key = "key " + strconv.FormatUint(b.Key, 10)
+	}
+	return fmt.Sprintf("%s (%s), ran %s", name, key, units.Duration(b.Running))
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one

@@ -366,7 +366,7 @@ func TestSpikeGrading(t *testing.T) {
 func TestLostAbove(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithTick(ms))
+		s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithTick(ms), shardwheel.WithTakeoverAfter(0))
 		require.NoError(t, err)
 		defer s.Stop()
 		var wg sync.WaitGroup

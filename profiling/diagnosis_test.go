@@ -69,13 +69,13 @@ func hog(n int, work func()) (stop func()) {
 	return func() { quit.Store(true); wg.Wait() }
 }
 
-// A task that blocks its shard once, as a lock or I/O would: every pass
-// times its tasks, so the diagnosis blames the tasks and gives the fix,
-// where the 1-in-16 sample of task times usually missed the one task and
-// blamed the CPU.
+// A task that blocks its shard once, as a lock or I/O would, with
+// takeovers off (or refused): every pass times its tasks, so the diagnosis
+// blames the tasks and gives the fix, where the 1-in-16 sample of task
+// times usually missed the one task and blamed the CPU.
 func TestDiagnoseBlockedTask(t *testing.T) {
 	t.Parallel()
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond))
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond), shardwheel.WithTakeoverAfter(0))
 	d := record(t, s, func() (int, func()) {
 		for i := range 100 {
 			_, err := s.AfterFunc(time.Duration(i+1)*time.Millisecond, func() {})
@@ -109,6 +109,33 @@ func TestDiagnoseBlockedTask(t *testing.T) {
 	assert.Contains(t, joined, "points to "+pointsTo)
 	assert.GreaterOrEqual(t, durationAfter(t, joined, "its tasks held the shard for "), 150*time.Millisecond, "the slowest pass says so too")
 	assert.Regexp(t, `the slowest pass of the capture: \S+, of which tasks \S+ \(\d+ run\).*, ended \S+ into the capture;`, joined)
+}
+
+// A task that blocks, with takeovers on: the diagnosis names it (its
+// function, its key, how long it has run), and says that its wheel went
+// on; the other timers all ran while it blocked.
+func TestDiagnoseTakenOverTask(t *testing.T) {
+	t.Parallel()
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond))
+	release := make(chan struct{})
+	defer close(release)
+	d := record(t, s, func() (int, func()) {
+		_, err := s.Schedule(7, time.Millisecond, func() { <-release })
+		require.NoError(t, err)
+		for i := range 100 {
+			_, err := s.AfterFunc(time.Duration(i+2)*time.Millisecond, func() {})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool {
+			b := s.Stats().Total.Blocked
+			return len(b) == 1 && b[0].Running >= 20*time.Millisecond
+		}, time.Minute, time.Millisecond, "the task is taken over")
+		return 101, nil // the other 100 ran while it blocks
+	})
+	joined := strings.Join(d.lines, "\n")
+	assert.Contains(t, joined, "long tasks: 1 task ran past WithTakeoverAfter, and each wheel went on without it")
+	assert.Regexp(t, `1 still running, the longest \S+TestDiagnoseTakenOverTask\S* \(key 7\), ran \S+`, joined)
+	assert.GreaterOrEqual(t, durationAfter(t, joined, "(key 7), ran "), 20*time.Millisecond, joined)
 }
 
 // durationAfter returns the duration that follows prefix in s, failing

@@ -105,9 +105,22 @@ func cards(t *view, tick time.Duration, rate string, pending int) []card {
 			units.Duration(t.TickLag.Max), t.TickLag.P99 > limit || t.TickLag.Max > incidentLimit(tick)},
 		{"tasks per pass, max", units.Duration(t.PassTaskTime.Max), "how long tasks held a shard in one pass; p99 " +
 			units.Duration(t.PassTaskTime.P99), t.PassTaskTime.Max > tick},
+		takeoverCard(t),
 		{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
 		{"pending", strconv.Itoa(pending), "queued " + strconv.Itoa(t.Queued), false},
 	}
+}
+
+// takeoverCard shows the tasks of the window t that ran past
+// WithTakeoverAfter (their wheels went on without them).
+func takeoverCard(t *view) card {
+	sub := "tasks that ran past WithTakeoverAfter; their wheels went on"
+	if len(t.Blocked) > 0 {
+		sub = strconv.Itoa(len(t.Blocked)) + " still running, the longest " + describeBlocked(t.Blocked[0]) + "; the wheel went on"
+	} else if l := t.LongestBlocked; t.Takeovers > 0 && l.Running > 0 {
+		sub = "the longest since the start " + describeBlocked(l) + "; the wheel went on"
+	}
+	return card{"tasks taken over", strconv.FormatUint(t.Takeovers, 10), sub, t.Takeovers > 0 || len(t.Blocked) > 0}
 }
 
 // timeCharts returns the charts of samples over time: tick lag, lateness

@@ -398,7 +398,7 @@ func TestCollectTakesOneSnapshot(t *testing.T) {
 }
 
 // tableRow is a row of the package comment's metric table.
-var tableRow = regexp.MustCompile(`(?m)^//\t(\S+)(?: \(Stats\))?\s+(shardwheel_\S+)\s+(counter|gauge|histogram)\s*(\S*)$`)
+var tableRow = regexp.MustCompile(`(?m)^//\t(\S+)(?: \((?:Stats|its length)\))?\s+(shardwheel_\S+)\s+(counter|gauge|histogram)\s*(\S*)$`)
 
 // TestDocTable keeps the package comment's table true: one row per
 // metric, with the name, type and unit a scrape shows.

@@ -63,6 +63,10 @@
 //	NodesReleased                  shardwheel_nodes_released_total                      counter
 //	BlocksReleased                 shardwheel_blocks_released_total                     counter
 //	BlocksRemade                   shardwheel_blocks_remade_total                       counter
+//	Takeovers                      shardwheel_takeovers_total                           counter
+//	TakeoversRefused               shardwheel_takeovers_refused_total                   counter
+//	Blocked (its length)           shardwheel_blocked_tasks                             gauge
+//	LongestBlocked.Running         shardwheel_longest_blocked_task_seconds              gauge      seconds
 //	TickLag                        shardwheel_tick_lag_seconds                          histogram  seconds
 //	Lateness                       shardwheel_task_lateness_seconds                     histogram  seconds
 //	PassTime                       shardwheel_pass_duration_seconds                     histogram  seconds

@@ -30,9 +30,11 @@ func ExampleNewCollector() {
 		fmt.Printf("%s %s series=%d\n", mf.GetName(), mf.GetType(), len(mf.GetMetric()))
 	}
 	// Output:
+	// shardwheel_blocked_tasks GAUGE series=2
 	// shardwheel_blocks_released_total COUNTER series=2
 	// shardwheel_blocks_remade_total COUNTER series=2
 	// shardwheel_held_cancelled_timers GAUGE series=2
+	// shardwheel_longest_blocked_task_seconds GAUGE series=2
 	// shardwheel_nodes_allocated GAUGE series=2
 	// shardwheel_nodes_released_total COUNTER series=2
 	// shardwheel_pass_duration_seconds HISTOGRAM series=2
@@ -61,6 +63,8 @@ func ExampleNewCollector() {
 	// shardwheel_slowest_pass_transferred_timers GAUGE series=2
 	// shardwheel_sweeps_total COUNTER series=2
 	// shardwheel_swept_timers_total COUNTER series=2
+	// shardwheel_takeovers_refused_total COUNTER series=2
+	// shardwheel_takeovers_total COUNTER series=2
 	// shardwheel_task_duration_seconds HISTOGRAM series=2
 	// shardwheel_task_lateness_seconds HISTOGRAM series=2
 	// shardwheel_task_panics_total COUNTER series=2

@@ -57,6 +57,9 @@ func (sh *Shard) processAttention(budget int) {
 // pending at its next grid point, or ended while it ran. Holder only.
 func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 	sh.assertHolder()
+	if n.Prev == heldOut {
+		return // held back behind its key's blocked task: met as it is let go
+	}
 	w := sh.h.w
 	for {
 		switch st := s.status(); {

@@ -178,7 +178,7 @@ func (r *execRun) exec() {
 // the Goexit goes on through it. On another goroutine it is reported
 // here, while the run is still published, as runTask reports a panic,
 // and the shard goroutine, woken, counts it (Panics) in its pass
-// (countExits); the run finishes in a deferred call, which a panic
+// (countAborts); the run finishes in a deferred call, which a panic
 // handler's own Goexit runs too. recover returns nil for a Goexit, and for
 // a nil panic only under GODEBUG=panicnil=1, which is then taken for one.
 func (r *execRun) goexited(me uintptr) {
@@ -190,18 +190,18 @@ func (r *execRun) goexited(me uintptr) {
 	defer func() {
 		r.finish()
 		sh.wrote(lineExecutor)
-		sh.runExits.Add(1)
+		sh.aborts.Add(1)
 		sh.signal()
 	}()
 	reportPanic(sh.cfg.OnPanic, ErrGoexit)
 }
 
-// countExits counts in Panics the Goexits of tasks on executors'
-// goroutines (goexited). The shard goroutine, in its pass.
-func (sh *Shard) countExits() {
-	if sh.runExits.Load() != 0 {
+// countAborts counts in Panics the tasks whose panic or Goexit was reported
+// since the last pass (aborts). The shard goroutine, in its pass.
+func (sh *Shard) countAborts() {
+	if sh.aborts.Load() != 0 {
 		sh.wrote(lineExecutor)
-		sh.h.counts[cPanics] += sh.runExits.Swap(0)
+		sh.h.counts[cPanics] += sh.aborts.Swap(0)
 	}
 }
 
@@ -220,6 +220,13 @@ func (r *execRun) finish() {
 	stress.Point()
 	t.words[i].Store(0)
 	sh.wakeWaiters()
+	r.giveBack()
+}
+
+// giveBack pushes r on its shard's runFree, after which r belongs to the
+// shard goroutine again. Whatever goroutine finished the run.
+func (r *execRun) giveBack() {
+	sh := r.sh
 	sh.wrote(lineExecutor)
 	for {
 		head := sh.runFree.Load()

@@ -13,8 +13,11 @@ type Clock interface {
 	// Now returns the time elapsed since an arbitrary fixed origin.
 	Now() time.Duration
 	// NewTimer returns a stopped Timer that the shard goroutine resets
-	// before each sleep. Only that goroutine uses it.
+	// before each sleep, and producers when they file an earlier timer.
 	NewTimer() Timer
+	// AfterFunc returns a stopped Timer that calls f, in a goroutine of
+	// its own, each time it fires; its C is nil.
+	AfterFunc(f func()) Timer
 }
 
 // Timer is a resettable one-shot timer bound to a Clock.
@@ -76,6 +79,9 @@ func (c RealClock) Now() time.Duration { return time.Duration(nanotime() - c.bas
 // NewTimer returns a stopped timer of package time.
 func (RealClock) NewTimer() Timer { return newTimer(false) }
 
+// AfterFunc returns a stopped timer of package time that calls f.
+func (RealClock) AfterFunc(f func()) Timer { return newFuncTimer(f, false) }
+
 // bubbleClock is the fake clock of the testing/synctest bubble a
 // Scheduler was made in: time.Since, from the bubble's own start.
 type bubbleClock struct{ epoch time.Time }
@@ -87,10 +93,20 @@ func (c bubbleClock) Now() time.Duration { return time.Since(c.epoch) }
 // in the bubble).
 func (bubbleClock) NewTimer() Timer { return newTimer(true) }
 
+// AfterFunc returns a stopped timer of the bubble that calls f.
+func (bubbleClock) AfterFunc(f func()) Timer { return newFuncTimer(f, true) }
+
 // newTimer returns a stopped timer of package time, of a bubble's clock if
 // bubbled, else of the real one.
 func newTimer(bubbled bool) Timer {
 	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return realTimer{t, bubbled}
+}
+
+// newFuncTimer is newTimer for a timer that calls f.
+func newFuncTimer(f func(), bubbled bool) Timer {
+	t := time.AfterFunc(time.Hour, f)
 	t.Stop()
 	return realTimer{t, bubbled}
 }

@@ -31,10 +31,19 @@ func (c *ManualClock) Advance(d time.Duration) {
 }
 
 // NewTimer returns a stopped timer driven by Advance.
-func (c *ManualClock) NewTimer() Timer {
+func (c *ManualClock) NewTimer() Timer { return c.newTimer(nil) }
+
+// AfterFunc returns a stopped timer driven by Advance that calls f, in a
+// goroutine of its own, when it fires.
+func (c *ManualClock) AfterFunc(f func()) Timer { return c.newTimer(f) }
+
+func (c *ManualClock) newTimer(f func()) *manualTimer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
+	t := &manualTimer{c: c, ch: make(chan time.Time, 1), f: f}
+	if f != nil {
+		t.ch = nil
+	}
 	c.timers = append(c.timers, t)
 	return t
 }
@@ -47,12 +56,17 @@ type manualTimer struct {
 	ch    chan time.Time
 	when  atomic.Int64 // the clock reading it fires at, while armed
 	armed atomic.Bool
+	f     func() // AfterFunc's: called instead of sending on ch
 }
 
 func (t *manualTimer) C() <-chan time.Time { return t.ch }
 
-// fire delivers a value, unless one is waiting already.
+// fire delivers a value, unless one is waiting already, or calls f.
 func (t *manualTimer) fire() {
+	if t.f != nil {
+		go t.f()
+		return
+	}
 	select {
 	case t.ch <- time.Time{}:
 	default:

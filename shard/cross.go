@@ -292,6 +292,10 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 			w.insert(pidx, tick)
 			return 0, false, true
 		}
+		if hk := sh.heldFor(s, an.Key); hk != nil {
+			sh.holdBack(hk, pidx, pn) // its key's task is blocked (takeover.go)
+			return 0, false, true
+		}
 		gen := genOf(an, s)
 		sh.beginRun(runWordOf(a.ref(aidx, gen)))
 		stress.Point()
@@ -310,7 +314,7 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 		a.releaseToken()
 		sh.work.fired++
 		sh.endProxy(pidx, pn, a, aidx, fs)
-		sh.runTask(task, key, aidx, gen, false)
+		sh.runTask(task, key, true, aidx, gen, false)
 		return tick, true, sh.endRun()
 	}
 }
@@ -339,6 +343,9 @@ func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 	default:
 		_, _, an := sh.source(pn)
 		dequeue(an)
+		if pn.Prev == heldOut {
+			return // held back behind its key's blocked task: met at the release
+		}
 		if pn.Prev != 0 {
 			sh.h.w.unlink(pidx)
 		}

@@ -108,7 +108,8 @@
 //	group      fields                      written by
 //	fixed      cfg tick ticks origin       New; Close (closed), from any goroutine;
 //	           lanes home id closed gid g  the goroutine as it starts and ends (gid, g)
-//	           lines
+//	           lines alarm watchdog
+//	           ownerExited
 //	owner      own                         holders: the shard's P's Schedules and
 //	                                       take-backs, the goroutine's passes; any
 //	                                       goroutine that takes the wheel to file what
@@ -129,11 +130,14 @@
 //	starved    starved                     producers whose lane ran low (other shards'
 //	                                       holders crossing timers here among them);
 //	                                       the holder that feeds it, the goroutine too
-//	runs       stopped crossedFired        the goroutine, twice per timer it fires;
-//	           runWord waiters notify      Stop; other shards' goroutines; CancelWait
-//	           claimed                     callers (waiters, notify); executors'
-//	                                       goroutines (notify)
-//	executor   runTab runFree runExits     the goroutine, and executors' goroutines
+//	runs       stopped crossedFired        the goroutine, twice per timer it fires
+//	           runWord waiters notify      (runWord, inTask); Stop; other shards'
+//	           claimed inTask lastSeen     goroutines; CancelWait callers (waiters,
+//	           watchOn life blockedNow     notify); executors' goroutines (notify);
+//	           refused goroutines          the watchdog's callback and the goroutines
+//	                                       a takeover retired (takeover.go)
+//	executor   runTab runFree aborts       the goroutine; executors' goroutines and those
+//	           returned                    a takeover retired (takeover.go)
 //	holder     h                           holders: whoever holds the wheel, the
 //	                                       goroutine too
 //	goroutine  stats work lastTick         the goroutine; holders (the published

@@ -90,10 +90,10 @@ func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
 // that calls runtime.Goexit leaves the rest of the list unrun: the
 // deferred call puts it back (goexit.go).
 func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) {
-	var rest uint32 // the list's nodes not reached yet, while a task runs
+	l := sh.curLife
 	defer func() {
-		if sh.goexit == goexitResume {
-			sh.requeueDue(rest)
+		if !l.retired.Load() && sh.goexit == goexitResume {
+			sh.requeueDue(sh.cur.rest)
 		}
 	}()
 	var tick, ran uint64
@@ -108,7 +108,7 @@ func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) 
 	for idx := first; idx != 0; {
 		n := sh.arena.Node(idx)
 		next := w.detach(n)
-		rest = next
+		sh.cur.rest = next // the list's nodes not reached yet, while a task runs
 		t, fired, ok := sh.expire(idx, n)
 		if !ok {
 			return now, false
@@ -252,6 +252,10 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 				w.insert(idx, tick)
 				return 0, false, true
 			}
+			if hk := sh.heldFor(s, n.Key); hk != nil {
+				sh.holdBack(hk, idx, n) // its key's task is blocked (takeover.go)
+				return 0, false, true
+			}
 			gen := genOf(n, s)
 			sh.beginRun(runWordOf(sh.ref(idx, gen)))
 			fs, ok := fire(n, s)
@@ -271,7 +275,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 			sh.releaseToken()
 			sh.work.fired++
 			sh.releaseNode(idx, n, fs)
-			sh.runTask(task, key, idx, gen, false)
+			sh.runTask(task, key, s.routed(), idx, gen, false)
 			return tick, true, sh.endRun()
 		case statusCancelled:
 			sh.releaseNode(idx, n, s)
@@ -288,15 +292,20 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 
 // runTask runs a timer's task, the timer of generation gen on node idx:
 // its closure, or its handler with key; with an executor, it hands the
-// task over (handOver), a series' to be filed again when it returns. The
-// caller has published the timer's run word (beginRun), and withdraws it
-// after: the panic handler below still counts as part of the task. See
-// Quiet for the handshake with closed. The first task of a list reads the
-// clock for runList's PassWork.Tasks; one task in taskSampleEvery is
-// timed alone for Stats.TaskTime. A task (or run call) that calls
-// runtime.Goexit never returns here: the deferred call below sees it,
-// ends the run, and hands the shard to a successor (goexit.go).
-func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series bool) {
+// task over (handOver), a series' to be filed again when it returns. keyed
+// says whether the timer has a key whose tasks run one at a time (a
+// takeover holds the key back while it blocks). The caller has published
+// the timer's run word (beginRun), and withdraws it after: the panic
+// handler below still counts as part of the task. See Quiet for the
+// handshake with closed. The first task of a list reads the clock for
+// runList's PassWork.Tasks; one task in taskSampleEvery is timed alone for
+// Stats.TaskTime. A task (or run call) that calls runtime.Goexit never
+// returns here: the deferred call below sees it, ends the run, and hands
+// the shard to a successor (goexit.go). A task that blocks may have its
+// wheel taken over meanwhile (takeover.go): the calling goroutine then
+// retires as the task returns, and never returns here either.
+func (sh *Shard) runTask(task Task, key uint64, keyed bool, idx uint32, gen uint64, series bool) {
+	l := sh.curLife
 	if sh.closed.Load() && !sh.quieted {
 		sh.quieted = true
 		close(sh.quiet)
@@ -310,19 +319,40 @@ func (sh *Shard) runTask(task Task, key uint64, idx uint32, gen uint64, series b
 	sh.stats.tasks++
 	if sh.cfg.Stats && sh.stats.tasks%taskSampleEvery == 0 {
 		start := sh.clock.Now()
-		defer func() { sh.stats.taskTime.Record(int64(sh.clock.Now() - start)) }()
+		defer func() {
+			if !l.retired.Load() {
+				sh.stats.taskTime.Record(int64(sh.clock.Now() - start))
+			}
+		}()
 	}
-	returned := false
+	seq := sh.enterTask(task, key, keyed, idx, gen, series)
+	returned, reporting := false, false
 	defer func() {
-		if !returned {
-			sh.taskExited()
+		if returned {
+			return
 		}
+		// A Goexit: the task's, or the panic handler's while reporting.
+		if !sh.leaveTask(seq) {
+			// Retired meanwhile: an executor that runs the task
+			// inline (Config.Run) has reported the task's Goexit
+			// (execRun.goexited) on this goroutine already.
+			var v any
+			if !reporting && sh.cfg.Run == nil {
+				v = ErrGoexit
+			}
+			sh.retire(l, v)
+		}
+		sh.taskExited(reporting)
 	}()
 	if v := sh.callTask(task, key, idx, gen, series); v != nil {
-		sh.h.counts[cPanics]++
+		reporting = true
 		sh.report(v)
+		reporting = false
 	}
 	returned = true
+	if !sh.leaveTask(seq) {
+		sh.retire(l, nil) // never returns
+	}
 }
 
 // callTask runs the task for runTask, or hands it over, and returns the

@@ -50,7 +50,7 @@ import "errors"
 // the shard's (unless the executor runs the task inside its run call, on
 // the shard goroutine, which is the case above): the run's own deferred
 // call sees it, reports it, and finishes the run as a return would; the
-// shard goroutine, woken, counts it in its pass (countExits).
+// shard goroutine, woken, counts it in its pass (countAborts).
 
 // ErrGoexit is the value the panic handler receives for a task that called
 // runtime.Goexit instead of returning.
@@ -69,33 +69,30 @@ const (
 // it counts and reports it while the run word still names the task, as a
 // panic is, then ends the run and tells the frames below what to do. The
 // Goexit may be the panic handler's, called for the task's panic or for
-// its Goexit (reporting, see report): the abort is counted and reported
-// once, and the run ends all the same, in a deferred call that a second
-// Goexit runs too. The shard goroutine, holding the wheel.
-func (sh *Shard) taskExited() {
+// its Goexit (reporting): the abort is counted and reported once, and the
+// run ends all the same, in a deferred call that a second Goexit runs too.
+// The shard goroutine, holding the wheel.
+func (sh *Shard) taskExited(reporting bool) {
 	defer func() {
-		sh.reporting = false
 		if sh.endRun() {
 			sh.goexit = goexitResume
 		} else {
 			sh.goexit = goexitAbandon
 		}
 	}()
-	if sh.reporting {
-		return // the handler ended the goroutine: the panic is reported
+	if !reporting { // else the handler ended the goroutine: the panic is reported
+		sh.report(ErrGoexit)
 	}
-	sh.h.counts[cPanics]++
-	sh.report(ErrGoexit)
 }
 
-// report hands v, the value of a task's panic or ErrGoexit, to the panic
-// handler, marking that it does so: a handler that calls runtime.Goexit
-// ends the shard goroutine as a task's Goexit would, and taskExited must
-// not count or report the abort again. The shard goroutine.
+// report counts v, the value of a task's panic or ErrGoexit, in Panics (by
+// aborts: countAborts adds it up at the pass's end) and hands it to the
+// panic handler. A handler that calls runtime.Goexit ends the goroutine as
+// a task's Goexit would: runTask, whose reporting is then set, sees it.
+// The goroutine that ran the task.
 func (sh *Shard) report(v any) {
-	sh.reporting = true
+	sh.aborts.Add(1)
 	reportPanic(sh.cfg.OnPanic, v)
-	sh.reporting = false
 }
 
 // requeueDue files in the due-now slot the rest of a list that runList
@@ -124,17 +121,27 @@ func (sh *Shard) requeueDue(rest uint32) {
 	}
 }
 
-// runEnded is the shard goroutine's last deferred call: it closes exited,
-// or, when a task's Goexit ends the goroutine with the shard open, lets go
-// of the wheel and starts the successor (see the top of this file). It
-// clears g first: the runtime may give the ending goroutine's token to
-// another goroutine, which must not pass for the shard goroutine.
-func (sh *Shard) runEnded() {
+// runEnded is the shard goroutine's last deferred call (l its life): it
+// ends the shard (ownerExited, and exited with the last of its
+// goroutines), or, when a task's Goexit ends the goroutine with the shard
+// open, lets go of the wheel and starts the successor (see the top of this
+// file). It clears g first: the runtime may give the ending goroutine's
+// token to another goroutine, which must not pass for the shard goroutine.
+// A goroutine a takeover retired (takeover.go) does nothing here: the
+// shard has another goroutine.
+func (sh *Shard) runEnded(l *life) {
+	if l.retired.Load() {
+		return
+	}
 	sh.wrote(lineFixed)
 	sh.g.Store(0)
 	if sh.goexit != goexitResume {
-		sh.alarm.Stop()
-		close(sh.exited)
+		if sh.watchdog != nil {
+			sh.watchOn.Store(false)
+			sh.watchdog.Stop()
+		}
+		close(sh.ownerExited)
+		sh.goroutineEnded()
 		return
 	}
 	sh.goexit = goexitNone

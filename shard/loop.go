@@ -12,9 +12,12 @@ import (
 // parts of stats.go it names runs on the shard goroutine only.
 
 func (sh *Shard) run() {
-	defer sh.runEnded() // closes exited, or starts a successor (goexit.go)
+	l := new(life)
+	sh.curLife = l
+	defer sh.runEnded(l) // ends the shard, or starts a successor (goexit.go)
 	sh.gid.Store(GoroutineID())
 	sh.g.Store(goroutineToken())
+	sh.life.Store(l)
 	sh.wrote(lineFixed) // after g: the goroutine is known as itself
 	if sh.cfg.Pin != nil {
 		// Never unlocked: the thread's CPU mask was changed, and an
@@ -96,10 +99,12 @@ func (sh *Shard) passBody() bool {
 	}
 	sh.work = passWork{}
 	sh.h.counts[cWakeups] = sh.wakeups
+	sh.collectReturned()
 	sh.unindexEnded()
 	sh.processAttention(math.MaxInt)
 	sh.more = sh.transfer(passBudget)
 	ok := sh.advance(target, now)
+	sh.stopWatching()
 	if !ok {
 		sh.publish()
 		return false
@@ -112,7 +117,7 @@ func (sh *Shard) passBody() bool {
 	sh.sweepHeld(step)
 	sh.sortShare(step)
 	sh.reviewReserve(target)
-	sh.countExits()
+	sh.countAborts()
 	sh.trimRuns()
 	sh.recordPass(now)
 	sh.publish()

@@ -113,6 +113,12 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
 	sh.freeNode(idx, n, s)
 }
 
+// inWheel reports whether a node whose Prev is prev is linked in a slot:
+// not 0 (in no list of the wheel), detached (out of the wheel, on the
+// attention queue or with its executor's run) or heldOut (held back
+// behind its key's blocked task: takeover.go).
+func inWheel(prev uint32) bool { return prev != 0 && prev != detached && prev != heldOut }
+
 // freeNode frees a node whose timer has ended (fired or cancelled) and
 // which is in no list: onto the holder's own list (listFree). An indexed
 // timer's key index hears of its end first, while the node's Key and

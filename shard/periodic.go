@@ -169,6 +169,10 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 		w.insert(idx, max(t, w.elapsed+1))
 		return 0, false, true, false
 	}
+	if hk := sh.heldFor(s, n.Key); hk != nil {
+		sh.holdBack(hk, idx, n) // its key's task is blocked (takeover.go)
+		return 0, false, true, false
+	}
 	sh.beginRun(runWordOf(sh.ref(idx, gen)))
 	if _, ok := begin(n, s); !ok {
 		if !sh.endRun() {
@@ -180,11 +184,12 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 	sh.countRun(rec)
 	if sh.cfg.Run != nil {
 		n.Prev = detached // out of the wheel until its run pushes it on the attention stack
-		sh.runTask(task, key, idx, gen, true)
+		sh.runTask(task, key, s.routed(), idx, gen, true)
 		return t, true, sh.endRun(), false
 	}
+	l := sh.curLife
 	defer func() {
-		if sh.goexit == goexitResume {
+		if !l.retired.Load() && sh.goexit == goexitResume {
 			// The run called runtime.Goexit: it has ended all the
 			// same (goexit.go).
 			sh.step(rec, gen, sh.clock.Now())
@@ -192,7 +197,7 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 		}
 	}()
 	for runs := 1; ; runs++ {
-		sh.runTask(task, key, idx, gen, true)
+		sh.runTask(task, key, s.routed(), idx, gen, true)
 		if sh.closed.Load() {
 			// A task closed the shard: Stop claims the series.
 			sh.endRun()

@@ -392,7 +392,7 @@ func (sh *Shard) takeBack(r Ref, slot pool.Slot, n *pool.Node, drop state) (done
 			return true, false
 		}
 		ns := s.to(statusCancelled) &^ drop
-		if s.status() != statusPending || s.queued() || ns.indexed() || n.Prev == 0 || n.Prev == detached {
+		if s.status() != statusPending || s.queued() || ns.indexed() || !inWheel(n.Prev) {
 			return false, false // the usual way
 		}
 		if n.State.CompareAndSwap(uint64(s), uint64(ns)) {

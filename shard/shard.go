@@ -89,6 +89,15 @@ type Config struct {
 	// carries on.
 	Pin        func() error
 	OnPinError func(error)
+	// TakeoverAfter, when positive, is how long a task may run before the
+	// watchdog takes its wheel over (takeover.go); 0 turns takeovers off.
+	// MaxBlocked bounds the runs takeovers left blocked at once, counted
+	// in Blocked, which the shards of one Scheduler share; OnRefused,
+	// optional, hears of a takeover refused at that bound.
+	TakeoverAfter time.Duration
+	MaxBlocked    int
+	Blocked       *atomic.Int64
+	OnRefused     func()
 }
 
 // Shard is one timer wheel, the goroutine that drives it, and the lanes
@@ -127,6 +136,13 @@ type Shard struct {
 	// alarm is the timer the shard goroutine sleeps on, reset by it and,
 	// holding the wheel, by a re-plan (replan.go).
 	alarm Timer
+	// watchdog calls watch while a pass runs tasks (takeover.go); nil
+	// without takeovers. Reset by the shard goroutine and by watch.
+	watchdog Timer
+	// ownerExited is closed when the shard goroutine returns for good,
+	// exited when, besides, every task a takeover left running has
+	// returned (goroutines counts them and the shard goroutine).
+	ownerExited chan struct{}
 
 	// Read by every Schedule (closed) or by Stop and CancelWait (gid,
 	// g), written once: by Close, and by the shard goroutine as it starts
@@ -191,6 +207,22 @@ type Shard struct {
 	// Drain before its scan, nil before. Read by Claimed from any
 	// goroutine.
 	claimed atomic.Pointer[[]atomic.Uint64]
+	// The takeover's (takeover.go): inTask is the sequence number of the
+	// task the shard goroutine is in (stored as it starts the task, CASed
+	// back to 0 as it returns), 0 between tasks; a takeover CASes it to
+	// takenOver. lastSeen is the watchdog's last look at it, watchOn
+	// whether a pass wants it to look. life is the shard goroutine's,
+	// stored as each starts. blockedNow is the runs takeovers left
+	// blocked, for readers; refused counts the takeovers the MaxBlocked
+	// bound refused; goroutines counts the shard goroutine and the
+	// goroutines still in a task a takeover took the wheel from.
+	inTask     atomic.Uint64
+	lastSeen   atomic.Uint64
+	watchOn    atomic.Bool
+	life       atomic.Pointer[life]
+	blockedNow atomic.Pointer[blockedView]
+	refused    atomic.Uint64
+	goroutines atomic.Int32
 
 	_ [pad.CacheLineSize]byte
 
@@ -198,12 +230,18 @@ type Shard struct {
 	// table (stored by the shard goroutine, read by waiters); runFree is
 	// the stack on which runs give their execRun back, pushed (CAS) by
 	// whatever goroutine ran the task and taken whole (Swap) by the
-	// shard goroutine; runExits counts the Goexits of tasks on executors'
-	// goroutines, added by them and taken (Swap) by the shard goroutine.
-	// Used only with Config.Run.
-	runTab   atomic.Pointer[runTable]
-	runFree  atomic.Pointer[execRun]
-	runExits atomic.Uint64
+	// shard goroutine (both used only with Config.Run, or by a takeover).
+	// aborts counts the tasks that panicked or called runtime.Goexit, for
+	// Panics: added by whatever goroutine reported them (the shard
+	// goroutine, an executor's, one a takeover retired), taken (Swap) by
+	// the shard goroutine at the end of its pass (countAborts).
+	runTab  atomic.Pointer[runTable]
+	runFree atomic.Pointer[execRun]
+	aborts  atomic.Uint64
+	// returned is the stack on which goroutines a takeover retired hand
+	// their runs back as the tasks return (takeover.go): pushed by them,
+	// taken whole by the shard goroutine.
+	returned atomic.Pointer[blockedRun]
 
 	_ [pad.CacheLineSize]byte
 
@@ -227,11 +265,22 @@ type Shard struct {
 	wakeTick    uint64   // the tick the goroutine last planned to process next
 	lastTick    uint64   // the last tick a pass reached; written holding the wheel
 	lastPass    PassWork // what the last pass did, for recordRecent
-	quieted     bool     // quiet is closed
-	goexit      uint8    // what a task's runtime.Goexit asks of the pass (goexit.go)
-	reporting   bool     // the panic handler is running (report)
-	runs        runPool  // the execRuns it holds (cancelwait.go)
-	trace       tracer   // the execution tracer's view of passes (trace.go)
+	// The takeover's (takeover.go): curLife is the goroutine's own life
+	// (Shard.life), cur the task it runs, runSeq the sequence number of
+	// its last task, watching whether the watchdog is armed for this
+	// pass, blocked the runs takeovers left blocked, heldKeys the keys
+	// held back behind them, longest the longest of those that returned.
+	curLife  *life
+	cur      curRun
+	runSeq   uint64
+	watching bool
+	blocked  []*blockedRun
+	heldKeys map[uint64]*heldKey
+	longest  BlockedTask
+	quieted  bool    // quiet is closed
+	goexit   uint8   // what a task's runtime.Goexit asks of the pass (goexit.go)
+	runs     runPool // the execRuns it holds (cancelwait.go)
+	trace    tracer  // the execution tracer's view of passes (trace.go)
 }
 
 // holder is the state the goroutine holding the wheel works with.
@@ -351,6 +400,17 @@ func New(cfg Config) (*Shard, error) {
 		exited:   make(chan struct{}),
 		quiet:    make(chan struct{}),
 		alarm:    clock.NewTimer(),
+
+		ownerExited: make(chan struct{}),
+	}
+	if cfg.TakeoverAfter > 0 {
+		sh.watchdog = clock.AfterFunc(sh.watch)
+		if sh.cfg.Blocked == nil {
+			sh.cfg.Blocked = new(atomic.Int64)
+		}
+		if sh.cfg.MaxBlocked <= 0 {
+			sh.cfg.MaxBlocked = math.MaxInt32
+		}
 	}
 	if debug {
 		sh.lines = new(lineWriters)
@@ -365,6 +425,8 @@ func New(cfg Config) (*Shard, error) {
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
 	sh.sweepCheck = uint64(max(int64(time.Second)/sh.tick, 1))
 	sh.sleepUntil.Store(math.MaxUint64)
+	sh.curLife = new(life) // run makes each goroutine's; this one serves passes made without run (tests)
+	sh.life.Store(sh.curLife)
 	return sh, nil
 }
 
@@ -379,6 +441,7 @@ func originOf(cfg Config, clock Clock) time.Duration {
 
 // Start launches the shard goroutine. It must be called once.
 func (sh *Shard) Start() {
+	sh.goroutines.Store(1)
 	go sh.run()
 }
 

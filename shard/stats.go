@@ -55,11 +55,20 @@ type Stats struct {
 	NodesReleased  uint64
 	BlocksReleased uint64
 	BlocksRemade   uint64
-	TickLag        hist.Snapshot
-	Lateness       hist.Snapshot
-	PassTime       hist.Snapshot
-	PassTaskTime   hist.Snapshot
-	TaskTime       hist.Snapshot
+	// Takeovers counts the wheels takeovers took from a task that ran
+	// too long, TakeoversRefused the takeovers the MaxBlocked bound
+	// refused, and Blocked lists the tasks takeovers left running that
+	// have not returned (takeover.go); Longest is the one that ran
+	// longest of those that have returned (Ran set), if any.
+	Takeovers        uint64
+	TakeoversRefused uint64
+	Blocked          []BlockedTask
+	Longest          BlockedTask
+	TickLag          hist.Snapshot
+	Lateness         hist.Snapshot
+	PassTime         hist.Snapshot
+	PassTaskTime     hist.Snapshot
+	TaskTime         hist.Snapshot
 }
 
 // publishEvery: a holder publishes its count of timers filed at once every
@@ -106,6 +115,7 @@ const (
 	cCrossed        // routed timers handed over to their key's shard
 	cProxied        // proxies other shards crossed here, taken in
 	cFreed          // nodes freed (freeSlot), cancelled or not
+	cTakeovers      // wheels a takeover took from a blocked task (takeover.go)
 	numCounters
 )
 
@@ -367,6 +377,9 @@ func (sh *Shard) Stats() Stats {
 	st.NodesAllocated, st.NodesReleased = sh.arena.Footprint()
 	st.BlocksReleased = p[cBlocksReleased].Load()
 	st.BlocksRemade = p[cBlocksRemade].Load()
+	st.Takeovers = p[cTakeovers].Load()
+	st.TakeoversRefused = sh.refused.Load()
+	st.Blocked, st.Longest = sh.Blocked()
 	st.TickLag = sh.stats.tickLag.Snapshot()
 	st.Lateness = sh.stats.lateness.Snapshot()
 	st.PassTime = sh.stats.passTime.Snapshot()

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,10 +23,16 @@ func (sh *Shard) Close() {
 }
 
 // Exited returns a channel that is closed when the shard goroutine has
-// returned (the last of them, if a task's runtime.Goexit replaced it: see
-// goexit.go). That goroutine itself must not wait on it (see
+// returned (the last of them, if a task's runtime.Goexit or a takeover
+// replaced it: see goexit.go, takeover.go), and so has every task a
+// takeover left running. Those goroutines must not wait on it (see
 // IsShardGoroutine).
 func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
+
+// Stopped returns a channel that is closed when the shard goroutine has
+// returned for good, which may be before Exited: tasks a takeover left
+// running may still run, but never touch a timer again.
+func (sh *Shard) Stopped() <-chan struct{} { return sh.ownerExited }
 
 // Quiet reports, after Close, whether the shard goroutine will fire no
 // timer again, so that Drain may run while it is still alive: true when it
@@ -33,7 +40,7 @@ func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 // shard: the goroutine checks closed after every task and abandons its
 // pass) or has exited. When it returns false, the channel it returns is
 // closed as soon as the goroutine starts a task (see runTask); its exit
-// closes Exited. The handshake: the goroutine stores runWord before it
+// closes Stopped. The handshake: the goroutine stores runWord before it
 // loads closed, and Close stored closed before Quiet loads runWord, so
 // either Quiet sees the task or the goroutine sees closed and closes the
 // channel. (runWord is stored just before the CAS that fires a timer: if
@@ -44,7 +51,7 @@ func (sh *Shard) Quiet() (bool, <-chan struct{}) {
 		return true, nil
 	}
 	select {
-	case <-sh.exited:
+	case <-sh.ownerExited:
 		return true, nil
 	default:
 		return false, sh.quiet
@@ -52,8 +59,17 @@ func (sh *Shard) Quiet() (bool, <-chan struct{}) {
 }
 
 // IsShardGoroutine reports whether the goroutine with id gid (see
-// GoroutineID) is this shard's goroutine, as a task run inline is.
-func (sh *Shard) IsShardGoroutine(gid uint64) bool { return sh.gid.Load() == gid }
+// GoroutineID) is this shard's goroutine, as a task run inline is, or one
+// a takeover retired, still in its task (takeover.go).
+func (sh *Shard) IsShardGoroutine(gid uint64) bool {
+	if sh.gid.Load() == gid {
+		return true
+	}
+	if v := sh.blockedNow.Load(); v != nil {
+		return slices.Contains(v.gids, gid)
+	}
+	return false
+}
 
 // Drain claims, after Close, every timer that is still pending, wherever
 // it is (in the wheel, in the queue), and calls keep with each one's

@@ -196,8 +196,8 @@ func (sh *Shard) sweep(k int) {
 		nodes := base.Nodes(m)
 		for i := range nodes {
 			n := &nodes[i]
-			if n.Prev == 0 || n.Prev == detached {
-				continue // not in the wheel
+			if !inWheel(n.Prev) {
+				continue
 			}
 			s := state(n.State.Load())
 			if s.status() != statusCancelled || s.queued() {

@@ -83,6 +83,9 @@ type Metric struct {
 var NotExported = map[string]string{
 	"SlowestPass.Ago":        "a time since an event, which grows between collections: a backend sees when the slowest pass changed from its gauge",
 	"Recent.SlowestPass.Ago": "as SlowestPass.Ago",
+	"LongestBlocked.Key":     "a label of unbounded cardinality: Stats and the profiling page name the task",
+	"LongestBlocked.Keyed":   "as LongestBlocked.Key",
+	"LongestBlocked.Func":    "as LongestBlocked.Key",
 }
 
 // Shard is the table of per-shard metrics. Counters are uint64 in
@@ -132,6 +135,10 @@ var Shard = []Metric{
 	{Field: "NodesReleased", Prom: "nodes_released_total", OTel: "shardwheel.nodes.released", Kind: Counter, Unit: "{node}", Help: "Timer nodes the shard gave back to the garbage collector after spikes.", Int: func(s Stats) int64 { return int64(s.NodesReleased) }},
 	{Field: "BlocksReleased", Prom: "blocks_released_total", OTel: "shardwheel.blocks.released", Kind: Counter, Unit: "{block}", Help: "Blocks of timer nodes the shard gave back after spikes.", Int: func(s Stats) int64 { return int64(s.BlocksReleased) }},
 	{Field: "BlocksRemade", Prom: "blocks_remade_total", OTel: "shardwheel.blocks.remade", Kind: Counter, Unit: "{block}", Help: "Released blocks of timer nodes a later burst made again.", Int: func(s Stats) int64 { return int64(s.BlocksRemade) }},
+	{Field: "Takeovers", Prom: "takeovers_total", OTel: "shardwheel.takeover.taken", Kind: Counter, Unit: "{takeover}", Help: "Wheels a new goroutine took over from a task that ran longer than WithTakeoverAfter.", Int: func(s Stats) int64 { return int64(s.Takeovers) }},
+	{Field: "TakeoversRefused", Prom: "takeovers_refused_total", OTel: "shardwheel.takeover.refused", Kind: Counter, Unit: "{takeover}", Help: "Takeovers the WithMaxBlockedTasks bound refused: the wheel waited for its task.", Int: func(s Stats) int64 { return int64(s.TakeoversRefused) }},
+	{Field: "LongestBlocked.Running", Prom: "longest_blocked_task_seconds", OTel: "shardwheel.task.longest_blocked", Kind: Gauge, Unit: "s", Help: "How long the longest task a takeover left ran, or has run if it has not returned (0 if none).", Seconds: func(s Stats) time.Duration { return s.LongestBlocked.Running }},
+	{Field: "Blocked", Prom: "blocked_tasks", OTel: "shardwheel.task.blocked", Kind: Level, Unit: "{task}", Help: "Tasks a takeover left running on a goroutine of their own that have not returned.", Int: func(s Stats) int64 { return int64(len(s.Blocked)) }},
 	{Field: "TickLag", Prom: "tick_lag_seconds", OTel: "shardwheel.tick.lag", Kind: Distribution, Unit: "s", Samples: "{tick}", Help: "How late the shard started processing a tick it had planned to wake for.", Hist: func(s Stats) shardwheel.Histogram { return s.TickLag }},
 	{Field: "Lateness", Prom: "task_lateness_seconds", OTel: "shardwheel.task.lateness", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "How late tasks started versus their deadline rounded up to the tick grid.", Hist: func(s Stats) shardwheel.Histogram { return s.Lateness }},
 	{Field: "PassTime", Prom: "pass_duration_seconds", OTel: "shardwheel.pass.duration", Kind: Distribution, Unit: "s", Samples: "{pass}", Help: "How long each pass of the shard took.", Hist: func(s Stats) shardwheel.Histogram { return s.PassTime }},

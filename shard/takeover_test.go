@@ -1,0 +1,114 @@
+package shard
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A task that blocks for longer than TakeoverAfter hands its wheel to a new
+// goroutine, which runs the wheel's other timers on time meanwhile (never
+// early); the blocked task's key is held back: its later timers wait, and
+// run in deadline order once it returns. CancelWait on the blocked timer
+// waits for it; the retired goroutine's panic is reported; Stats name the
+// blocked task. Inline and with an executor that runs tasks inline.
+func TestBlockedTaskHandsItsWheelOver(t *testing.T) {
+	for name, exec := range map[string]func(*Config){"inline": nil, "sync": executors["sync"]} {
+		t.Run(name, func(t *testing.T) {
+			var panics atomic.Int64
+			sh, clock := startShardWith(t, func(c *Config) {
+				if exec != nil {
+					exec(c)
+				}
+				c.TakeoverAfter = 4 * testTick
+				c.OnPanic = func(v any) { panics.Add(1) }
+				c.Group = &Group{Route: func(uint64) int { return 0 }}
+				c.Group.Shards = []*Shard{nil} // set below
+			})
+			sh.cfg.Group.Shards[0] = sh
+			release := make(chan struct{})
+			blocked := make(chan struct{})
+			var order []string
+			var mu sync.Mutex
+			note := func(s string) {
+				mu.Lock()
+				order = append(order, s)
+				mu.Unlock()
+			}
+			routed := func(key uint64, delay time.Duration, f func()) Ref {
+				r, rej := sh.Schedule(&Request{Key: key, Now: sh.clock.Now(), Delay: delay, Routed: true, Task: Task{Func: f}})
+				require.Equal(t, Accepted, rej)
+				return r
+			}
+			blocker := routed(7, testTick, func() {
+				close(blocked)
+				<-release
+				note("blocker")
+				panic("after the block")
+			})
+			advanceUntil(t, clock, func() bool {
+				select {
+				case <-blocked:
+					return true
+				default:
+					return false
+				}
+			})
+			// The key's later timers, and others, due while it blocks.
+			routed(7, 2*testTick, func() { note("key 7 first") })
+			routed(7, 3*testTick, func() { note("key 7 second") })
+			var others atomic.Int64
+			var early atomic.Int64
+			for i := range 10 {
+				due := sh.clock.Now() + time.Duration(i+1)*testTick
+				routed(uint64(100+i), time.Duration(i+1)*testTick, func() {
+					if sh.clock.Now() < due {
+						early.Add(1)
+					}
+					others.Add(1)
+				})
+			}
+			advanceUntil(t, clock, func() bool { return others.Load() == 10 })
+			assert.Zero(t, early.Load(), "never early")
+			st := sh.Stats()
+			assert.EqualValues(t, 1, st.Takeovers)
+			require.Len(t, st.Blocked, 1)
+			assert.EqualValues(t, 7, st.Blocked[0].Key)
+			assert.True(t, st.Blocked[0].Keyed)
+			assert.Contains(t, st.Blocked[0].Func, "TestBlockedTaskHandsItsWheelOver")
+			mu.Lock()
+			assert.Empty(t, order, "key 7's timers wait for its blocked task")
+			mu.Unlock()
+			assert.True(t, sh.Pending(blocker) == false, "the blocked timer has fired")
+
+			waited := make(chan error, 1)
+			go func() {
+				_, err := sh.CancelWait(context.Background(), blocker)
+				waited <- err
+			}()
+			select {
+			case <-waited:
+				t.Fatal("CancelWait returned while the blocked task runs")
+			case <-time.After(20 * time.Millisecond):
+			}
+			close(release)
+			require.NoError(t, <-waited)
+			advanceUntil(t, clock, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(order) == 3
+			})
+			mu.Lock()
+			assert.Equal(t, []string{"blocker", "key 7 first", "key 7 second"}, order)
+			mu.Unlock()
+			require.Eventually(t, func() bool { return panics.Load() == 1 && sh.Stats().Panics == 1 }, waitFor, pollEvery)
+			require.Eventually(t, func() bool { return len(sh.Stats().Blocked) == 0 }, waitFor, pollEvery)
+			assert.Zero(t, sh.Live())
+		})
+	}
+}
