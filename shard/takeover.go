@@ -75,7 +75,7 @@ const heldOut = detached - 1
 // frames that defer calls, which do nothing once it is retired. retired is
 // stored by the takeover that took the wheel from it; rec is the blocked
 // run's record, stored before the takeover's CAS, read by the retired
-// goroutine after its own CAS failed.
+// goroutine after its own CAS failed (and rec.ready closed).
 type life struct {
 	retired atomic.Bool
 	rec     atomic.Pointer[blockedRun]
@@ -95,6 +95,10 @@ type blockedRun struct {
 	since  time.Duration // when its task started, to about a tick
 	fn     uintptr       // the task's code, for BlockedTask.Func
 	next   *blockedRun   // Shard.returned's link
+	// ready is closed by the takeover once it has written the fields
+	// above and counted itself in Shard.goroutines: the retired goroutine,
+	// whose CAS fails as soon as the takeover's succeeds, waits for it.
+	ready chan struct{}
 }
 
 // BlockedTask describes a task a takeover left running on a goroutine of
@@ -191,7 +195,7 @@ func (sh *Shard) takeover(seq uint64) bool {
 		}
 		return false
 	}
-	rec := new(blockedRun)
+	rec := &blockedRun{ready: make(chan struct{})}
 	old := sh.life.Load()
 	old.rec.Store(rec)
 	stress.Point()
@@ -199,13 +203,14 @@ func (sh *Shard) takeover(seq uint64) bool {
 		b.Add(-1)
 		return false // the task returned
 	}
+	stress.Point() // the retired goroutine's task may return here: it waits for ready
 	// The wheel, and all the shard goroutine owns, is this goroutine's
 	// now: the CAS read what the old one wrote before it stored seq.
 	sh.heldBy()
 	old.retired.Store(true)
 	c := sh.cur
 	*rec = blockedRun{key: c.key, keyed: c.keyed, idx: c.idx, gen: c.gen, series: c.series,
-		gid: sh.gid.Load(), since: sh.clock.Now() - sh.cfg.TakeoverAfter, fn: sh.taskCode(c.task)}
+		gid: sh.gid.Load(), since: sh.clock.Now() - sh.cfg.TakeoverAfter, fn: sh.taskCode(c.task), ready: rec.ready}
 	if word := sh.runWord.Load(); word != runHandedOver {
 		// An inline run: published in the run table, where CancelWait
 		// finds it until the retired goroutine frees the slot.
@@ -229,6 +234,7 @@ func (sh *Shard) takeover(seq uint64) bool {
 	sh.watching = false
 	sh.requeueDue(c.rest)
 	sh.goroutines.Add(1) // this goroutine, as the shard goroutine now
+	close(rec.ready)
 	sh.release()
 	sh.run()
 	return true
@@ -255,6 +261,7 @@ func (sh *Shard) taskCode(task Task) uintptr {
 // timers go. It touches nothing else of the shard's. The retired goroutine.
 func (sh *Shard) retire(l *life, v any) {
 	rec := l.rec.Load()
+	<-rec.ready // the takeover has recorded the run: a few steps of its, never a task
 	if v != nil {
 		reportPanic(sh.cfg.OnPanic, v)
 		sh.aborts.Add(1)

@@ -112,3 +112,48 @@ func TestBlockedTaskHandsItsWheelOver(t *testing.T) {
 		})
 	}
 }
+
+// Takeovers race the blocked task's return, round after round: the
+// watchdog's look and the task's return come together, so the retired
+// goroutine often fails its CAS while the takeover is still recording the
+// run. Every timer runs once, the shard's goroutines are counted out
+// exactly once (exited closes once, as the cleanup's Close shows), and
+// nothing is left.
+func TestTakeoverRacesTheTaskReturning(t *testing.T) {
+	sh, clock := startShardWith(t, func(c *Config) { c.TakeoverAfter = testTick })
+	rounds := 300
+	if testing.Short() {
+		rounds = 50
+	}
+	var ran atomic.Int64
+	for round := range rounds {
+		started, release := make(chan struct{}), make(chan struct{})
+		_, rej := sh.Schedule(&Request{Now: sh.clock.Now(), Delay: testTick, Task: Task{Func: func() {
+			close(started)
+			<-release
+			ran.Add(1)
+		}}})
+		require.Equal(t, Accepted, rej)
+		advanceUntil(t, clock, func() bool {
+			select {
+			case <-started:
+				return true
+			default:
+				return false
+			}
+		})
+		go func() {
+			if round%2 == 0 {
+				time.Sleep(time.Duration(round%7) * 10 * time.Microsecond)
+			}
+			close(release)
+		}()
+		clock.Advance(2 * testTick) // the watchdog's two looks
+		want := int64(round + 1)
+		advanceUntil(t, clock, func() bool { return ran.Load() == want && len(sh.Stats().Blocked) == 0 })
+	}
+	st := sh.Stats()
+	t.Logf("%d rounds, %d taken over", rounds, st.Takeovers)
+	assert.Zero(t, sh.Live())
+	assert.Zero(t, st.Panics)
+}

@@ -1,0 +1,193 @@
+package shardwheel_test
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel"
+)
+
+// blockOn runs a task with key on s that blocks until the returned release
+// is called, and waits until it has started.
+func blockOn(t *testing.T, s *shardwheel.Scheduler, key uint64) (tm shardwheel.Timeout, release func()) {
+	t.Helper()
+	started, unblock := make(chan struct{}), make(chan struct{})
+	tm, err := s.Schedule(key, 0, func() { close(started); <-unblock })
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(waitFor):
+		t.Fatal("the blocking task never ran")
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release)
+	return tm, release
+}
+
+// TestBlockedTaskLeavesOtherTimersToRun: a task on shard 1 blocks; 20
+// goroutines then schedule 10 timers each, keyed to shard 0 or local
+// (AfterFunc, filed on whichever wheel their P has, shard 1's among
+// them): all 200 run while the task blocks, its wheel taken over; the
+// same when an executor runs tasks inline on the shard goroutine.
+func TestBlockedTaskLeavesOtherTimersToRun(t *testing.T) {
+	inline := shardwheel.WithExecutor(func(task func()) { task() })
+	for _, tt := range []struct {
+		name  string
+		opts  []shardwheel.Option
+		keyed bool
+	}{
+		{"keyed", nil, true},
+		{"AfterFunc", nil, false},
+		{"keyed, inline executor", []shardwheel.Option{inline}, true},
+		{"AfterFunc, inline executor", []shardwheel.Option{inline}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(t, append(tt.opts, shardwheel.WithShards(2))...)
+			blockedKey := keysFor(s, 1, 1)[0]
+			_, release := blockOn(t, s, blockedKey)
+			healthy := keysFor(s, 0, 200)
+			var ran atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 20 {
+				wg.Go(func() {
+					for i := range 10 {
+						var err error
+						if tt.keyed {
+							_, err = s.Schedule(healthy[g*10+i], time.Millisecond, func() { ran.Add(1) })
+						} else {
+							_, err = s.AfterFunc(time.Millisecond, func() { ran.Add(1) })
+						}
+						assert.NoError(t, err)
+						time.Sleep(time.Millisecond)
+					}
+				})
+			}
+			wg.Wait()
+			require.Eventually(t, func() bool { return ran.Load() == 200 }, waitFor, pollEvery,
+				"every timer runs while the task blocks (%d ran)", ran.Load())
+			st := s.Stats().Total
+			assert.Positive(t, st.Takeovers)
+			require.Len(t, st.Blocked, 1)
+			b := st.Blocked[0]
+			assert.Equal(t, blockedKey, b.Key)
+			assert.True(t, b.Keyed)
+			assert.Contains(t, b.Func, "blockOn")
+			assert.Positive(t, b.Running)
+			assert.Equal(t, b, st.LongestBlocked, "the longest so far")
+			release()
+			require.Eventually(t, func() bool { return len(s.Stats().Total.Blocked) == 0 }, waitFor, pollEvery)
+			assert.GreaterOrEqual(t, s.Stats().Total.LongestBlocked.Running, b.Running, "it ran at least as long")
+		})
+	}
+}
+
+// TestBlockedTaskHoldsItsKeyBack: the tasks of the blocked task's key
+// wait for it, in deadline order, while the other timers run; CancelWait
+// on the blocked timer waits for it to return; a held timer can be
+// cancelled. The key's timers are due 5ms apart (distinct ticks, whenever
+// the calls run).
+func TestBlockedTaskHoldsItsKeyBack(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(2))
+	const key = 42
+	tm, release := blockOn(t, s, key)
+	var returned atomic.Bool // the blocked task has returned
+	var mu sync.Mutex
+	var order []int
+	for i := range 3 {
+		_, err := s.Schedule(key, time.Duration(3-i)*5*time.Millisecond, func() {
+			assert.True(t, returned.Load(), "a task of the blocked key ran before it returned")
+			mu.Lock()
+			order = append(order, 3-i)
+			mu.Unlock()
+		})
+		require.NoError(t, err)
+	}
+	cancelled, err := s.Schedule(key, time.Millisecond, func() { t.Error("a cancelled held timer ran") })
+	require.NoError(t, err)
+	other := make(chan struct{})
+	_, err = s.AfterFunc(20*time.Millisecond, func() { close(other) }) // after the key's: those are held by then
+	require.NoError(t, err)
+	waited := make(chan bool)
+	go func() {
+		ok, err := tm.CancelWait(context.Background())
+		assert.NoError(t, err)
+		assert.False(t, ok, "it was running")
+		waited <- returned.Load()
+	}()
+	select {
+	case <-other:
+	case <-time.After(waitFor):
+		t.Fatal("a timer of another key waited for the blocked task")
+	}
+	require.Eventually(t, func() bool { return s.Stats().Total.Takeovers > 0 }, waitFor, pollEvery)
+	require.True(t, cancelled.Cancel(), "a held timer is still pending")
+	returned.Store(true)
+	release()
+	assert.True(t, <-waited, "CancelWait returned before the blocked task")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 3 }, waitFor, pollEvery)
+	assert.Equal(t, []int{1, 2, 3}, order, "the key's timers ran after it, in deadline order")
+}
+
+// TestShutdownFromATaskWhileAnotherBlocks: a task keyed to the healthy
+// shard runs while another shard's task blocks, and its Shutdown returns
+// when its context ends (Shutdown waits for the blocked task, as for any
+// task, up to its context).
+func TestShutdownFromATaskWhileAnotherBlocks(t *testing.T) {
+	s := newUnstopped(t, shardwheel.WithShards(2))
+	_, release := blockOn(t, s, keysFor(s, 1, 1)[0])
+	done := make(chan error, 1)
+	_, err := s.Schedule(keysFor(s, 0, 1)[0], time.Millisecond, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := s.Shutdown(ctx)
+		done <- err
+	})
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the blocked task had not returned")
+	case <-time.After(waitFor):
+		t.Fatal("the task that calls Shutdown never ran, or Shutdown never returned")
+	}
+	release()
+	within(t, "Stop after the blocked task returned", func() { assert.Empty(t, s.Stop()) })
+}
+
+// TestMaxBlockedTasksBoundsTheGoroutines: past WithMaxBlockedTasks a
+// shard whose task blocks waits for it: Stats count the refusal, the
+// logger says so once, and the goroutines stay within the shards plus the
+// bound; once the tasks return every timer runs.
+func TestMaxBlockedTasksBoundsTheGoroutines(t *testing.T) {
+	var log syncBuffer
+	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithMaxBlockedTasks(1),
+		shardwheel.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	before := runtime.NumGoroutine()
+	_, release0 := blockOn(t, s, keysFor(s, 0, 1)[0])
+	require.Eventually(t, func() bool { return s.Stats().Total.Takeovers == 1 }, waitFor, pollEvery)
+	_, release1 := blockOn(t, s, keysFor(s, 1, 1)[0])
+	require.Eventually(t, func() bool { return s.Stats().Total.TakeoversRefused > 0 }, waitFor, pollEvery)
+	assert.EqualValues(t, 1, s.Stats().Total.Takeovers, "the bound holds")
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "WithMaxBlockedTasks") }, waitFor, pollEvery)
+	assert.Equal(t, 1, strings.Count(log.String(), "WithMaxBlockedTasks"), "said once")
+	// One more shard goroutine; the rest is room for the watchdogs'
+	// short-lived callbacks and the runtime's.
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+1+4, "the bound holds")
+	var ran atomic.Int64
+	for _, k := range keysFor(s, 1, 10) {
+		_, err := s.Schedule(k, time.Millisecond, func() { ran.Add(1) })
+		require.NoError(t, err)
+	}
+	release1()
+	release0()
+	require.Eventually(t, func() bool { return ran.Load() == 10 }, waitFor, pollEvery)
+}
