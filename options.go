@@ -48,9 +48,10 @@ const (
 	// their tasks) is the largest block a shard allocates.
 	MaxFirstBlock = 1 << 22
 	// DefaultTakeoverTicks is WithTakeoverAfter's default, in ticks: a
-	// task that runs 4 ticks (4ms at the default tick) hands its wheel
-	// over.
-	DefaultTakeoverTicks = 4
+	// task that runs a tick (1ms at the default tick; noticed within two)
+	// hands its wheel over, so that the wheel's other timers run at most
+	// about two ticks late.
+	DefaultTakeoverTicks = 1
 	// DefaultMaxBlockedTasks is WithMaxBlockedTasks' default, and
 	// MaxBlockedTasks its bound.
 	DefaultMaxBlockedTasks = 256

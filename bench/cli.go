@@ -36,6 +36,9 @@ type options struct {
 	// burst only.
 	burst BurstSpec
 
+	// rate only.
+	rate RateSpec
+
 	// proxy only.
 	proxy proxyConfig
 
@@ -65,7 +68,7 @@ func badFlag(name string, value any, rule string) error {
 }
 
 // commands are the commands parseArgs knows, the default first.
-var commands = []string{"compare", "tune", "lag", "burst", "proxy", "churn", "spike"}
+var commands = []string{"compare", "tune", "lag", "burst", "proxy", "churn", "spike", "rate"}
 
 // parseArgs parses the command line (without the program name). It
 // returns flag.ErrHelp for -h, or a usageError.
@@ -178,6 +181,20 @@ func newFlagSet(o *options) *flag.FlagSet {
 	if o.cmd == "spike" {
 		o.spike = defaultSpikeConfig()
 		spikeFlags(fs, &o.spike)
+		wheelFlags(fs, o)
+		return fs
+	}
+	if o.cmd == "rate" {
+		o.rate = defaultRateSpec()
+		fs.Func("rates", "timers set per second, comma-separated (default 100,1000,10000,100000,1000000)", func(s string) error {
+			v, err := parseList(s, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+			o.rate.Rates = v
+			return err
+		})
+		fs.DurationVar(&o.rate.Timeout, "timeout", o.rate.Timeout, "each timer's timeout")
+		fs.DurationVar(&o.rate.CancelAfter, "cancel-after", o.rate.CancelAfter, "each timer is cancelled this long after it is set")
+		fs.DurationVar(&o.rate.Window, "window", o.rate.Window, "measured time per implementation, rate and round")
+		fs.IntVar(&o.rate.Rounds, "rounds", o.rate.Rounds, "rounds; figures are their medians")
 		wheelFlags(fs, o)
 		return fs
 	}
@@ -373,6 +390,24 @@ func (o *options) validate() error {
 			return o.spike.validate()
 		}
 		return o.churn.validate("", false)
+	}
+	if o.cmd == "rate" {
+		r := &o.rate
+		checks = []struct {
+			bad        bool
+			name, rule string
+			value      any
+		}{
+			{o.procs < 0, "gomaxprocs", "must not be negative", o.procs},
+			{len(r.Rates) == 0 || slices.ContainsFunc(r.Rates, func(v float64) bool { return !(v >= 1 && v <= 1e8) }),
+				"rates", "each must be in [1, 1e8]", joinList(r.Rates)},
+			{r.Timeout <= r.CancelAfter, "timeout", "must be longer than -cancel-after", r.Timeout},
+			{r.CancelAfter <= 0 || r.CancelAfter > time.Minute, "cancel-after", "must be in (0, 1m]", r.CancelAfter},
+			{r.Window < 100*time.Millisecond, "window", "must be at least 100ms", r.Window},
+			{r.Rounds < 1, "rounds", "must be >= 1", r.Rounds},
+			{o.shards < 1 || o.shards > shardwheel.MaxShards, "shards", fmt.Sprintf("must be in [1, %d]", shardwheel.MaxShards), o.shards},
+			{!validTick(o.tick), "tick", tickRule, o.tick},
+		}
 	}
 	if o.cmd == "burst" {
 		b := &o.burst

@@ -29,6 +29,11 @@
 //     come from context.WithTimeout in one run and s.WithTimeout in the
 //     other; the backend and clients run in a child process.
 //   - burst: a million timers scheduled at once: how late each runs.
+//   - rate: the cost of a timer by the rate a program sets them (100 to
+//     a million a second): timeouts of 100ms, each cancelled 20ms later,
+//     context.WithTimeout against s.WithTimeout and time.AfterFunc
+//     against s.AfterFunc, as process CPU per second above a loop that
+//     sets none, with the shards' wake-ups per second; rounds alternate.
 //   - spike: a spike of timers (1M and 10M by default), all cancelled:
 //     the process's heap and the time of a forced collection before it,
 //     at its peak and every second after, until both are back near their
@@ -52,7 +57,7 @@
 // writes it beside the text report), of one shape for all:
 //
 //	{
-//	  "command":     "compare" | "churn" | "tune" | "lag" | "proxy" | "burst" | "spike",
+//	  "command":     "compare" | "churn" | "tune" | "lag" | "proxy" | "burst" | "spike" | "rate",
 //	  "host":        {"os", "arch", "cpu", "num_cpu", "gomaxprocs", "go"},
 //	  "started":     RFC 3339 time the command started,
 //	  "elapsed_ns":  how long it ran,
@@ -202,6 +207,8 @@ func dispatch(ctx context.Context, o options, p *progress) (document, error) {
 		return churnCommand(ctx, o, p)
 	case "spike":
 		return spikeCommand(ctx, o, p)
+	case "rate":
+		return rateCommand(ctx, o, p)
 	}
 	return compare(ctx, o, p)
 }

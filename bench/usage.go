@@ -21,6 +21,8 @@ Commands:
   burst    a million timers at once: how late each runs, shardwheel against time.AfterFunc
   spike    a spike of 1M and 10M timers, all cancelled: how far and how fast the heap and a forced GC come back,
            s.AfterFunc, h.AfterFunc and time.AfterFunc, one fresh process per run (-churn=false: idle; about 2m30s)
+  rate     a timer's CPU by the rate they are set (100 to 1M/s, cancelled 20ms later), against context.WithTimeout
+           and time.AfterFunc, with the shards' wake-ups per second (about 2 minutes)
 
 Every command prints a text report on stdout (progress on stderr), or with -json one JSON document
 of the same shape for all: command, host, started, elapsed_ns, config, results, verdict, interrupted.

@@ -174,8 +174,10 @@ func (sh *Shard) watch() {
 	if !sh.watchOn.Load() || sh.closed.Load() {
 		return
 	}
+	// takenOver is no task: the successor holds the wheel, between tasks,
+	// until its first task stores its number.
 	seq := sh.inTask.Load()
-	if last := sh.lastSeen.Swap(seq); seq == 0 || seq != last || !sh.takeover(seq) {
+	if last := sh.lastSeen.Swap(seq); seq == 0 || seq == takenOver || seq != last || !sh.takeover(seq) {
 		sh.watchdog.Reset(sh.cfg.TakeoverAfter)
 	}
 }
@@ -232,6 +234,7 @@ func (sh *Shard) takeover(seq uint64) bool {
 	}
 	sh.h.counts[cTakeovers]++
 	sh.watching = false
+	sh.watchOn.Store(false) // the successor's first task arms it again
 	sh.requeueDue(c.rest)
 	sh.goroutines.Add(1) // this goroutine, as the shard goroutine now
 	close(rec.ready)
