@@ -157,3 +157,29 @@ func TestTakeoverRacesTheTaskReturning(t *testing.T) {
 	assert.Zero(t, sh.Live())
 	assert.Zero(t, st.Panics)
 }
+
+// Once a takeover has the wheel, the watchdog takes no other until a task
+// of the successor's blocks: while the successor is idle, or between its
+// tasks, inTask reads takenOver, which is no task.
+func TestSuccessorBetweenTasksIsNotTakenOver(t *testing.T) {
+	sh, clock := startShardWith(t, func(c *Config) { c.TakeoverAfter = testTick })
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	_, rej := sh.Schedule(&Request{Now: sh.clock.Now(), Delay: testTick, Task: Task{Func: func() {
+		close(started)
+		<-release
+	}}})
+	require.Equal(t, Accepted, rej)
+	advanceUntil(t, clock, func() bool { return sh.Stats().Takeovers == 1 })
+	var ran atomic.Int64
+	for i := range 50 {
+		// Short tasks arm the watchdog; the clock moves past its bound
+		// between them.
+		_, rej := sh.Schedule(&Request{Now: sh.clock.Now(), Delay: testTick, Task: Task{Func: func() { ran.Add(1) }}})
+		require.Equal(t, Accepted, rej)
+		want := int64(i + 1)
+		advanceUntil(t, clock, func() bool { return ran.Load() == want })
+		clock.Advance(3 * testTick)
+	}
+	assert.EqualValues(t, 1, sh.Stats().Takeovers, "one task blocked")
+}
