@@ -25,7 +25,8 @@ const (
 	disturbGC    = "gc"    // GOGC 5, a million live objects, goroutines that allocate
 )
 
-// blockFor is how long the sleep disturbance's task blocks its shard: a
+// blockFor is how long the sleep disturbance's task sleeps on its shard (its
+// wheel taken over after WithTakeoverAfter, the report says so): a
 // lock or a call held that long.
 const blockFor = 50 * time.Millisecond
 

@@ -80,13 +80,13 @@
 //
 // # Series
 //
-// A scrape holds 42 gauges and counters per shard plus, per histogram (5
+// A scrape holds 47 gauges and counters per shard plus, per histogram (5
 // per shard), one series per classic bound, +Inf, _sum and _count. With a
-// 1ms tick and the default bounds (TickBuckets, 35 bounds) that is 232
-// series per shard; with WithBuckets(DecadeBuckets...) 167; with
-// WithBuckets() (native histograms alone) 57. At 64 shards the default is
-// 64 × 232 + 1 (shardwheel_pending_timers) = 14,849 series. WithTotalOnly
-// exports one set for the whole Scheduler: 233 series whatever its
+// 1ms tick and the default bounds (TickBuckets, 35 bounds) that is 237
+// series per shard; with WithBuckets(DecadeBuckets...) 172; with
+// WithBuckets() (native histograms alone) 62. At 64 shards the default is
+// 64 × 237 + 1 (shardwheel_pending_timers) = 15,169 series. WithTotalOnly
+// exports one set for the whole Scheduler: 238 series whatever its
 // shards.
 //
 // # Histograms
