@@ -36,15 +36,16 @@ func (s *Scheduler) route(key uint64) int {
 // that key routes to (ShardOf), and returns a handle to the timer. The
 // tasks of equal keys run on that goroutine one at a time, in deadline
 // order when their deadlines are a tick or more apart, unless the wheel
-// that filed the earlier one fell behind and handed it over late; keys
-// need not be unique. The timer is filed in the wheel of the caller's P, as
-// AfterFunc's are, and crosses to its key's shard only once its deadline
-// is less than WithWheelSize ticks away (512ms at the defaults): one
-// cancelled before then never leaves the caller's wheel and costs what an
-// AfterFunc timer costs; one that runs on another shard pays one hand-over
-// between shards. Cancel, Reset, Pending and Stop act on it wherever it is.
-// delay <= 0 runs task at the first tick at or after the call, normally
-// the next, and a delay beyond MaxDelay is clamped.
+// that filed the earlier one fell behind and handed it over late, or
+// WithExecutor runs them on goroutines of its own, where they may run at
+// the same time; keys need not be unique. The timer is filed in the wheel
+// of the caller's P, as AfterFunc's are, and crosses to its key's shard
+// only once its deadline is less than WithWheelSize ticks away (512ms at
+// the defaults): one cancelled before then never leaves the caller's wheel
+// and costs what an AfterFunc timer costs; one that runs on another shard
+// pays one hand-over between shards. Cancel, Reset, Pending and Stop act
+// on it wherever it is. delay <= 0 runs task at the first tick at or after
+// the call, normally the next, and a delay beyond MaxDelay is clamped.
 //
 // It returns ErrNilTask for a nil task, ErrStopped after Stop, and
 // ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the
