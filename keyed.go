@@ -49,11 +49,15 @@ import (
 // goroutine deletes when it frees the node (shard.Config.Unindex, which
 // deletes only if the entry still names that timer), before the node can
 // be reused for another timer. The shard goroutine thus takes bucket
-// locks too, which any goroutine holds only for a cancel and a store; it
-// may wait for a resize of its own shard's index that a ScheduleKey or
-// CancelKey is doing, never for another shard. Readers never trust an entry alone: the
-// Ref carries the node's generation, so a stale entry's timer reports not
-// pending and its Cancel and Reset fail, even once the node is reused.
+// locks too, which any goroutine holds only for a cancel and a store, in
+// the index of the shard the timer's key routes to: an indexed timer is
+// filed on the shard it was scheduled on (see Config.Unindex in New), so
+// that index is often another shard's. It may wait there for a bucket's
+// lock, or for a resize that a ScheduleKey or CancelKey is doing, but
+// never for a shard's wheel: no lock holder waits for one. Readers never
+// trust an entry alone: the Ref carries the node's generation, so a stale
+// entry's timer reports not pending and its Cancel and Reset fail, even
+// once the node is reused.
 
 // keyIndex is one shard's index. The slice of them is only read after New
 // (writes go to each MapOf's own buckets), but it is a small allocation
