@@ -50,8 +50,12 @@ type Config struct {
 	// that a timer crossing cores touches one line of the other core, not
 	// the wheel. Shards 0 means 1.
 	ID, Shards int
-	// Home is the lane this shard's own P uses: the holder returns freed
-	// nodes there, so that the P's next Schedules find them.
+	// Home is the lane of this shard's own P, taken modulo the lane count:
+	// a holder filing a timer that finds no node of its own (takeFree)
+	// takes one from the arena (Arena.Get): from that lane's shared list
+	// first, else another lane's, else a never-used node, and sweeps for
+	// one only when all of those fail. Freed nodes go to the holder's own
+	// list, not to a lane (share feeds the lanes from it).
 	Home int
 	// Run executes an expired task; nil runs it inline on the shard
 	// goroutine. Every task reaches it as the method value of a pooled
@@ -124,7 +128,7 @@ type Shard struct {
 	arena      *pool.Arena
 	lanes      []lane
 	laneMask   int
-	home       int           // lane freed nodes go to
+	home       int           // lane a holder out of free nodes takes one from (Config.Home)
 	id, of     int           // the shard's number and the number of shards
 	wake       chan struct{} // capacity 1: anyone signals, the shard goroutine receives
 	done       chan struct{} // closed by Close
