@@ -91,7 +91,7 @@ func (h Handler) task() shard.Task { return shard.Task{Handler: h.id} }
 // handler's function called with key: it becomes key's indexed timer,
 // replacing the key's pending indexed timer whatever its task, and
 // CancelKey, ResetKey and Lookup reach it by key. It allocates the index
-// entry (16 bytes), as ScheduleKey does.
+// entry (24 bytes: the key and the timer's handle), as ScheduleKey does.
 func (h Handler) ScheduleKey(key uint64, delay time.Duration) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
