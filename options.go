@@ -26,7 +26,8 @@ const (
 	// without a cascade, in 6 KiB of slots per level.
 	DefaultWheelSize = 512
 	// DefaultFirstBlock is the nodes a shard allocates with its first
-	// timer (36 KiB); later blocks double.
+	// timer (36 KiB); its storage then doubles up to 16,384 nodes and
+	// grows by blocks of that size (see WithFirstBlock).
 	DefaultFirstBlock = 1024
 	// DefaultTransferCap is Netty's HashedWheelTimer's: it moves at most
 	// 100000 new timeouts into its wheel per tick.
@@ -147,11 +148,13 @@ func WithWheelSize(n int) Option {
 // first grows: a shard allocates nothing for timers until it gets its
 // first one, then a block of n nodes (rounded up to a power of two, at
 // least 64; 36 bytes each, plus 8 (4 on 32-bit platforms) once a closure
-// timer lands in the block and 2 once a Handler timer does), and doubles
-// its storage as it fills, in blocks of at most 2^18 nodes (or n, if
-// larger). The default is DefaultFirstBlock; n must be in [1,
-// MaxFirstBlock]. A larger first block saves a few early allocations for
-// a shard that will surely hold many timers.
+// timer lands in the block and 2 once a Handler timer does). As it fills,
+// it doubles its storage, each new block as large as all before it, until
+// it holds 2^14 nodes (16,384) or n rounded up, whichever is larger, then
+// grows by blocks of that size, the unit in which it gives memory back. The
+// default is DefaultFirstBlock; n must be in [1, MaxFirstBlock]. A larger
+// first block saves a few early allocations for a shard that will surely
+// hold many timers.
 func WithFirstBlock(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxFirstBlock {
@@ -240,9 +243,8 @@ func WithPanicHandler(h func(v any)) Option {
 // no-op. A failure to pin is logged (see WithLogger) and the shard runs
 // unpinned. Pinned goroutines cost the Go scheduler a thread hand-off on
 // every wake-up, and on the 2-core machine we measure on it changed neither
-// CPU nor lateness beyond the noise (see the README): leave it off unless
-// go run ./bench compare -affinity (or burst -affinity) shows a gain on
-// your host.
+// CPU nor lateness beyond the noise: leave it off unless go run ./bench
+// compare -affinity (or burst -affinity) shows a gain on your host.
 func WithAffinity(on bool) Option {
 	return func(c *config) error {
 		c.affinity = on
@@ -296,8 +298,9 @@ func WithMaxBlockedTasks(n int) Option {
 
 // WithStats turns the latency histograms of Stats (tick lag, timer lateness,
 // pass time, task run time) on or off; they are on by default. They cost one
-// clock read per pass, per 64 tasks run and per sampled task; see the README
-// for the measured overhead. Counters are kept either way.
+// clock read per pass, per 64 tasks run and per sampled task
+// (BenchmarkStatsOverhead measures Schedule and Cancel with them on and
+// off). Counters are kept either way.
 func WithStats(on bool) Option {
 	return func(c *config) error {
 		c.stats = on
