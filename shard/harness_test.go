@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel/internal/stress"
 )
 
 const testTick = time.Millisecond
@@ -218,6 +220,20 @@ func (sh *Shard) statsNow() Stats {
 	}
 	procUnpin()
 	return sh.Stats()
+}
+
+// letGo is release without taking anything in, so that statsNow leaves
+// the queue as it found it (tests count Queued after it). What producers
+// pushed meanwhile (handshake step 2) it leaves to the shard goroutine,
+// which it wakes.
+func (sh *Shard) letGo() {
+	word := sh.ownWord()
+	sh.wrote(lineOwner)
+	sh.letGoBy()
+	stress.Point()
+	if sh.own.Swap(word)&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
+		sh.signal()
+	}
 }
 
 // heldTokens returns the pending tokens sh holds now, summed over its

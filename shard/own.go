@@ -188,19 +188,6 @@ func (sh *Shard) release() {
 	}
 }
 
-// letGo lets go of the wheel without taking anything in: a reader's
-// release. What producers pushed meanwhile (handshake step 2) it leaves to
-// the shard goroutine, which it wakes.
-func (sh *Shard) letGo() {
-	word := sh.ownWord()
-	sh.wrote(lineOwner)
-	sh.letGoBy()
-	stress.Point()
-	if sh.own.Swap(word)&ownWanted != 0 || sh.queue.Waiting() || sh.attention.Waiting() {
-		sh.signal()
-	}
-}
-
 // holdAndTakeIn takes the wheel, if it is free, to file what its caller
 // just pushed on the queue or the attention stack (handshake step 1), and
 // what others left there. Never waits.
