@@ -72,12 +72,14 @@ import (
 // free list, which share its link (pool.Arena.Link).
 //
 // The tag makes a CAS from a stale handle fail even though the node was
-// recycled: a handle's CAS expects the state word it loaded, and the node's
-// full 64-bit generation (pool.Node.Gen) is checked after that load, so a
-// stale handle could only win if, between those two atomic loads and its
-// CAS a few instructions later, the node lived a multiple of 2^20 further
-// lives (two million schedule+cancel pairs, tens of milliseconds at the
-// fastest) and the new life had the same status and deadline tick.
+// recycled: a handle's CAS expects the state word it loaded, and the rest
+// of the node's 64-bit generation, its high part (pool.Node.Epoch, which
+// startLife raises when the tag wraps), is checked after that load (see
+// load), so a stale handle could only win if, between those two atomic
+// loads and its CAS a few instructions later, the node lived a multiple
+// of 2^20 further lives (a million schedule+cancel pairs, tens of
+// milliseconds at the fastest) and the new life had the same status and
+// deadline tick.
 //
 // indexedBit is written by the producer's store and kept by every
 // transition but a cancel from CancelUnindexed, which clears it: the holder
