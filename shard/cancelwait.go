@@ -17,9 +17,9 @@ import (
 //
 //   - runWord, for the run the shard goroutine makes itself: it stores the
 //     word before the CAS that fires the timer (fire, begin) and 0 once the
-//     task, or the executor's run call, has returned. It replaces the flag
-//     Quiet used to read (a task in progress), so it costs no more than
-//     that flag did.
+//     task, or the executor's run call, has returned. Quiet reads it too:
+//     not 0 is a task in progress, so that one store before a run and one
+//     after serve both.
 //   - the run table (runTable), for a task handed to the executor
 //     (WithExecutor): the shard goroutine publishes the word there before
 //     it hands the run over, and only then replaces runWord's with
@@ -47,9 +47,9 @@ import (
 // token it is is that task, and returns at once instead of waiting for
 // itself.
 //
-// Timers that nobody waits for pay the publication (inline, the run word
-// replaces a flag the shard goroutine stored as often; with an executor,
-// a pooled execRun and a slot of the table per run) and, at a run's end,
+// Timers that nobody waits for pay the publication (inline, the two
+// stores of the run word, which Quiet needs anyway; with an executor, a
+// pooled execRun and a slot of the table per run) and, at a run's end,
 // one load of waiters: only when it is not zero is the channel notify
 // points to, which the first waiter made, closed. Waiters never spin:
 // they park on that channel, re-checking after each close, and on their
