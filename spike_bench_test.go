@@ -13,11 +13,11 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-// A spike comes back (issue 30): a spike of timers due in an hour,
-// scheduled at once and all cancelled, on an idle Scheduler, and how much
-// of the heap it grew and of the forced GC time it added stay. go run
-// ./bench spike measures the same in fresh processes, with a proxy's
-// churn beside it and at 10M too.
+// A spike comes back: a spike of timers due in an hour, scheduled at once
+// and all cancelled, on an idle Scheduler, and how much of the heap it
+// grew and of the forced GC time it added stay. go run ./bench spike
+// measures the same in fresh processes, with a proxy's churn beside it
+// and at 10M too.
 
 const (
 	spikeTimers      = 1_000_000

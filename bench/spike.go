@@ -70,7 +70,7 @@ type SpikeConfig struct {
 	GOMAXPROCS int           `json:"gomaxprocs"`
 }
 
-// defaultSpikeConfig is the spike as issue 30 measures it: 1M and 10M
+// defaultSpikeConfig is the spike BENCHMARKS.md reports: 1M and 10M
 // timers, the three implementations, churn on, one run of each (about
 // two and a half minutes on 2 CPUs).
 func defaultSpikeConfig() SpikeConfig {

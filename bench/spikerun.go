@@ -50,8 +50,8 @@ func spikeCall(impl string) string {
 
 // The spike's fixed shape.
 const (
-	// spikeDelay is every spike timer's delay: none fires, all are
-	// cancelled, as the issue's incident has them.
+	// spikeDelay is every spike timer's delay: long enough that none
+	// fires before it is cancelled, as every one is.
 	spikeDelay = time.Hour
 	// spikeGCs is how many forced collections a measurement times: the
 	// figure is their median, so that one preempted collection on a
@@ -178,7 +178,7 @@ type SpikeRun struct {
 // spikeTargets is the come-back criterion: the heap back within HeapShare
 // of the spike's growth above the pre-spike figure, and a forced
 // collection no slower than GCFactor times its pre-spike time plus
-// GCSlack. Within is the time the issue asks it to take at most.
+// GCSlack. Within is the most time it may take to come back.
 type spikeTargets struct {
 	HeapShare float64       `json:"heap_share"`
 	GCFactor  float64       `json:"gc_factor"`
@@ -186,7 +186,9 @@ type spikeTargets struct {
 	Within    time.Duration `json:"within_ns"`
 }
 
-// defaultSpikeTargets are issue 30's.
+// defaultSpikeTargets are the targets bench/README.md and BENCHMARKS.md
+// state: the heap within 10% of the spike's growth, a forced collection
+// within twice its time before plus 2ms, within 20 s.
 var defaultSpikeTargets = spikeTargets{HeapShare: 0.10, GCFactor: 2, GCSlack: 2 * time.Millisecond, Within: 20 * time.Second}
 
 // heapBack reports whether s's heap is back within the share of the
