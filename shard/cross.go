@@ -314,6 +314,7 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 		a.releaseToken()
 		sh.work.fired++
 		sh.endProxy(pidx, pn, a, aidx, fs)
+		sh.cur.tick = tick
 		sh.runTask(task, key, true, aidx, gen, false)
 		return tick, true, sh.endRun()
 	}

@@ -92,9 +92,13 @@ func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
 func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) {
 	l := sh.curLife
 	defer func() {
-		if !l.retired.Load() && sh.goexit == goexitResume {
+		if l.retired.Load() {
+			return // a takeover has the wheel, and the list's rest
+		}
+		if sh.goexit == goexitResume {
 			sh.requeueDue(sh.cur.rest)
 		}
+		sh.cur.ran = 0 // recorded, or dropped with an abandoned pass
 	}()
 	var tick, ran uint64
 	record := func() {
@@ -104,11 +108,14 @@ func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) 
 		}
 		ran = 0
 	}
+	c := &sh.cur
 	w := sh.h.w
 	for idx := first; idx != 0; {
 		n := sh.arena.Node(idx)
 		next := w.detach(n)
-		sh.cur.rest = next // the list's nodes not reached yet, while a task runs
+		// While a task runs: the list's nodes not reached yet, and the
+		// lateness not recorded yet (a takeover records them).
+		c.rest, c.batch, c.ran, c.now = next, tick, ran, now
 		t, fired, ok := sh.expire(idx, n)
 		if !ok {
 			return now, false
@@ -275,6 +282,7 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 			sh.releaseToken()
 			sh.work.fired++
 			sh.releaseNode(idx, n, fs)
+			sh.cur.tick = tick
 			sh.runTask(task, key, s.routed(), idx, gen, false)
 			return tick, true, sh.endRun()
 		case statusCancelled:

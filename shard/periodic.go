@@ -184,6 +184,7 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 	sh.countRun(rec)
 	if sh.cfg.Run != nil {
 		n.Prev = detached // out of the wheel until its run pushes it on the attention stack
+		sh.cur.tick = t
 		sh.runTask(task, key, s.routed(), idx, gen, true)
 		return t, true, sh.endRun(), false
 	}
@@ -197,6 +198,7 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 		}
 	}()
 	for runs := 1; ; runs++ {
+		sh.cur.tick = t
 		sh.runTask(task, key, s.routed(), idx, gen, true)
 		if sh.closed.Load() {
 			// A task closed the shard: Stop claims the series.

@@ -129,8 +129,14 @@ type curRun struct {
 	series bool
 	// rest is the list runList walks, after the node of the timer whose
 	// task runs (runList keeps it here as it goes): a takeover puts it
-	// back.
-	rest uint32
+	// back. ran is the tasks runList has run and not recorded in the
+	// lateness histogram yet, at tick batch, started from clock reading
+	// now on; tick is the deadline tick of the task in progress, which
+	// runList counts as it returns: a takeover records them all.
+	rest        uint32
+	ran         uint64
+	batch, tick uint64
+	now         time.Duration
 }
 
 // enterTask records the task the shard goroutine is about to run (see
@@ -233,6 +239,13 @@ func (sh *Shard) takeover(seq uint64) bool {
 		sh.holdKey(rec.key)
 	}
 	sh.h.counts[cTakeovers]++
+	if sh.cfg.Stats {
+		if c.ran > 0 {
+			sh.stats.lateness.RecordN(int64(c.now-sh.tickTime(c.batch)), c.ran)
+		}
+		sh.stats.lateness.Record(int64(c.now - sh.tickTime(c.tick))) // it started about then
+		sh.cur.ran = 0
+	}
 	sh.watching = false
 	sh.watchOn.Store(false) // the successor's first task arms it again
 	sh.requeueDue(c.rest)

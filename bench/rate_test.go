@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRateRun: the rate command runs every implementation and the
+// baseline at every rate, in every round, rotating their order; the JSON
+// holds each window, the text one row per rate with both ratios.
+func TestRateRun(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"rate", "-rates", "200,5000", "-rounds", "2", "-window", "150ms", "-shards", "2", "-json"}
+	require.Equal(t, exitOK, run(args, &stdout, &stderr), stderr.String())
+	env := decodeEnvelope[RateSpec, []RateResult](t, stdout.Bytes())
+	assert.Equal(t, "rate", env.Command)
+	assert.Equal(t, []float64{200, 5000}, env.Config.Rates)
+	runs := env.Results
+	require.Len(t, runs, 2*2*len(rateImpls))
+	assert.Equal(t, rateImpls[0], runs[0].Impl, "round 1 starts with the first")
+	assert.Equal(t, rateImpls[1], runs[2*len(rateImpls)].Impl, "round 2 with the second")
+	seen := map[string]int{}
+	for _, r := range runs {
+		seen[r.Impl]++
+		assert.Positive(t, r.CPU, "%s at %v/s: the process used some CPU", r.Impl, r.Rate)
+		if r.Impl == rateNone {
+			assert.Zero(t, r.Wakeups)
+			continue
+		}
+		// Paced, never ahead: a starved host may fall behind.
+		assert.Positive(t, r.Issued, "%s at %v/s", r.Impl, r.Rate)
+		assert.LessOrEqual(t, r.Issued, 1.1*r.Rate, "%s at %v/s", r.Impl, r.Rate)
+		if r.Impl == rateWheelCtx || r.Impl == rateWheelFunc {
+			assert.GreaterOrEqual(t, r.Wakeups, 0.0)
+		} else {
+			assert.Zero(t, r.Wakeups, "no shard")
+		}
+	}
+	for _, impl := range rateImpls {
+		assert.Equal(t, 4, seen[impl], impl)
+	}
+
+	stdout.Reset()
+	require.Equal(t, exitOK, run([]string{"rate", "-rates", "300", "-rounds", "1", "-window", "100ms"}, &stdout, &stderr), stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "timeouts of 100ms, each cancelled 20ms later")
+	assert.Regexp(t, `(?m)^timers/s\s+context\.WithTimeout\s+s\.WithTimeout\s+ratio\s+time\.AfterFunc\s+s\.AfterFunc\s+ratio`, out)
+	assert.Regexp(t, `(?m)^300\s+\S+ \[`, out)
+}
+
+// TestRateFlags: bad values name the flag.
+func TestRateFlags(t *testing.T) {
+	for _, tt := range []struct{ args []string }{
+		{[]string{"-rates", "0"}},
+		{[]string{"-rates", "x"}},
+		{[]string{"-timeout", "10ms"}},
+		{[]string{"-cancel-after", "0s"}},
+		{[]string{"-window", "10ms"}},
+		{[]string{"-rounds", "0"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"rate"}, tt.args...), &stdout, &stderr)
+		assert.Equal(t, exitUsage, code, "%v: %s", tt.args, stderr.String())
+		assert.Contains(t, stderr.String(), tt.args[0], tt.args)
+	}
+}
