@@ -112,4 +112,7 @@ func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 
 // seriesOf returns the Series record of node idx if its timer is
 // periodic, else nil. Holder only.
-func (sh *Shard) seriesOf(idx uint32) *pool.Series { return sh.arena.Slot(idx).FindSeries() }
+func (sh *Shard) seriesOf(idx uint32) *pool.Series {
+	sh.assertHolder()
+	return sh.arena.Slot(idx).FindSeries()
+}

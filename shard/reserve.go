@@ -220,6 +220,7 @@ func (sh *Shard) sweepToShed() bool {
 // takes from would hold their blocks for good. One lane per review, the
 // next one the next. Holder only, at a review.
 func (sh *Shard) takeBackLane() {
+	sh.assertHolder()
 	h := &sh.h
 	for range sh.lanes {
 		i := h.backLane
@@ -249,6 +250,7 @@ func (sh *Shard) sortShare(step int) {
 // popUnsorted pops a node of h.sort, else of h.back: free nodes the limit
 // has not been checked against yet. Holder only.
 func (sh *Shard) popUnsorted() (uint32, pool.Slot, bool) {
+	sh.assertHolder()
 	h := &sh.h
 	if idx := h.sort; idx != 0 {
 		s := sh.arena.Slot(idx)

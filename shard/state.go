@@ -215,7 +215,8 @@ func reset(n *pool.Node, s state, t uint64) (ok, needsQueue bool) {
 }
 
 // settle marks a new timer as filed in the wheel, so that from now on an
-// earlier Reset tells the holder. Holder only.
+// earlier Reset tells the holder. Holder only: settle has no Shard to
+// assert it on, so its caller, accept, does (assertHolder).
 func settle(n *pool.Node, s state) (state, bool) {
 	stress.Point()
 	ns := s.to(statusPending)

@@ -155,6 +155,7 @@ func (sh *Shard) sweepDue() bool {
 // blocks below its high-water mark, less the blocks given back, which the
 // walk steps over. Holder only.
 func (sh *Shard) sweptNodes() uint64 {
+	sh.assertHolder()
 	allocated, _ := sh.arena.Footprint()
 	return min(allocated, uint64(sh.arena.HighWater()))
 }

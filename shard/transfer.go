@@ -78,7 +78,9 @@ func (sh *Shard) queuedNow() uint64 {
 
 // accept files a node taken off the queue and returns its deadline tick,
 // or frees or sets it aside if its timer has ended meanwhile (filed false).
+// Holder only.
 func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
+	sh.assertHolder()
 	n := sh.arena.Node(idx)
 	for {
 		s := state(n.State.Load())
