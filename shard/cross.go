@@ -292,19 +292,13 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 			w.insert(pidx, tick)
 			return 0, false, true
 		}
-		if hk := sh.heldFor(s, an.Key); hk != nil {
-			sh.holdBack(hk, pidx, pn) // its key's task is blocked (takeover.go)
-			return 0, false, true
-		}
 		gen := genOf(an, s)
-		sh.beginRun(runWordOf(a.ref(aidx, gen)))
-		stress.Point()
-		fs := s.to(statusFired)
-		if !an.State.CompareAndSwap(uint64(s), uint64(fs)) {
-			if !sh.endRun() {
-				return 0, false, false
-			}
+		fs, fired, again, ok := sh.fireDue(an, s, a.ref(aidx, gen), pidx, pn)
+		if again {
 			continue // Cancel or Reset won the race
+		}
+		if !fired {
+			return 0, false, ok
 		}
 		task, key := a.arena.Slot(aidx).Task(), an.Key
 		// Counted before the token goes back: Pending never reads a

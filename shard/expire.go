@@ -259,18 +259,13 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 				w.insert(idx, tick)
 				return 0, false, true
 			}
-			if hk := sh.heldFor(s, n.Key); hk != nil {
-				sh.holdBack(hk, idx, n) // its key's task is blocked (takeover.go)
-				return 0, false, true
-			}
 			gen := genOf(n, s)
-			sh.beginRun(runWordOf(sh.ref(idx, gen)))
-			fs, ok := fire(n, s)
-			if !ok {
-				if !sh.endRun() {
-					return 0, false, false
-				}
+			fs, fired, again, ok := sh.fireDue(n, s, sh.ref(idx, gen), idx, n)
+			if again {
 				continue // Cancel or Reset won the race
+			}
+			if !fired {
+				return 0, false, ok
 			}
 			task, key := slot.Task(), n.Key
 			sh.h.counts[cFired]++
@@ -296,6 +291,28 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 		}
 		return 0, false, true
 	}
+}
+
+// fireDue fires a due timer, in state s on node n, whose handle is r: the
+// shard goroutine met it here on node hidx (hn), which is n itself, or for
+// a timer that crossed to this shard its proxy (expireProxy). If the
+// timer's key has a task blocked (takeover.go), it holds hn back behind it
+// and reports fired false. Else it publishes the run word (beginRun) and
+// fires the timer (fire): it returns the fired state and fired true, or,
+// when a Cancel or Reset won the race, withdraws the word (endRun) and
+// reports again (look at the timer again) if the shard is still open, and
+// ok false if it is not (abandon the pass).
+func (sh *Shard) fireDue(n *pool.Node, s state, r Ref, hidx uint32, hn *pool.Node) (fs state, fired, again, ok bool) {
+	if hk := sh.heldFor(s, n.Key); hk != nil {
+		sh.holdBack(hk, hidx, hn) // its key's task is blocked (takeover.go)
+		return 0, false, false, true
+	}
+	sh.beginRun(runWordOf(r))
+	if fs, fired = fire(n, s); !fired {
+		ok = sh.endRun()
+		return 0, false, ok, ok
+	}
+	return fs, true, false, true
 }
 
 // runTask runs a timer's task, the timer of generation gen on node idx:
