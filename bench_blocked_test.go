@@ -20,7 +20,8 @@ import (
 // default) and off (the wheel waits for its task), beside time.AfterFunc in
 // the same run:
 //
-//	go test -run '^$' -bench BesideABlockedTask -benchtime 5x -count 5 . | benchstat -col /takeover -
+//	go test -run '^$' -bench BesideABlockedTask -benchtime 5x -count 5 . |
+//		benchstat -col /takeover -
 func BenchmarkBesideABlockedTask(b *testing.B) {
 	for _, kind := range []string{"keyed", "AfterFunc", "time.AfterFunc"} {
 		for _, takeover := range []string{"on", "off"} {
@@ -121,7 +122,8 @@ func besideABlockedTask(b *testing.B, kind string, takeover bool) []time.Duratio
 // it runs. Each op is a 2s window; late-p99-ms is the p99 of how late the
 // other timers ran (from their deadline), with takeovers on and off:
 //
-//	go test -run '^$' -bench LatenessBesideASleepyKey -benchtime 1x -count 5 . | benchstat -col /takeover -
+//	go test -run '^$' -bench LatenessBesideASleepyKey -benchtime 1x -count 5 . |
+//		benchstat -col /takeover -
 func BenchmarkLatenessBesideASleepyKey(b *testing.B) {
 	for _, takeover := range []string{"on", "off"} {
 		b.Run("takeover="+takeover, func(b *testing.B) {

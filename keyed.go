@@ -172,9 +172,10 @@ func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard(
 // Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
 // shard's index, which it holds while it schedules the new timer and
 // cancels the old (never yielding the processor meanwhile), never waiting
-// for a shard (it waits only while another call is resizing that index,
-// which the caller whose insert or delete crossed a size threshold does at
-// once), and allocates the index entry (24 bytes: the key and the
+// for a shard's wheel (it waits only for that bucket's lock, held by
+// another call on a key of the same bucket for as long, or while another
+// call is resizing that index, which the caller whose insert or delete
+// crossed a size threshold does at once), and allocates the index entry (24 bytes: the key and the
 // timer's handle).
 func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
 	return s.scheduleKey(key, delay, shard.Task{Func: task})

@@ -242,9 +242,8 @@ func WithPanicHandler(h func(v any)) Option {
 // the process's allowed set (round robin), on Linux. Elsewhere it is a
 // no-op. A failure to pin is logged (see WithLogger) and the shard runs
 // unpinned. Pinned goroutines cost the Go scheduler a thread hand-off on
-// every wake-up, and on the 2-core machine we measure on it changed neither
-// CPU nor lateness beyond the noise: leave it off unless go run ./bench
-// compare -affinity (or burst -affinity) shows a gain on your host.
+// every wake-up: leave it off unless go run ./bench compare -affinity (or
+// burst -affinity) shows a gain on your host.
 func WithAffinity(on bool) Option {
 	return func(c *config) error {
 		c.affinity = on

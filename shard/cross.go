@@ -12,7 +12,8 @@ import (
 //
 // A routed timer (Request.Routed) belongs to the shard its key routes to
 // (Group.Route): its task runs on that shard's goroutine, so that the
-// tasks of one key run one at a time, in deadline order. But it is filed
+// tasks of one key run one at a time, in deadline order (unless an
+// executor, Config.Run, runs them on goroutines of its own). But it is filed
 // in the wheel of the shard it was scheduled on, the caller's, like any
 // timer without a key: most routed timers are request timeouts, cancelled
 // long before they are due, and a timer that never runs need not cross to

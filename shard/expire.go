@@ -318,8 +318,8 @@ func (sh *Shard) fireDue(n *pool.Node, s state, r Ref, hidx uint32, hn *pool.Nod
 // runTask runs a timer's task, the timer of generation gen on node idx:
 // its closure, or its handler with key; with an executor, it hands the
 // task over (handOver), a series' to be filed again when it returns. keyed
-// says whether the timer has a key whose tasks run one at a time (a
-// takeover holds the key back while it blocks). The caller has published
+// says whether the timer has a key whose tasks run one at a time on the
+// shard goroutine (a takeover holds the key back while it blocks). The caller has published
 // the timer's run word (beginRun), and withdraws it after: the panic
 // handler below still counts as part of the task. See Quiet for the
 // handshake with closed. The first task of a list reads the clock for

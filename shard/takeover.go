@@ -37,11 +37,12 @@ import (
 // before it stores inTask, and the takeover reads them after its CAS, which
 // orders it after those writes: what it takes over is the task in progress.
 //
-// Order. The tasks of one key run one at a time, in deadline order: while a
-// task with a key (a routed timer, or a periodic one with a key) blocks, its
-// key is held back (heldKeys). The shard goroutine meets the key's later
-// timers due and keeps them pending, in the order it meets them, on the
-// key's held list, out of the wheel (Prev heldOut). When the blocked run
+// Order. The tasks of one key run one at a time on the shard goroutine, in
+// deadline order: while a routed timer's task blocks, its key is held back
+// (heldKeys; a series' next run waits for its last anyway). The shard
+// goroutine meets the key's later timers due and keeps them pending, in
+// the order it meets them, on the key's held list, out of the wheel (Prev
+// heldOut). When the blocked run
 // comes back (collectReturned), the held timers go to the due-now slot in
 // that order, ahead of anything due later. A held timer may be cancelled,
 // reset or claimed meanwhile: it is met again then, as any timer in the
