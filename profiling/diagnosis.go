@@ -495,7 +495,7 @@ func cyclesOf(n uint64) string { return plural(int(n), "GC cycle", "GC cycles") 
 // task ran longest (of the scheduler's life) and which still run.
 func describeTakeovers(t *view) string {
 	f := fmt.Sprintf("%d %s ran past WithTakeoverAfter, and each wheel went on without it on a new goroutine, "+
-		"running its other timers on time (later timers of a task's key waited for it)",
+		"running its other timers (later timers of a task's key waited for it)",
 		t.Takeovers, plural(int(t.Takeovers), "task", "tasks"))
 	if l := t.LongestBlocked; l.Running > 0 {
 		f += "; the longest since the start, " + describeBlocked(l)
