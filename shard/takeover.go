@@ -218,8 +218,10 @@ func (sh *Shard) takeover(seq uint64) bool {
 	sh.heldBy()
 	old.retired.Store(true)
 	c := sh.cur
-	*rec = blockedRun{key: c.key, keyed: c.keyed, idx: c.idx, gen: c.gen, series: c.series,
-		gid: sh.gid.Load(), since: sh.clock.Now() - sh.cfg.TakeoverAfter, fn: sh.taskCode(c.task), ready: rec.ready}
+	// Field by field: ready, which the retired goroutine reads at once,
+	// is not written again.
+	rec.key, rec.keyed, rec.idx, rec.gen, rec.series = c.key, c.keyed, c.idx, c.gen, c.series
+	rec.gid, rec.since, rec.fn = sh.gid.Load(), sh.clock.Now()-sh.cfg.TakeoverAfter, sh.taskCode(c.task)
 	if word := sh.runWord.Load(); word != runHandedOver {
 		// An inline run: published in the run table, where CancelWait
 		// finds it until the retired goroutine frees the slot.
