@@ -1,13 +1,11 @@
 package shard
 
 import (
-	"reflect"
 	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/shardwheel/shardwheel/internal/stress"
-	"github.com/shardwheel/shardwheel/pool"
 )
 
 // Taking over a wheel whose task blocks.
@@ -68,10 +66,6 @@ import (
 // sequence number (those count up from 1 and stay far below it).
 const takenOver = 1 << 63
 
-// heldOut is Node.Prev of a timer held back behind a blocked task of its
-// key: out of the wheel, on its key's held list (linked through Next).
-const heldOut = detached - 1
-
 // life is one shard goroutine's: made when it starts (run), captured by its
 // frames that defer calls, which do nothing once it is retired. retired is
 // stored by the takeover that took the wheel from it; rec is the blocked
@@ -100,23 +94,6 @@ type blockedRun struct {
 	// above and counted itself in Shard.goroutines: the retired goroutine,
 	// whose CAS fails as soon as the takeover's succeeds, waits for it.
 	ready chan struct{}
-}
-
-// BlockedTask describes a task a takeover left running on a goroutine of
-// its own (see the top of this file), for Stats.
-type BlockedTask struct {
-	// Key is the timer's key, and Keyed whether the key's later timers
-	// are held back until it returns.
-	Key   uint64
-	Keyed bool
-	// Func names the task's function, as the runtime knows it
-	// (runtime.FuncForPC); empty if unknown.
-	Func string
-	// Since is the clock reading at which the task started, to about
-	// TakeoverAfter; Ran how long it ran, to about a tick, once it has
-	// returned (else 0).
-	Since time.Duration
-	Ran   time.Duration
 }
 
 // curRun is what the shard goroutine records of the task it runs, before
@@ -259,18 +236,6 @@ func (sh *Shard) takeover(seq uint64) bool {
 	return true
 }
 
-// taskCode returns the code pointer of task's function, for the name Stats
-// shows.
-func (sh *Shard) taskCode(task Task) uintptr {
-	if task.Func != nil {
-		return reflect.ValueOf(task.Func).Pointer()
-	}
-	if task.Handler != 0 {
-		return reflect.ValueOf(sh.cfg.Handlers.Func(task.Handler)).Pointer()
-	}
-	return 0
-}
-
 // retire finishes the run of a goroutine a takeover retired, whose task
 // returned (v: its panic's value, reported already if nil), and ends the
 // goroutine: it reports v as an executor's goroutine would (Panics counts
@@ -314,124 +279,5 @@ func (sh *Shard) goroutineEnded() {
 	if sh.goroutines.Add(-1) == 0 {
 		sh.alarm.Stop()
 		close(sh.exited)
-	}
-}
-
-// collectReturned lets the keys of the blocked runs that have returned go
-// and forgets the runs. The shard goroutine, in its pass.
-func (sh *Shard) collectReturned() {
-	if sh.returned.Load() == nil {
-		return
-	}
-	now := sh.clock.Now()
-	for rec := sh.returned.Swap(nil); rec != nil; rec = rec.next {
-		if ran := max(now-rec.since, time.Nanosecond); ran > sh.longest.Ran {
-			sh.longest = rec.task()
-			sh.longest.Ran = ran
-		}
-		if rec.keyed {
-			sh.releaseKey(rec.key)
-		}
-		for i, b := range sh.blocked {
-			if b == rec {
-				sh.blocked = append(sh.blocked[:i], sh.blocked[i+1:]...)
-				break
-			}
-		}
-	}
-	sh.publishBlocked()
-}
-
-// blockedView is what publishBlocked publishes: immutable.
-type blockedView struct {
-	tasks   []BlockedTask
-	gids    []uint64
-	longest BlockedTask
-}
-
-// task describes b for Stats.
-func (b *blockedRun) task() BlockedTask {
-	name := ""
-	if fn := runtime.FuncForPC(b.fn); fn != nil {
-		name = fn.Name()
-	}
-	return BlockedTask{Key: b.key, Keyed: b.keyed, Func: name, Since: b.since}
-}
-
-// publishBlocked publishes the blocked runs, for Stats and for
-// IsShardGoroutine (a blocked task that calls Stop must not wait for
-// itself). The shard goroutine.
-func (sh *Shard) publishBlocked() {
-	v := &blockedView{tasks: make([]BlockedTask, len(sh.blocked)), gids: make([]uint64, len(sh.blocked)),
-		longest: sh.longest}
-	for i, b := range sh.blocked {
-		v.tasks[i] = b.task()
-		v.gids[i] = b.gid
-	}
-	sh.blockedNow.Store(v)
-}
-
-// Blocked returns the tasks takeovers left running, that have not
-// returned yet, and the longest of those that have (Ran 0 if none has).
-// Any goroutine.
-func (sh *Shard) Blocked() (running []BlockedTask, longest BlockedTask) {
-	if v := sh.blockedNow.Load(); v != nil {
-		return v.tasks, v.longest
-	}
-	return nil, BlockedTask{}
-}
-
-// heldKey is a key held back behind a blocked task of its: the timers met
-// due meanwhile, oldest first, linked through Next. The shard goroutine's.
-type heldKey struct{ head, tail uint32 }
-
-// holdKey holds key back (see the top of this file). The shard goroutine.
-func (sh *Shard) holdKey(key uint64) {
-	if sh.heldKeys == nil {
-		sh.heldKeys = map[uint64]*heldKey{}
-	}
-	if sh.heldKeys[key] == nil {
-		sh.heldKeys[key] = &heldKey{}
-	}
-}
-
-// heldFor returns the held list of key if it is held back and the timer in
-// state s has a key (routed), else nil: a map lookup only while some key
-// is held. The shard goroutine.
-func (sh *Shard) heldFor(s state, key uint64) *heldKey {
-	if len(sh.heldKeys) == 0 || !s.routed() {
-		return nil
-	}
-	return sh.heldKeys[key]
-}
-
-// holdBack keeps node idx (n), a timer of a held key met due and out of
-// every slot, pending on the key's held list. The shard goroutine, holding
-// the wheel.
-func (sh *Shard) holdBack(hk *heldKey, idx uint32, n *pool.Node) {
-	n.Prev, n.Next = heldOut, 0
-	if hk.tail == 0 {
-		hk.head = idx
-	} else {
-		sh.arena.Node(hk.tail).Next = idx
-	}
-	hk.tail = idx
-}
-
-// releaseKey lets key go: its held timers go to the due-now slot in the
-// order they were met, where the next pass meets them first. The shard
-// goroutine, holding the wheel.
-func (sh *Shard) releaseKey(key uint64) {
-	hk := sh.heldKeys[key]
-	if hk == nil {
-		return
-	}
-	delete(sh.heldKeys, key)
-	for idx := hk.head; idx != 0; {
-		n := sh.arena.Node(idx)
-		next := n.Next
-		n.Prev, n.Next = 0, 0
-		sh.h.w.insertDue(idx)
-		idx = next
 	}
 }
