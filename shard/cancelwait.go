@@ -489,20 +489,22 @@ func (sh *Shard) trimRuns() {
 	p.wake = p.made > runKeepMin || t.older.Load() != nil || t.buckets() > runBucketsFor(runKeepMin)
 }
 
-// handOver gives the timer's task to the executor through an execRun: one
-// that publishes word until the task has returned, and for a series files
-// it again then. The shard goroutine, inside runTask. The run table holds
-// the word before runWord lets go of it, so it is never unpublished while
-// the task may run; runWord then holds runHandedOver until Config.Run
-// returns (see Quiet).
-func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series bool) {
+// handOver prepares the execRun through which the timer's task goes to the
+// executor (runTask then gives run.do to Config.Run): one that publishes
+// word until the task has returned, and for a series files it again then.
+// The shard goroutine, in runTask, before the task starts (a takeover may
+// hold the run table once it has). The run table holds the word before
+// runWord lets go of it, so it is never unpublished while the task may
+// run; runWord then holds runHandedOver until Config.Run returns (see
+// Quiet).
+func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series bool) *execRun {
 	r := sh.takeRun()
 	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
 	sh.publishRun(r, sh.runWord.Load()) // the word beginRun published
 	stress.Point()
 	sh.wrote(lineRuns)
 	sh.runWord.Store(runHandedOver)
-	sh.cfg.Run(r.do)
+	return r
 }
 
 // inFlight reports whether a run of the timer whose run word is word is in

@@ -350,6 +350,12 @@ func (sh *Shard) runTask(task Task, key uint64, keyed bool, idx uint32, gen uint
 			}
 		}()
 	}
+	var run *execRun
+	if sh.cfg.Run != nil {
+		// Before the task starts: a takeover may have the wheel from
+		// then on, and the run table is the shard goroutine's.
+		run = sh.handOver(task, key, idx, gen, series)
+	}
 	seq := sh.enterTask(task, key, keyed, idx, gen, series)
 	returned, reporting := false, false
 	defer func() {
@@ -369,7 +375,7 @@ func (sh *Shard) runTask(task Task, key uint64, keyed bool, idx uint32, gen uint
 		}
 		sh.taskExited(reporting)
 	}()
-	if v := sh.callTask(task, key, idx, gen, series); v != nil {
+	if v := sh.callTask(task, key, run); v != nil {
 		reporting = true
 		sh.report(v)
 		reporting = false
@@ -380,12 +386,13 @@ func (sh *Shard) runTask(task Task, key uint64, keyed bool, idx uint32, gen uint
 	}
 }
 
-// callTask runs the task for runTask, or hands it over, and returns the
+// callTask runs the task for runTask, or gives run (handOver's) to the
+// executor, and returns the
 // value of its panic (or the run call's), or nil if it returned. A nil
 // panic reports a *runtime.PanicNilError, which recover returns for it,
 // or, where GODEBUG=panicnil=1 makes recover return nil, one made here. A
 // Goexit never returns from callTask: runTask sees it.
-func (sh *Shard) callTask(task Task, key uint64, idx uint32, gen uint64, series bool) (panicked any) {
+func (sh *Shard) callTask(task Task, key uint64, run *execRun) (panicked any) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -394,8 +401,8 @@ func (sh *Shard) callTask(task Task, key uint64, idx uint32, gen uint64, series 
 			}
 		}
 	}()
-	if sh.cfg.Run != nil {
-		sh.handOver(task, key, idx, gen, series)
+	if run != nil {
+		sh.cfg.Run(run.do)
 	} else if f := task.Func; f != nil {
 		f()
 	} else {

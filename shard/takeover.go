@@ -124,13 +124,15 @@ func (sh *Shard) enterTask(task Task, key uint64, keyed bool, idx uint32, gen ui
 	sh.cur.task, sh.cur.key, sh.cur.keyed, sh.cur.idx, sh.cur.gen, sh.cur.series = task, key, keyed, idx, gen, series
 	sh.runSeq++
 	seq := sh.runSeq
-	sh.inTask.Store(seq)
 	if sh.watchdog != nil && !sh.watching {
 		sh.watching = true
 		sh.lastSeen.Store(seq)
 		sh.watchOn.Store(true)
 		sh.watchdog.Reset(sh.cfg.TakeoverAfter)
 	}
+	// Last: from here a takeover may hold all the shard goroutine owns,
+	// and this goroutine touches none of it until leaveTask succeeds.
+	sh.inTask.Store(seq)
 	return seq
 }
 
