@@ -92,3 +92,30 @@ func ExampleTimeout_CancelWait() {
 	// Output:
 	// cancelled: false error: <nil> flushed: true
 }
+
+// A task that blocks does not hold up its wheel: past WithTakeoverAfter (a
+// tick by default) a new goroutine goes on with the wheel's other timers,
+// and Stats names the task while it blocks. Later timers of its key wait
+// for it.
+func ExampleWithTakeoverAfter() {
+	s, err := shardwheel.New(shardwheel.WithShards(1))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop() // waits for the blocked task, as for any task
+	release, wentOn := make(chan struct{}), make(chan struct{})
+	if _, err := s.Schedule(7, 0, func() { <-release }); err != nil { // blocks its wheel's goroutine
+		panic(err)
+	}
+	if _, err := s.AfterFunc(5*time.Millisecond, func() { close(wentOn) }); err != nil {
+		panic(err)
+	}
+	<-wentOn
+	fmt.Println("the wheel went on")
+	b := s.Stats().Total.Blocked
+	fmt.Println("blocked tasks:", len(b), "key", b[0].Key)
+	close(release)
+	// Output:
+	// the wheel went on
+	// blocked tasks: 1 key 7
+}
