@@ -267,7 +267,10 @@ func WithAffinity(on bool) Option {
 // name the tasks still blocked. The default is DefaultTakeoverTicks ticks;
 // d must be 0, which turns takeovers off (the wheel waits for its
 // tasks), or at least the tick. See WithMaxBlockedTasks for the bound on
-// the goroutines blocked tasks keep.
+// the goroutines blocked tasks keep. The watchdog cannot tell a task that
+// blocks from one the Go scheduler preempted: with more runnable goroutines
+// than Ps, a preempted task may be taken over too, and its successor waits
+// for a P as the task would; a takeover then helps no timer.
 func WithTakeoverAfter(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
