@@ -50,8 +50,8 @@ const (
 	MaxFirstBlock = 1 << 22
 	// DefaultTakeoverTicks is WithTakeoverAfter's default, in ticks: a
 	// task that runs a tick (1ms at the default tick; noticed within two)
-	// hands its wheel over, so that the wheel's other timers run at most
-	// about two ticks late.
+	// hands its wheel over, so that a task that blocks delays the wheel's
+	// other timers by about two ticks.
 	DefaultTakeoverTicks = 1
 	// DefaultMaxBlockedTasks is WithMaxBlockedTasks' default, and
 	// MaxBlockedTasks its bound.
@@ -283,10 +283,11 @@ func WithTakeoverAfter(d time.Duration) Option {
 
 // WithMaxBlockedTasks bounds the tasks takeovers (WithTakeoverAfter) leave
 // running on goroutines of their own at once, over all shards: the
-// Scheduler's goroutines are at most its shards plus n. Past it a shard
-// whose task blocks waits for it, as with takeovers off; Stats count each
-// takeover so refused (TakeoversRefused), and the logger (WithLogger) says
-// so, once. The default is DefaultMaxBlockedTasks; n must be in [1,
+// Scheduler's goroutines are at most its shards plus n, besides the
+// watchdogs' short-lived timer callbacks. Past it a shard whose task
+// blocks waits for it, as with takeovers off; Stats count each refused
+// look of its watchdog (TakeoversRefused), and the logger (WithLogger)
+// says so, once. The default is DefaultMaxBlockedTasks; n must be in [1,
 // MaxBlockedTasks].
 func WithMaxBlockedTasks(n int) Option {
 	return func(c *config) error {

@@ -138,8 +138,9 @@ type ShardStats struct {
 	BlocksReleased uint64 `json:"blocks_released"`
 	BlocksRemade   uint64 `json:"blocks_remade"`
 	// Takeovers counts the wheels a takeover took from a task that had
-	// run longer than WithTakeoverAfter, TakeoversRefused those the
-	// WithMaxBlockedTasks bound refused (the wheel waited), and Blocked
+	// run longer than WithTakeoverAfter, TakeoversRefused the watchdog's
+	// looks the WithMaxBlockedTasks bound refused (one every
+	// WithTakeoverAfter while a wheel waits for its task), and Blocked
 	// lists the tasks takeovers left running that have not returned, the
 	// longest first. LongestBlocked is the task that ran longest of
 	// those takeovers left, returned or not (in Blocked then): Running

@@ -93,6 +93,10 @@ func rateCommand(ctx context.Context, o options, p *progress) (*Rate, error) {
 				if err != nil {
 					return r, err
 				}
+				if ctx.Err() != nil { // a window cut short is left out
+					r.Interrupted = true
+					return r, nil
+				}
 				res.Round = round
 				r.Runs = append(r.Runs, res)
 			}
@@ -182,7 +186,12 @@ func rateRun(ctx context.Context, spec RateSpec, rate float64, impl string) (Rat
 		}
 	}
 	last := read()
-	first := <-marks
+	var first mark
+	select {
+	case first = <-marks:
+	default: // interrupted before the window began: nothing measured
+		return RateResult{Impl: impl, Rate: rate}, err
+	}
 	secs := time.Since(measureAt).Seconds()
 	total := 0
 	for _, c := range counts {
