@@ -73,9 +73,12 @@ type ShardStats struct {
 	// Wakeups counts the times the shard goroutine woke from a sleep: for
 	// a tick it planned (a timer due, a cascade, housekeeping), for a
 	// timer filed due earlier, or at a Stats call that found it asleep.
-	// It sleeps until the earliest deadline of a timer still pending, so
-	// timers cancelled before their deadline do not wake it; a rate of
-	// this is what an idle Scheduler costs the machine.
+	// It plans its sleep, as it goes to sleep, for the earliest deadline
+	// of a timer still pending then; a Cancel never changes that plan (it
+	// costs the caller two compare-and-swaps and nothing else), so a
+	// timer cancelled while the goroutine sleeps for it still wakes it,
+	// and the pass frees it. A shard with nothing pending sleeps untimed.
+	// A rate of this is what an idle Scheduler costs the machine.
 	Wakeups uint64 `json:"wakeups"`
 	// Refiled counts timers moved within the wheel: cascades from a
 	// higher level, and Resets found at their old slot.
@@ -149,10 +152,13 @@ type ShardStats struct {
 	TakeoversRefused uint64        `json:"takeovers_refused"`
 	Blocked          []BlockedTask `json:"blocked,omitempty"`
 	LongestBlocked   BlockedTask   `json:"longest_blocked"`
-	// TickLag is how late the shard started processing a tick it had
-	// planned to wake for, versus the tick's start. A shard parked with
-	// nothing due plans no tick: the pass a new timer wakes it for
-	// records no lag.
+	// TickLag is how late the shard started processing the tick it was
+	// due to wake for, versus the tick's start: the tick it planned, or
+	// the earlier one a timer filed while it slept asked for. It is
+	// lateness, not sleep: a wake for a timer cancelled meanwhile records
+	// how late that wake came, and the next wake its own. A pass that
+	// follows no sleep (work left over, a signal before the tick) records
+	// none.
 	TickLag Histogram `json:"tick_lag"`
 	// Lateness is how late tasks started versus their deadline tick's
 	// start, which is the requested deadline (the clock reading of the

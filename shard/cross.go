@@ -38,12 +38,11 @@ import (
 // a as on any timer, and p stands for it in K's wheel until a has ended:
 //
 //   - Cancel ends a as usual (its task dropped, a cancelled), setting a's
-//     queued bit in the same CAS, and pushes p on K's attention queue,
-//     taking it in if K's wheel is free (cancelHanded): K meets p at once
-//     with a cancelled and frees both, rather than at a's deadline, which
-//     a Reset may have moved an hour away. If p is still new, K has not
-//     read a's state yet: the Cancel clears the bit instead, and K frees p
-//     when it settles it.
+//     queued bit in the same CAS, and pushes p on K's attention queue
+//     (cancelHanded): K's next holder meets p with a cancelled and frees
+//     both, rather than at a's deadline, which a Reset may have moved an
+//     hour away. If p is still new, K has not read a's state yet: the
+//     Cancel clears the bit instead, and K frees p when it settles it.
 //   - Reset to a later deadline rewrites a's ticks: K meets p at the old
 //     tick and files it again at the new one (expireProxy).
 //   - Reset to an earlier deadline rewrites a's ticks, then looks at p: if
@@ -351,15 +350,18 @@ func (sh *Shard) attendProxy(pidx uint32, pn *pool.Node) {
 	}
 }
 
-// cancelHanded frees the proxy of a handed timer on node idx (n, its
-// deadline tick's low bits t38) that a Cancel just ended, having set its
-// queued bit (see cancel): it pushes the
-// proxy on the attention queue of the shard the timer's key routes to
-// (whose holder meets it ended and hands the node back), and takes it in
-// at once if nobody holds that wheel. The node's Key and link are the
+// cancelHanded lets the shard the timer on node idx (n) is routed to know
+// that a Cancel just ended it, having set its queued bit (see cancel): it
+// pushes the timer's proxy on that shard's attention queue, whose next
+// holder meets it ended, frees it and hands the node back, rather than
+// at the timer's deadline, which a Reset may have moved an hour away. It
+// takes no wheel: the key's shard holds the proxy in its wheel, so its
+// goroutine comes by the proxy's tick at the latest, and it is signalled
+// only if it plans to sleep for longer than its sweep check (as a lane's
+// every cancelCheck-th Cancel signals it). The node's Key and link are the
 // cancelled life's until the node is handed back, which the queued bit
 // holds off. Any goroutine; never waits.
-func (sh *Shard) cancelHanded(idx uint32, n *pool.Node, t38 uint64) {
+func (sh *Shard) cancelHanded(idx uint32, n *pool.Node) {
 	k := sh.routeOf(n.Key)
 	pidx := sh.arena.Link(idx).Load()
 	stress.Point()
@@ -372,8 +374,9 @@ func (sh *Shard) cancelHanded(idx uint32, n *pool.Node, t38 uint64) {
 	}
 	k.wrote(lineAttention)
 	k.attention.Push(pidx, k.arena.Link(pidx))
-	k.holdAndTakeIn()
-	k.replanFor(t38) // k's goroutine may have planned to wake for the proxy
+	if k.sleepsLong() {
+		k.signal()
+	}
 }
 
 // resetHanded is Reset for the handed timer r (node n, state s), routed

@@ -93,8 +93,11 @@
 // sweep. It sleeps until the next tick the wheel needs (a due slot, or a
 // cascade window's opening and the ticks in it while the window holds more
 // than one share), or parks untimed with nothing filed; a holder that files
-// a timer due before the goroutine's planned wake wakes it (wakeFor). An
-// idle shard costs nothing.
+// a timer due before the goroutine's planned wake re-arms its alarm
+// (wakeFor). Nothing else moves the plan: a Cancel or a later Reset of the
+// timer it sleeps for leaves it, the goroutine wakes at that tick, frees
+// what ended and plans again, as a stopped runtime timer still wakes its
+// P. An idle shard costs nothing.
 //
 // # Who touches which cache line
 //

@@ -201,3 +201,44 @@ func TestConcurrentProducersOnSmallWheels(t *testing.T) {
 		require.Zero(t, twice.Load(), "size %d: ended twice", size)
 	}
 }
+
+// TestCancelledTimerStillWakesTheGoroutineAndLagIsLateness: a Cancel of the
+// timer the goroutine sleeps for leaves its sleep alone (a Cancel is two
+// CASes on the caller); the goroutine wakes at that tick, finds nothing
+// due, frees the node and sleeps on to the next live timer. Its tick lag
+// is how late it processed each tick it was due to wake for, not how long
+// it slept: on a manual clock moved to each tick's start exactly, zero.
+func TestCancelledTimerStillWakesTheGoroutineAndLagIsLateness(t *testing.T) {
+	clock := &ManualClock{}
+	sh, err := New(Config{
+		Tick: testTick, WheelSize: 256, FirstBlock: 64, TransferCap: 1000, // both timers in level 0
+		Clock: clock, Tokens: 1 << 30, Limited: true, Lanes: 2, Stats: true,
+		OnPanic: func(v any) { t.Errorf("panic: %v", v) },
+	})
+	require.NoError(t, err)
+	sh.Start()
+	t.Cleanup(func() { sh.Close(); <-sh.Exited() })
+
+	var ranY atomic.Bool
+	x, rej := sched(sh, 1, 30*testTick, func() { t.Error("cancelled timer ran") })
+	require.Equal(t, Accepted, rej)
+	_, rej = sched(sh, 2, 150*testTick, func() { ranY.Store(true) })
+	require.Equal(t, Accepted, rej)
+	xTick, yTick := sh.ceilTick(30*testTick), sh.ceilTick(150*testTick)
+	require.Eventually(t, func() bool { return sh.sleepUntil.Load() == xTick }, waitFor, pollEvery,
+		"the goroutine sleeps until the first timer")
+	require.True(t, sh.Cancel(x))
+	assert.Equal(t, xTick, sh.sleepUntil.Load(), "a Cancel does not re-plan the sleep")
+
+	clock.Advance(sh.tickTime(xTick) - clock.Now())
+	require.Eventually(t, func() bool { return sh.sleepUntil.Load() == yTick }, waitFor, pollEvery,
+		"woken at the cancelled timer's tick, the goroutine plans for the next live one")
+	assert.Zero(t, sh.statsNow().HeldCancelled, "the wake freed the cancelled node")
+	clock.Advance(sh.tickTime(yTick) - clock.Now())
+	require.Eventually(t, ranY.Load, waitFor, pollEvery)
+	lag := sh.statsNow().TickLag
+	// X's tick may be the goroutine's first pass, which follows no sleep
+	// and records no lag; Y's follows one.
+	assert.GreaterOrEqual(t, lag.Count(), uint64(1), "a lag for each tick the goroutine slept until")
+	assert.Zero(t, lag.Max(), "each tick processed as the clock reached it: no lag")
+}

@@ -168,7 +168,6 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	if floor != math.MaxUint64 && (!any || floor < next) {
 		next, any = floor, true
 	}
-	sh.h.parked, sh.h.planFloor = park, floor
 	timed = !park || any
 	sh.wakeTick, sh.slept, sh.timed = next, park, timed
 	stress.Point()
@@ -182,21 +181,26 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	return next, park, timed
 }
 
-// sleep waits until the tick sleepUntil holds, which plan set and others
-// may have moved since (a timer filed earlier, wakeFor; a re-plan, replan),
-// a signal (a producer's release that saw ownWanted, work left over, lanes
-// to feed, a Stats reader), or Close.
+// sleep waits until the tick sleepUntil holds, which plan set and a
+// producer's wakeFor may have lowered since (a timer filed earlier), a
+// signal (a producer's release that saw ownWanted, work left over, lanes
+// to feed, a Stats reader), or Close. Nobody raises sleepUntil while the
+// goroutine sleeps: a timer it planned for that is cancelled meanwhile
+// still wakes it, as a stopped runtime timer still wakes its P, and the
+// pass frees it then. So the tick sleepUntil holds on waking is the one
+// the goroutine was due to wake for, against which recordTick measures
+// its lag.
 func (sh *Shard) sleep() {
 	stress.Point()
 	until := sh.armAlarm()
+	if until == math.MaxUint64 || sh.tickTime(until) > sh.clock.Now() {
+		select {
+		case <-sh.alarm.C():
+		case <-sh.wake:
+		case <-sh.done:
+		}
+		sh.wakeups++
+		until = sh.sleepUntil.Load()
+	} // else due already (its alarm's value is dropped by the next Reset)
 	sh.wakeTick, sh.timed = until, until != math.MaxUint64
-	if sh.timed && sh.tickTime(until) <= sh.clock.Now() {
-		return // due already (its alarm's value is dropped by the next Reset)
-	}
-	select {
-	case <-sh.alarm.C():
-	case <-sh.wake:
-	case <-sh.done:
-	}
-	sh.wakeups++
 }

@@ -338,13 +338,11 @@ func (sh *Shard) cancelRef(r Ref, drop state) bool {
 			stress.Point()
 			switch {
 			case queue && s.status() == statusHanded:
-				sh.cancelHanded(r.idx, n, s.ticks38())
+				sh.cancelHanded(r.idx, n)
 			case queue:
 				sh.wrote(lineAttention)
 				sh.attention.Push(r.idx, slot.Link())
 				sh.holdAndTakeIn()
-			case s.status() == statusPending:
-				sh.replanFor(s.ticks38())
 			}
 			return true
 		}
@@ -363,14 +361,19 @@ const cancelCheck = 1024
 // sweepHeld). At most one signal per cancelCheck Cancels.
 func (sh *Shard) cancelled(li int) {
 	l := &sh.lanes[li]
-	if n := l.cancels.Add(1); n%cancelCheck == 0 {
-		if until := sh.sleepUntil.Load(); until != math.MaxUint64 && until > sh.plannedAt.Load()+sh.sweepCheck {
-			sh.signal()
-		}
+	if n := l.cancels.Add(1); n%cancelCheck == 0 && sh.sleepsLong() {
+		sh.signal()
 	}
 	if sh.cfg.Limited {
 		sh.giveBack(l)
 	}
+}
+
+// sleepsLong reports whether the shard goroutine plans to sleep for
+// longer than sweepCheck from its last pass. Any goroutine.
+func (sh *Shard) sleepsLong() bool {
+	until := sh.sleepUntil.Load()
+	return until != math.MaxUint64 && until > sh.plannedAt.Load()+sh.sweepCheck
 }
 
 // takeBack cancels the timer r, whose node (n) the last holder filed, by
@@ -400,9 +403,6 @@ func (sh *Shard) takeBack(r Ref, slot pool.Slot, n *pool.Node, drop state) (done
 			slot.DropFunc() // the Cancel's part (freeSlot leaves a cancelled timer's task alone)
 			sh.freeSlot(r.idx, n, ns, slot)
 			sh.h.counts[cTakenBack]++
-			if until := sh.sleepUntil.Load(); unwrapTicks(s.ticks38(), until) == until {
-				sh.replan() // the goroutine planned to wake for it
-			}
 			return true, true
 		}
 	}
@@ -446,9 +446,6 @@ func (sh *Shard) Reset(r Ref, key uint64, delay time.Duration) bool {
 			sh.lanes[CurrentP()&sh.laneMask].resets.Add(1)
 			stress.Point()
 			sh.noticeReset(r.idx, s, t, queue)
-			if !queue && s.status() == statusPending {
-				sh.replanFor(s.ticks38()) // later: its old tick may be the goroutine's
-			}
 			return true
 		}
 	}

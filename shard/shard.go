@@ -137,8 +137,8 @@ type Shard struct {
 	// Close (see Quiet); it is the only closer.
 	quiet chan struct{}
 	lines *lineWriters // who wrote which lines, with the verify tag (lines.go)
-	// alarm is the timer the shard goroutine sleeps on, reset by it and,
-	// holding the wheel, by a re-plan (replan.go).
+	// alarm is the timer the shard goroutine sleeps on, reset by it and
+	// by a wakeFor that lowers sleepUntil (own.go).
 	alarm Timer
 	// watchdog calls watch while a pass runs tasks (takeover.go); nil
 	// without takeovers. Reset by the shard goroutine and by watch.
@@ -316,12 +316,6 @@ type holder struct {
 	sharedBefore bool
 	reviewAt     uint64
 	lastFiled    uint32 // the node the last Schedule filed, published in own
-	// parked and planFloor are the shard goroutine's last plan: whether it
-	// parked (nothing busy), and the earliest tick it woke for other than
-	// the wheel's timers (housekeeping, trimRuns, a review), MaxUint64 if
-	// none. A re-plan reads them (replan.go).
-	parked    bool
-	planFloor uint64
 	// tick is the clock's tick as the holder knows it, which the transfer
 	// cap counts against: the pass's for the shard goroutine, the call's
 	// for a Schedule or Reset, else the last pass's (lastTick, which the

@@ -152,7 +152,9 @@ func TestCancel(t *testing.T) {
 // filed last frees the node at once (the next Schedule gets it, in a new
 // generation); a Cancel of any other leaves it held in the wheel until the
 // wheel meets it: its slot comes due or cascades, a sweep passes, or a plan
-// finds it at the head of the slot the goroutine would wake for next.
+// finds it at the head of the slot the goroutine would wake for next. No
+// Cancel re-plans the goroutine's sleep: it wakes for the tick it planned,
+// finds nothing due, and frees what it meets.
 func TestCancelAtOnceTakesTheNodeBack(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1) // P 0, the harness shard's home
 	defer runtime.GOMAXPROCS(prev)
@@ -170,11 +172,14 @@ func TestCancelAtOnceTakesTheNodeBack(t *testing.T) {
 	require.True(t, h.sh.Cancel(r2), "not the last filed")
 	assert.Equal(t, 2, h.sh.h.w.count, "held: a Cancel only marks the node")
 	assert.Equal(t, 1, h.sh.statsNow().HeldCancelled)
+	planned := h.sh.sleepUntil.Load()
+	require.NotEqual(t, uint64(math.MaxUint64), planned, "the goroutine plans to wake for r3")
 	require.True(t, h.sh.Cancel(r3))
-	// The goroutine planned to wake for r3: the take-back re-plans its
-	// sleep, which frees r2, the head of the next slot it would wake for.
-	assert.Zero(t, h.sh.h.w.count, "the last filed is taken back, the held one freed by the re-plan")
+	assert.Equal(t, 1, h.sh.h.w.count, "the last filed is taken back, the other stays held")
 	assert.EqualValues(t, 2, h.sh.statsNow().TakenBack)
+	assert.Equal(t, planned, h.sh.sleepUntil.Load(), "a Cancel leaves the planned wake alone")
+	h.step(10 * testTick)
+	assert.Zero(t, h.sh.h.w.count, "the wake the goroutine planned frees the held node")
 	assert.Zero(t, h.sh.statsNow().HeldCancelled)
 	assert.Equal(t, uint64(math.MaxUint64), h.sh.sleepUntil.Load(), "nothing pending: parked untimed")
 }
