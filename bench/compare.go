@@ -461,10 +461,57 @@ func (c *Comparison) conclusion(v Verdict, off bool) string {
 		names = append(names, l.name)
 	}
 	s := fmt.Sprintf("on %s, shardwheel's figures against time.AfterFunc's: %s.", listed(names), strings.Join(parts, "; "))
+	if l := c.losses(v, off); len(l) > 0 {
+		s += " time.AfterFunc did better on " + listed(l) + "."
+	}
 	if off {
 		s += " The proxy-shaped load says nothing either way."
 	}
 	return s
+}
+
+// losses lists every figure of the verdict on which time.AfterFunc did
+// better than a shardwheel implementation (its winner is the runtime's
+// timers, alone or tied with some but not all), with both figures, so that
+// a conclusion never reports the wins alone: the proxy-shaped load's rows
+// (unless its figures do not compare: off), then the churn's.
+func (c *Comparison) losses(v Verdict, off bool) []string {
+	var out []string
+	sw, af := c.find(nameWheel), c.find(nameStdlib)
+	if sw != nil && af != nil && !off {
+		for _, m := range reportRows(true) {
+			if m.key != "" && lostTo(v.Winners["proxy_load/"+m.key], nameStdlib) {
+				out = append(out, fmt.Sprintf("the proxy-shaped load's %s (%s against %s)", m.label, m.show(sw), m.show(af)))
+			}
+		}
+	}
+	if c.Churn == nil {
+		return out
+	}
+	for _, g := range c.ChurnConfig.Goroutines {
+		base := c.Churn.summary(g, churnStd)
+		for _, m := range churnMetrics() {
+			if base == nil || !lostTo(v.Winners[fmt.Sprintf("churn/g%d/%s", g, m.key)], churnStd) {
+				continue
+			}
+			var figs []string
+			for _, impl := range churnImpls[1:] {
+				if s := c.Churn.summary(g, impl); s != nil {
+					figs = append(figs, churnCall(impl)+" "+m.show(s.Figures[m.key].Median))
+				}
+			}
+			out = append(out, fmt.Sprintf("the churn's %s at %s (%s against %s)", m.label, plural(g, "goroutine"),
+				strings.Join(figs, ", "), m.show(base.Figures[m.key].Median)))
+		}
+	}
+	return out
+}
+
+// lostTo reports whether a winner cell (see pickWinner) says base did
+// better than some other implementation: base alone, or base first with
+// others tied, short of a tie of all.
+func lostTo(winner, base string) bool {
+	return winner == base || strings.HasPrefix(winner, base+" = ")
 }
 
 // next says what to run next: on figures that do not compare, a quieter

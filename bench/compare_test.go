@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardwheel/shardwheel/internal/hist"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -350,4 +352,40 @@ func TestCompareConclusionLoadByLoad(t *testing.T) {
 	assert.Equal(t, "on the proxy-shaped load and the churn, shardwheel's figures against time.AfterFunc's: "+
 		"its CPU higher on the proxy-shaped load (1.49x) and lower on the churn (0.36x-0.40x); its heap lower (0.40x-0.56x).",
 		c.conclusion(v, false))
+}
+
+// TestCompareConclusionNamesEveryLoss: a conclusion that reports CPU and
+// heap wins also names each figure the runtime's timers did better on,
+// with both figures: here a lateness p99 of 208ms against 136ms, and the
+// churn's probe p99.
+func TestCompareConclusionNamesEveryLoss(t *testing.T) {
+	c := fellBehind(1, 10*time.Second)
+	c.Results[0].CPUPerOp, c.Results[0].BytesPerTimer = 300, 50
+	for i, p99 := range []time.Duration{208 * time.Millisecond, 136 * time.Millisecond} {
+		c.Results[i].Lateness = hist.Percentiles{P50: 2 * time.Millisecond, P99: p99, P999: p99, Max: p99, Count: 100_000}
+	}
+	c.Ratios = ratios(reportRows(true), &c.Results[0], &c.Results[1])
+	c.ChurnConfig = defaultChurnConfig()
+	c.ChurnConfig.Goroutines = []int{2}
+	c.Churn = churnSummaries(2, 700, 240, 250)
+	c.Churn.summarize(c.ChurnConfig)
+	for i := range c.Churn.Summaries {
+		s := &c.Churn.Summaries[i]
+		p99 := 3 * time.Millisecond
+		if s.Impl == churnStd {
+			p99 = time.Millisecond
+		}
+		s.Figures["probe_p99"] = spread{Median: float64(p99), Min: float64(p99), Max: float64(p99)}
+	}
+	v := c.verdict()
+	concl := v.Summary[len(v.Summary)-2]
+	require.True(t, strings.HasPrefix(concl, "conclusion: "), concl)
+	assert.Contains(t, concl, "its CPU lower")
+	assert.Contains(t, concl, "time.AfterFunc did better on the proxy-shaped load's lateness p99 (208ms against 136ms)")
+	assert.Contains(t, concl, "the churn's probe lateness p99 at 2 goroutines (s.AfterFunc 3ms, s.Schedule(key) 3ms against 1ms)")
+	for k, w := range v.Winners {
+		if lostTo(w, nameStdlib) || lostTo(w, churnStd) {
+			assert.Contains(t, concl, "better on", "%s (won by %s) is named", k, w)
+		}
+	}
 }
