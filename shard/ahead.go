@@ -24,7 +24,8 @@ import (
 // Housekeeping (a running sweep, free nodes a review left to sort) rides
 // on the passes that happen anyway, a share each, and wakes an idle
 // goroutine at most every housekeepEvery for a larger share
-// (housekeepStep), never every tick: a shard whose timers were all
+// (housekeepStep, taken only by a pass with no tick due soon: passStep),
+// never every tick: a shard whose timers were all
 // cancelled frees them within about a second, and then sleeps until its
 // next timer.
 
@@ -127,6 +128,29 @@ func (sh *Shard) housekeepTicks() uint64 {
 func (sh *Shard) housekeeping() bool {
 	sh.assertHolder()
 	return sh.h.sweep.next != 0 || sh.h.sort != 0 || sh.h.back != 0
+}
+
+// housekeepSlack is the fewest ticks to the wheel's next wake that let a
+// housekeeping pass take its larger step: that step takes milliseconds (a
+// free node sorted costs about a quarter of a microsecond, a cache miss),
+// and every timer due meanwhile would wait for it.
+const housekeepSlack = 8
+
+// passStep returns the nodes the pass at tick target sweeps and sorts: a
+// pass's share (sweepPerPass), or, every housekeepEvery while there is
+// housekeeping, the larger housekeepStep, unless the wheel has a timer
+// or a cascade due within housekeepSlack ticks; then it takes the share
+// as any pass, and the next pass with room takes the larger step. The
+// shard goroutine, holding the wheel.
+func (sh *Shard) passStep(target uint64) int {
+	if target < sh.housekeepAt || !sh.housekeeping() {
+		return sweepPerPass
+	}
+	if t, ok := sh.h.w.nextWake(); ok && t <= target+housekeepSlack {
+		return sweepPerPass
+	}
+	sh.housekeepAt = target + sh.housekeepTicks()
+	return sh.housekeepStep()
 }
 
 // housekeepStep returns the nodes a housekeeping pass sweeps or sorts: an

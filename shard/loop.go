@@ -110,10 +110,7 @@ func (sh *Shard) passBody() bool {
 		return false
 	}
 	sh.cascadeAhead()
-	step := sweepPerPass // a share of the housekeeping, or a larger one every housekeepEvery
-	if target >= sh.housekeepAt && sh.housekeeping() {
-		step, sh.housekeepAt = sh.housekeepStep(), target+sh.housekeepTicks()
-	}
+	step := sh.passStep(target)
 	sh.sweepHeld(step)
 	sh.sortShare(step)
 	sh.reviewReserve(target)

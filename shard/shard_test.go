@@ -398,3 +398,41 @@ func TestQuietWhileATaskRuns(t *testing.T) {
 	quiet, _ = h.sh.Quiet()
 	assert.False(t, quiet, "the task has returned and the shard goroutine has not exited")
 }
+
+// TestHousekeepingStepWaitsForRoom: a housekeeping pass takes its larger
+// step (milliseconds of sorting) only when the wheel needs no tick within
+// housekeepSlack; with a timer due sooner it takes a pass's share, so the
+// timers due meanwhile do not wait for it, and the larger step stays owed
+// to the next pass with room.
+func TestHousekeepingStepWaitsForRoom(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		due    time.Duration
+		larger bool
+	}{
+		{"a timer due within the slack", 3 * testTick, false},
+		{"a timer due at the slack", housekeepSlack * testTick, false},
+		{"room", (housekeepSlack + 2) * testTick, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.WheelSize = 64 })
+			h.schedule(1, tc.due)
+			sh := h.sh
+			require.True(t, sh.tryHold())
+			defer sh.release()
+			sh.h.sort = 1 // housekeeping pending, as a review leaves it (never popped here)
+			defer func() { sh.h.sort = 0 }()
+			target := sh.h.w.elapsed
+			sh.housekeepAt = target
+			if tc.larger {
+				assert.Equal(t, sh.housekeepStep(), sh.passStep(target))
+				assert.Equal(t, target+sh.housekeepTicks(), sh.housekeepAt, "the next one in housekeepEvery")
+			} else {
+				assert.Equal(t, sweepPerPass, sh.passStep(target))
+				assert.Equal(t, target, sh.housekeepAt, "the larger step is still owed")
+			}
+			sh.h.sort = 0
+			assert.Equal(t, sweepPerPass, sh.passStep(target), "no housekeeping: a pass's share")
+		})
+	}
+}
