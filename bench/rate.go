@@ -175,6 +175,11 @@ func rateRun(ctx context.Context, spec RateSpec, rate float64, impl string) (Rat
 				next = next.Add(every)
 				if d := time.Until(next); d > 0 {
 					time.Sleep(d)
+				} else if d < -maxBehind*every {
+					// Starved: drop what was missed rather than
+					// issue it in a burst, which the window would
+					// count as a rate above the one asked.
+					next = time.Now()
 				}
 			}
 		}()
@@ -204,6 +209,11 @@ func rateRun(ctx context.Context, spec RateSpec, rate float64, impl string) (Rat
 	}
 	return res, err
 }
+
+// maxBehind is how many pacing periods a rate worker may fall behind
+// before it drops the timers it missed: it catches up on a short stall,
+// never in a burst.
+const maxBehind = 10
 
 // rateIssuer returns a function that sets one timer on impl and cancels
 // the one it set ring calls earlier.

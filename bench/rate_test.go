@@ -30,11 +30,17 @@ func TestRateRun(t *testing.T) {
 			assert.Zero(t, r.Wakeups)
 			continue
 		}
-		// Paced, never ahead: a starved host may fall behind.
+		// Paced, never ahead, and a worker that fell behind drops what
+		// it missed rather than catch up in a burst: a starved host may
+		// issue less, never more (but for the maxBehind periods it may
+		// catch up on, at most 10 of the window's 750 at 5000/s).
 		assert.Positive(t, r.Issued, "%s at %v/s", r.Impl, r.Rate)
-		assert.LessOrEqual(t, r.Issued, 1.1*r.Rate, "%s at %v/s", r.Impl, r.Rate)
+		assert.LessOrEqual(t, r.Issued, 1.05*r.Rate, "%s at %v/s", r.Impl, r.Rate)
 		if r.Impl == rateWheelCtx || r.Impl == rateWheelFunc {
-			assert.GreaterOrEqual(t, r.Wakeups, 0.0)
+			// At most a wake-up a tick (1ms), and the Stats reads
+			// that mark the window (each may wake a shard): far
+			// below, as the timers are cancelled long before due.
+			assert.LessOrEqual(t, r.Wakeups, 1000+2/0.15, "%s at %v/s: wake-ups per second per shard", r.Impl, r.Rate)
 		} else {
 			assert.Zero(t, r.Wakeups, "no shard")
 		}
