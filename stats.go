@@ -74,11 +74,11 @@ type ShardStats struct {
 	// a tick it planned (a timer due, a cascade, housekeeping), for a
 	// timer filed due earlier, or at a Stats call that found it asleep.
 	// It plans its sleep, as it goes to sleep, for the earliest deadline
-	// of a timer still pending then; a Cancel never changes that plan (it
-	// costs the caller two compare-and-swaps and nothing else), so a
-	// timer cancelled while the goroutine sleeps for it still wakes it,
-	// and the pass frees it. A shard with nothing pending sleeps untimed.
-	// A rate of this is what an idle Scheduler costs the machine.
+	// of a timer still pending then; a Cancel or a later Reset never
+	// moves that plan, so a timer cancelled while the goroutine sleeps
+	// for it still wakes it, and the pass frees it. A shard with nothing
+	// pending sleeps untimed. A rate of this is what an idle Scheduler
+	// costs the machine.
 	Wakeups uint64 `json:"wakeups"`
 	// Refiled counts timers moved within the wheel: cascades from a
 	// higher level, and Resets found at their old slot.
@@ -156,9 +156,8 @@ type ShardStats struct {
 	// due to wake for, versus the tick's start: the tick it planned, or
 	// the earlier one a timer filed while it slept asked for. It is
 	// lateness, not sleep: a wake for a timer cancelled meanwhile records
-	// how late that wake came, and the next wake its own. A pass that
-	// follows no sleep (work left over, a signal before the tick) records
-	// none.
+	// how late that wake came, and the next wake its own. A pass woken
+	// before its tick (a signal) records none.
 	TickLag Histogram `json:"tick_lag"`
 	// Lateness is how late tasks started versus their deadline tick's
 	// start, which is the requested deadline (the clock reading of the

@@ -9,8 +9,8 @@
 # NEWREV, if given, is the new side; by default the new side is the
 # working tree this script lives in, uncommitted changes included.
 # -rounds N    rounds (default 5; 1 with -quick): each round runs every
-#              workload on the old side, then on the new, each run a
-#              process of its own
+#              workload on both sides, each run a process of its own, the
+#              old side first in odd rounds and the new side in even ones
 # -quick       small loads and short windows, for a CI smoke run (also
 #              AB_QUICK=1): about 20-35 s on 2 CPUs, builds included
 # -workloads   a comma-separated subset of wtcancel,churn,burst,rate
@@ -99,6 +99,8 @@ child=""
 stop() {
 	echo >&2
 	echo "ab.sh: interrupted" >&2
+	# The builds' subshells run go in a child of their own: end those too.
+	for c in $child; do pkill -TERM -P "$c" 2>/dev/null || true; done
 	# shellcheck disable=SC2086 # child is a list of process ids
 	[ -z "$child" ] || kill $child 2>/dev/null || true
 	wait 2>/dev/null || true
@@ -181,7 +183,9 @@ results=$tmp/results.jsonl
 : >"$results"
 for ((r = 0; r < rounds; r++)); do
 	for w in "${wl[@]}"; do
-		for side in old new; do
+		sides="old new"
+		[ $((r % 2)) = 0 ] || sides="new old" # neither side always runs first
+		for side in $sides; do
 			printf 'ab.sh: round %d of %d: %s on %s ... ' $((r + 1)) "$rounds" "$w" "$side" >&2
 			b0=$(hostbusy) w0=$(now)
 			"$tmp/harness-$side" "$w" -round "$r" ${flags[@]+"${flags[@]}"} >"$tmp/run.out" 2>"$tmp/run.err" &

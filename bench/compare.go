@@ -471,16 +471,19 @@ func (c *Comparison) conclusion(v Verdict, off bool) string {
 }
 
 // losses lists every figure of the verdict on which time.AfterFunc did
-// better than a shardwheel implementation (its winner is the runtime's
-// timers, alone or tied with some but not all), with both figures, so that
-// a conclusion never reports the wins alone: the proxy-shaped load's rows
-// (unless its figures do not compare: off), then the churn's.
+// better than a shardwheel implementation, with both figures, so that a
+// conclusion never reports the wins alone: the proxy-shaped load's rows
+// whose winner is the runtime's timers (unless its figures do not
+// compare: off), then each churn row on which time.AfterFunc beat one of
+// the churn's shardwheel implementations by pickWinner's rule, the two
+// compared alone (the row's winner may be the other one), unless the
+// row's figures are noise.
 func (c *Comparison) losses(v Verdict, off bool) []string {
 	var out []string
 	sw, af := c.find(nameWheel), c.find(nameStdlib)
 	if sw != nil && af != nil && !off {
 		for _, m := range reportRows(true) {
-			if m.key != "" && lostTo(v.Winners["proxy_load/"+m.key], nameStdlib) {
+			if m.key != "" && v.Winners["proxy_load/"+m.key] == nameStdlib {
 				out = append(out, fmt.Sprintf("the proxy-shaped load's %s (%s against %s)", m.label, m.show(sw), m.show(af)))
 			}
 		}
@@ -490,28 +493,29 @@ func (c *Comparison) losses(v Verdict, off bool) []string {
 	}
 	for _, g := range c.ChurnConfig.Goroutines {
 		base := c.Churn.summary(g, churnStd)
+		if base == nil {
+			continue
+		}
 		for _, m := range churnMetrics() {
-			if base == nil || !lostTo(v.Winners[fmt.Sprintf("churn/g%d/%s", g, m.key)], churnStd) {
+			if m.better == "" || m.noise(base) != "" {
 				continue
 			}
-			var figs []string
+			b := base.Figures[m.key]
 			for _, impl := range churnImpls[1:] {
-				if s := c.Churn.summary(g, impl); s != nil {
-					figs = append(figs, churnCall(impl)+" "+m.show(s.Figures[m.key].Median))
+				s := c.Churn.summary(g, impl)
+				if s == nil || m.noise(s) != "" {
+					continue
+				}
+				f := s.Figures[m.key]
+				if pickWinner(m.better, candidate{churnStd, b.Median, b.Min, b.Max, true},
+					candidate{impl, f.Median, f.Min, f.Max, true}) == churnStd {
+					out = append(out, fmt.Sprintf("the churn's %s at %s (%s %s against %s)", m.label,
+						plural(g, "goroutine"), churnCall(impl), m.show(f.Median), m.show(b.Median)))
 				}
 			}
-			out = append(out, fmt.Sprintf("the churn's %s at %s (%s against %s)", m.label, plural(g, "goroutine"),
-				strings.Join(figs, ", "), m.show(base.Figures[m.key].Median)))
 		}
 	}
 	return out
-}
-
-// lostTo reports whether a winner cell (see pickWinner) says base did
-// better than some other implementation: base alone, or base first with
-// others tied, short of a tie of all.
-func lostTo(winner, base string) bool {
-	return winner == base || strings.HasPrefix(winner, base+" = ")
 }
 
 // next says what to run next: on figures that do not compare, a quieter

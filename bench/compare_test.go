@@ -356,8 +356,9 @@ func TestCompareConclusionLoadByLoad(t *testing.T) {
 
 // TestCompareConclusionNamesEveryLoss: a conclusion that reports CPU and
 // heap wins also names each figure the runtime's timers did better on,
-// with both figures: here a lateness p99 of 208ms against 136ms, and the
-// churn's probe p99.
+// with both figures: here a lateness of 208ms against 136ms on the
+// proxy-shaped load, and the churn's probe p99, where s.AfterFunc lost to
+// time.AfterFunc though s.Schedule(key) beat both (the row's winner).
 func TestCompareConclusionNamesEveryLoss(t *testing.T) {
 	c := fellBehind(1, 10*time.Second)
 	c.Results[0].CPUPerOp, c.Results[0].BytesPerTimer = 300, 50
@@ -369,23 +370,24 @@ func TestCompareConclusionNamesEveryLoss(t *testing.T) {
 	c.ChurnConfig.Goroutines = []int{2}
 	c.Churn = churnSummaries(2, 700, 240, 250)
 	c.Churn.summarize(c.ChurnConfig)
+	p99 := map[string]time.Duration{churnStd: time.Millisecond, churnWheel: 3 * time.Millisecond, churnKeyed: 500 * time.Microsecond}
 	for i := range c.Churn.Summaries {
 		s := &c.Churn.Summaries[i]
-		p99 := 3 * time.Millisecond
-		if s.Impl == churnStd {
-			p99 = time.Millisecond
-		}
-		s.Figures["probe_p99"] = spread{Median: float64(p99), Min: float64(p99), Max: float64(p99)}
+		d := float64(p99[s.Impl])
+		s.Figures["probe_p99"] = spread{Median: d, Min: d, Max: d}
 	}
 	v := c.verdict()
+	require.Equal(t, churnKeyed, v.Winners["churn/g2/probe_p99"], "the row's winner is s.Schedule(key)")
 	concl := v.Summary[len(v.Summary)-2]
 	require.True(t, strings.HasPrefix(concl, "conclusion: "), concl)
 	assert.Contains(t, concl, "its CPU lower")
 	assert.Contains(t, concl, "time.AfterFunc did better on the proxy-shaped load's lateness p99 (208ms against 136ms)")
-	assert.Contains(t, concl, "the churn's probe lateness p99 at 2 goroutines (s.AfterFunc 3ms, s.Schedule(key) 3ms against 1ms)")
-	for k, w := range v.Winners {
-		if lostTo(w, nameStdlib) || lostTo(w, churnStd) {
-			assert.Contains(t, concl, "better on", "%s (won by %s) is named", k, w)
+	for _, m := range reportRows(true) {
+		if v.Winners["proxy_load/"+m.key] == nameStdlib {
+			assert.Contains(t, concl, "the proxy-shaped load's "+m.label+" (", "%s, won by time.AfterFunc, is named", m.key)
 		}
 	}
+	assert.Contains(t, concl, "the churn's probe lateness p99 at 2 goroutines (s.AfterFunc 3ms against 1ms)")
+	assert.NotContains(t, concl, "s.Schedule(key) 500µs", "s.Schedule(key) beat time.AfterFunc there")
+	assert.NotContains(t, concl, "CPU per schedule+cancel pair at", "shardwheel's CPU won")
 }

@@ -154,6 +154,7 @@ func rateRun(ctx context.Context, spec RateSpec, rate float64, impl string) (Rat
 				now := time.Now()
 				if !measuring && !now.Before(measureAt) {
 					measuring = true
+					next = now.Add(-every) // a backlog from the warm-up is not the window's
 					if w == 0 {
 						marks <- read()
 					}
@@ -211,9 +212,10 @@ func rateRun(ctx context.Context, spec RateSpec, rate float64, impl string) (Rat
 }
 
 // maxBehind is how many pacing periods a rate worker may fall behind
-// before it drops the timers it missed: it catches up on a short stall,
-// never in a burst.
-const maxBehind = 10
+// before it drops the timers it missed: it catches up on a short stall
+// (a sleep that overslept), never in a burst, so a window issues at most
+// maxBehind+1 periods more than its rate.
+const maxBehind = 2
 
 // rateIssuer returns a function that sets one timer on impl and cancels
 // the one it set ring calls earlier.

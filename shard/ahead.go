@@ -6,12 +6,15 @@ import (
 	"github.com/shardwheel/shardwheel/pool"
 )
 
-// Waking only for timers that will run.
+// Waking for timers still pending.
 //
 // A Cancel only marks its timer (state.go): the node stays in its slot,
 // and a goroutine that planned its sleep by the slots' occupancy alone
 // would wake for timers cancelled long before, as a proxy's request
-// timeouts nearly all are. So before it plans, the shard goroutine frees
+// timeouts nearly all are. A Cancel never changes the plan the goroutine
+// made (its caller does not re-plan, hold the wheel for it, or re-arm the
+// alarm), so a timer cancelled while the goroutine sleeps for it still
+// wakes it; but before each plan the shard goroutine frees
 // the ended timers at the heads of the slots it would wake for next
 // (pruneAhead): the next occupied slots of level 0 and of the coarse
 // slots, until one's head is a timer still pending, and the next occupied
@@ -23,11 +26,10 @@ import (
 //
 // Housekeeping (a running sweep, free nodes a review left to sort) rides
 // on the passes that happen anyway, a share each, and wakes an idle
-// goroutine at most every housekeepEvery for a larger share
-// (housekeepStep, taken only by a pass with no tick due soon: passStep),
-// never every tick: a shard whose timers were all
-// cancelled frees them within about a second, and then sleeps until its
-// next timer.
+// goroutine at most every housekeepEvery for a larger share (housekeepStep,
+// taken only by a pass with no tick due soon: passStep), never every tick:
+// a shard whose timers were all cancelled frees them within about a
+// second, and then sleeps until its next timer.
 
 // pruneBudget bounds the nodes pruneAhead frees in one pass.
 const pruneBudget = 4096
@@ -138,15 +140,17 @@ const housekeepSlack = 8
 
 // passStep returns the nodes the pass at tick target sweeps and sorts: a
 // pass's share (sweepPerPass), or, every housekeepEvery while there is
-// housekeeping, the larger housekeepStep, unless the wheel has a timer
-// or a cascade due within housekeepSlack ticks; then it takes the share
-// as any pass, and the next pass with room takes the larger step. The
-// shard goroutine, holding the wheel.
+// housekeeping, the larger housekeepStep, unless the wheel needs a tick
+// t within housekeepSlack ticks (a timer, or a cascade window); then it
+// takes the share as any pass, and owes the larger step to the first pass
+// after t (housekeepAt), which plan wakes for if nothing else does: never
+// at every tick in between. The shard goroutine, holding the wheel.
 func (sh *Shard) passStep(target uint64) int {
 	if target < sh.housekeepAt || !sh.housekeeping() {
 		return sweepPerPass
 	}
 	if t, ok := sh.h.w.nextWake(); ok && t <= target+housekeepSlack {
+		sh.housekeepAt = t + 1
 		return sweepPerPass
 	}
 	sh.housekeepAt = target + sh.housekeepTicks()

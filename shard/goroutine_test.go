@@ -203,11 +203,11 @@ func TestConcurrentProducersOnSmallWheels(t *testing.T) {
 }
 
 // TestCancelledTimerStillWakesTheGoroutineAndLagIsLateness: a Cancel of the
-// timer the goroutine sleeps for leaves its sleep alone (a Cancel is two
-// CASes on the caller); the goroutine wakes at that tick, finds nothing
-// due, frees the node and sleeps on to the next live timer. Its tick lag
-// is how late it processed each tick it was due to wake for, not how long
-// it slept: on a manual clock moved to each tick's start exactly, zero.
+// timer the goroutine sleeps for leaves its sleep alone (the Cancel does not
+// re-plan it); the goroutine wakes at that tick, finds nothing due, frees
+// the node and sleeps on to the next live timer. Its tick lag is how late
+// it processed each tick it was due to wake for, not how long it slept:
+// on a manual clock moved to each tick's start exactly, zero.
 func TestCancelledTimerStillWakesTheGoroutineAndLagIsLateness(t *testing.T) {
 	clock := &ManualClock{}
 	sh, err := New(Config{
@@ -216,17 +216,20 @@ func TestCancelledTimerStillWakesTheGoroutineAndLagIsLateness(t *testing.T) {
 		OnPanic: func(v any) { t.Errorf("panic: %v", v) },
 	})
 	require.NoError(t, err)
-	sh.Start()
-	t.Cleanup(func() { sh.Close(); <-sh.Exited() })
-
+	// Both timers are filed before the goroutine starts, and the clock
+	// is a tick on: its first pass plans at tick 1, which plannedAt
+	// shows, and no producer can signal it after that.
+	clock.Advance(testTick)
 	var ranY atomic.Bool
 	x, rej := sched(sh, 1, 30*testTick, func() { t.Error("cancelled timer ran") })
 	require.Equal(t, Accepted, rej)
 	_, rej = sched(sh, 2, 150*testTick, func() { ranY.Store(true) })
 	require.Equal(t, Accepted, rej)
-	xTick, yTick := sh.ceilTick(30*testTick), sh.ceilTick(150*testTick)
-	require.Eventually(t, func() bool { return sh.sleepUntil.Load() == xTick }, waitFor, pollEvery,
-		"the goroutine sleeps until the first timer")
+	xTick, yTick := sh.ceilTick(31*testTick), sh.ceilTick(151*testTick)
+	sh.Start()
+	t.Cleanup(func() { sh.Close(); <-sh.Exited() })
+	require.Eventually(t, func() bool { return sh.plannedAt.Load() == 1 && sh.sleepUntil.Load() == xTick },
+		waitFor, pollEvery, "the goroutine's first pass plans to sleep until the first timer")
 	require.True(t, sh.Cancel(x))
 	assert.Equal(t, xTick, sh.sleepUntil.Load(), "a Cancel does not re-plan the sleep")
 
@@ -237,8 +240,6 @@ func TestCancelledTimerStillWakesTheGoroutineAndLagIsLateness(t *testing.T) {
 	clock.Advance(sh.tickTime(yTick) - clock.Now())
 	require.Eventually(t, ranY.Load, waitFor, pollEvery)
 	lag := sh.statsNow().TickLag
-	// X's tick may be the goroutine's first pass, which follows no sleep
-	// and records no lag; Y's follows one.
-	assert.GreaterOrEqual(t, lag.Count(), uint64(1), "a lag for each tick the goroutine slept until")
+	assert.EqualValues(t, 2, lag.Count(), "a lag for each tick the goroutine slept until: X's and Y's")
 	assert.Zero(t, lag.Max(), "each tick processed as the clock reached it: no lag")
 }

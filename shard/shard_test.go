@@ -178,8 +178,9 @@ func TestCancelAtOnceTakesTheNodeBack(t *testing.T) {
 	assert.Equal(t, 1, h.sh.h.w.count, "the last filed is taken back, the other stays held")
 	assert.EqualValues(t, 2, h.sh.statsNow().TakenBack)
 	assert.Equal(t, planned, h.sh.sleepUntil.Load(), "a Cancel leaves the planned wake alone")
-	h.step(10 * testTick)
-	assert.Zero(t, h.sh.h.w.count, "the wake the goroutine planned frees the held node")
+	require.NotZero(t, h.sh.h.w.count, "held until a pass meets it")
+	h.step(testTick)
+	assert.Zero(t, h.sh.h.w.count, "the next pass frees the held node: the head of a slot it would wake for")
 	assert.Zero(t, h.sh.statsNow().HeldCancelled)
 	assert.Equal(t, uint64(math.MaxUint64), h.sh.sleepUntil.Load(), "nothing pending: parked untimed")
 }
@@ -402,8 +403,9 @@ func TestQuietWhileATaskRuns(t *testing.T) {
 // TestHousekeepingStepWaitsForRoom: a housekeeping pass takes its larger
 // step (milliseconds of sorting) only when the wheel needs no tick within
 // housekeepSlack; with a timer due sooner it takes a pass's share, so the
-// timers due meanwhile do not wait for it, and the larger step stays owed
-// to the next pass with room.
+// timers due meanwhile do not wait for it, and the larger step is owed to
+// the first pass after that timer's tick, without waking the goroutine at
+// every tick before it.
 func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -429,7 +431,12 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 				assert.Equal(t, target+sh.housekeepTicks(), sh.housekeepAt, "the next one in housekeepEvery")
 			} else {
 				assert.Equal(t, sweepPerPass, sh.passStep(target))
-				assert.Equal(t, target, sh.housekeepAt, "the larger step is still owed")
+				wake, ok := sh.h.w.nextWake()
+				require.True(t, ok)
+				assert.Equal(t, wake+1, sh.housekeepAt, "the larger step is owed to the first pass after the timer's tick")
+				next, park, timed := sh.plan()
+				assert.True(t, park && timed)
+				assert.Equal(t, wake, next, "the goroutine sleeps until the timer's tick, not each tick before it")
 			}
 			sh.h.sort = 0
 			assert.Equal(t, sweepPerPass, sh.passStep(target), "no housekeeping: a pass's share")

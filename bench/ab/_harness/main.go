@@ -22,7 +22,8 @@
 // The output is {"workload": ..., "round": ..., "config": {...},
 // "metrics": {...}}, the metrics in the order a table should show them.
 // -round rotates the order in which a process runs its implementations, so
-// that neither always goes first; both sides of an A/B round get the same.
+// that neither always goes first (but for the burst: see burst); both sides
+// of an A/B round get the same.
 package main
 
 import (
@@ -672,6 +673,10 @@ func siRate(r int) string {
 	return strconv.Itoa(r)
 }
 
+// maxBehind is how many milliseconds a rate phase may fall behind its
+// pace before it drops the timers it missed, as bench's rate command does.
+const maxBehind = 2
+
 // ratePhase sets timers on impl at r a second from one goroutine paced
 // every millisecond, for warmup and then window, and returns the process's
 // CPU time per second of the window in milliseconds, and the timers set
@@ -699,7 +704,8 @@ func ratePhase(impl string, r int, timeout, cancelAfter, warmup, window time.Dur
 	for {
 		now := time.Now()
 		if !measuring && !now.Before(measureAt) {
-			measuring, c0, measureAt = true, cpuNow(), now
+			// A backlog from the warm-up is not the window's.
+			measuring, c0, measureAt, next = true, cpuNow(), now, now.Add(-time.Millisecond)
 		}
 		if !now.Before(end) {
 			break
@@ -715,6 +721,8 @@ func ratePhase(impl string, r int, timeout, cancelAfter, warmup, window time.Dur
 		next = next.Add(time.Millisecond)
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
+		} else if d < -maxBehind*time.Millisecond {
+			next = time.Now() // starved: drop what was missed rather than burst
 		}
 	}
 	secs := time.Since(measureAt).Seconds()
