@@ -69,12 +69,21 @@ const takenOver = 1 << 63
 // life is one shard goroutine's: made when it starts (run), captured by its
 // frames that defer calls, which do nothing once it is retired. retired is
 // stored by the takeover that took the wheel from it; rec is the blocked
-// run's record, stored before the takeover's CAS, read by the retired
-// goroutine after its own CAS failed (and rec.ready closed).
+// run's record, claimed by the takeover before its CAS (claim), read by
+// the retired goroutine after its own CAS failed (and rec.ready closed).
 type life struct {
 	retired atomic.Bool
 	rec     atomic.Pointer[blockedRun]
 }
+
+// claim makes rec the record of the takeover that may retire l's
+// goroutine, and reports false if another look's record is there: two
+// watchdog callbacks may look at one task at once (the pass re-arms the
+// watchdog while an earlier callback still runs), and the one whose CAS
+// on inTask fails must not replace the record of the one whose CAS
+// succeeds, which the retired goroutine waits on (rec.ready). A look that
+// claimed it and then lost its CAS (the task returned) gives it back.
+func (l *life) claim(rec *blockedRun) bool { return l.rec.CompareAndSwap(nil, rec) }
 
 // blockedRun is a run a takeover took the wheel from. Written by the
 // takeover before it lets the wheel go; read by the retired goroutine once
@@ -185,9 +194,13 @@ func (sh *Shard) takeover(seq uint64) bool {
 	}
 	rec := &blockedRun{ready: make(chan struct{})}
 	old := sh.life.Load()
-	old.rec.Store(rec)
+	if !old.claim(rec) {
+		b.Add(-1)
+		return false // another look is taking this goroutine's wheel over
+	}
 	stress.Point()
 	if !sh.inTask.CompareAndSwap(seq, takenOver) {
+		old.rec.CompareAndSwap(rec, nil) // for the next look
 		b.Add(-1)
 		return false // the task returned
 	}

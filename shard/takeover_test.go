@@ -183,3 +183,27 @@ func TestSuccessorBetweenTasksIsNotTakenOver(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, sh.Stats().Takeovers, "one task blocked")
 }
+
+// TestALosingTakeoverLeavesTheWinnersRecord: two watchdog looks at one
+// task may both try to take its wheel; the retired goroutine waits on the
+// record of the one whose CAS on inTask won, so the other may neither
+// replace it (the retired goroutine would wait forever on a record nobody
+// closes: Stop hung so in a soak) nor, having lost its CAS, leave its own.
+func TestALosingTakeoverLeavesTheWinnersRecord(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.TakeoverAfter = testTick })
+	sh := h.sh
+	l := sh.life.Load()
+	winner := &blockedRun{}
+	require.True(t, l.claim(winner), "the winning look's record")
+	sh.inTask.Store(5) // task 5 in progress
+	assert.False(t, sh.takeover(5), "a second look at task 5 gives up")
+	assert.Same(t, winner, l.rec.Load(), "the winner's record stays")
+	assert.EqualValues(t, 5, sh.inTask.Load(), "and the task is not taken over by it")
+	assert.Zero(t, sh.cfg.Blocked.Load(), "nor counted")
+
+	l.rec.Store(nil)
+	assert.False(t, sh.takeover(4), "task 4 has returned")
+	assert.Nil(t, l.rec.Load(), "a look that lost its CAS leaves no record")
+	assert.Zero(t, sh.cfg.Blocked.Load())
+	sh.inTask.Store(0)
+}
