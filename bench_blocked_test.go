@@ -51,7 +51,7 @@ func BenchmarkBesideABlockedTask(b *testing.B) {
 func besideABlockedTask(b *testing.B, kind string, takeover bool) []time.Duration {
 	opts := []shardwheel.Option{shardwheel.WithShards(2)}
 	if !takeover {
-		opts = append(opts, shardwheel.WithTakeoverAfter(0))
+		opts = append(opts, shardwheel.WithBlockedAfter(0))
 	}
 	s, err := shardwheel.New(opts...)
 	if err != nil {
@@ -145,7 +145,7 @@ func BenchmarkLatenessBesideASleepyKey(b *testing.B) {
 func besideASleepyKey(b *testing.B, takeover bool, window time.Duration) []time.Duration {
 	opts := []shardwheel.Option{shardwheel.WithShards(2)}
 	if !takeover {
-		opts = append(opts, shardwheel.WithTakeoverAfter(0))
+		opts = append(opts, shardwheel.WithBlockedAfter(0))
 	}
 	s, err := shardwheel.New(opts...)
 	if err != nil {

@@ -31,9 +31,9 @@
 //   - Bounded lateness: a task runs less than a tick after its deadline
 //     (deadlines round up to the tick grid) plus its shard's tick lag, which
 //     is near zero unless the shard's goroutine waits for a CPU or runs long
-//     tasks (a task past WithTakeoverAfter, a tick by default, hands the
+//     tasks (a task past WithBlockedAfter, a tick by default, hands the
 //     wheel to a new goroutine, so its other timers wait about two ticks at
-//     most; see WithTakeoverAfter); Stats shows it.
+//     most; see WithBlockedAfter); Stats shows it.
 //   - Exactly once: every timer Schedule accepted ends in exactly one way:
 //     its task ran once, one Cancel returned true for it, or Stop claimed
 //     it (returned it, or handed it over, or, for a series whose run an
@@ -49,7 +49,7 @@
 //   - A panicking task is recovered and reported to the panic handler; its
 //     shard keeps running. So does the shard of a task that calls
 //     runtime.Goexit (reported as ErrTaskGoexit), and that of a task that
-//     blocks (WithTakeoverAfter).
+//     blocks (WithBlockedAfter).
 //
 // # Contexts
 //

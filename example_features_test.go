@@ -93,11 +93,11 @@ func ExampleTimeout_CancelWait() {
 	// cancelled: false error: <nil> flushed: true
 }
 
-// A task that blocks does not hold up its wheel: past WithTakeoverAfter (a
+// A task that blocks does not hold up its wheel: past WithBlockedAfter (a
 // tick by default) a new goroutine goes on with the wheel's other timers,
 // and Stats names the task while it blocks. Later timers of its key wait
 // for it.
-func ExampleWithTakeoverAfter() {
+func ExampleWithBlockedAfter() {
 	s, err := shardwheel.New(shardwheel.WithShards(1))
 	if err != nil {
 		panic(err)

@@ -102,9 +102,10 @@ func TestBlockingExecutorDoesNotWedgeTheShard(t *testing.T) {
 }
 
 // TestBurstIntoBlockedShardNeverWaits has 8 goroutines schedule a burst of
-// timers into a one-shard scheduler whose goroutine is blocked in a task:
-// every Schedule must return without the shard's help, and once the shard
-// is released every timer fires, none lost.
+// timers, all due at once, into a one-shard scheduler whose runner is
+// blocked in a task (WithBlockedAfter(0)): every Schedule must return
+// without the runner's help, and once the task returns every timer fires,
+// none lost.
 func TestBurstIntoBlockedShardNeverWaits(t *testing.T) {
 	total := 5_000_000
 	if testing.Short() || raceEnabled {
@@ -134,7 +135,6 @@ func TestBurstIntoBlockedShardNeverWaits(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	require.Equal(t, total, s.Pending(), "every timer accepted while the shard was blocked")
 	close(release)
 	within(t, "firing the burst", func() {
 		for fired.Load() < int64(total) {

@@ -89,7 +89,7 @@ func newUnstopped(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler
 
 // stall keeps a blocked task's wheel with it, as past WithMaxBlockedTasks:
 // for tests of what a stalled wheel does.
-var stall = shardwheel.WithTakeoverAfter(0)
+var stall = shardwheel.WithBlockedAfter(0)
 
 // blockShard runs a task on s's only shard that blocks until the returned
 // release is called, and waits until it runs: from then on the shard

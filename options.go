@@ -48,11 +48,11 @@ const (
 	// MaxFirstBlock bounds WithFirstBlock: 2^22 nodes (184 MiB with
 	// their tasks) is the largest block a shard allocates.
 	MaxFirstBlock = 1 << 22
-	// DefaultTakeoverTicks is WithTakeoverAfter's default, in ticks: a
-	// task that runs a tick (1ms at the default tick; noticed within two)
-	// hands its wheel over, so that a task that blocks delays the wheel's
-	// other timers by about two ticks.
-	DefaultTakeoverTicks = 1
+	// DefaultBlockedTicks is WithBlockedAfter's default, in ticks: the
+	// runs behind a task that has held them up for a tick (1ms at the
+	// default tick; noticed within two) go to another runner, so that a
+	// task that blocks delays other keys' tasks by about two ticks.
+	DefaultBlockedTicks = 1
 	// DefaultMaxBlockedTasks is WithMaxBlockedTasks' default, and
 	// MaxBlockedTasks its bound.
 	DefaultMaxBlockedTasks = 256
@@ -79,12 +79,12 @@ type config struct {
 	affinity    bool
 	stats       bool
 	capacity    int // timers a shard holds; 0: ShardCapacity (tests lower it)
-	// takeoverAfter is WithTakeoverAfter's bound, takeoverSet whether it
+	// blockedAfter is WithBlockedAfter's bound, blockedSet whether it
 	// was given (the default follows the tick); maxBlocked is
 	// WithMaxBlockedTasks'.
-	takeoverAfter time.Duration
-	takeoverSet   bool
-	maxBlocked    int
+	blockedAfter time.Duration
+	blockedSet   bool
+	maxBlocked   int
 }
 
 func defaultConfig() config {
@@ -251,44 +251,43 @@ func WithAffinity(on bool) Option {
 	}
 }
 
-// WithTakeoverAfter sets how long a task may run before its wheel goes on
-// without it: tasks run inline on their shard's goroutine, which holds the
-// wheel, so a task that blocks (a lock, a slow peer, a channel) would hold
-// up every timer of its wheel. Once a task has run for d (checked every
-// d: it is noticed between d and 2d after it started), a new goroutine
-// takes the wheel over and runs its other timers on time, and the task
-// goes on on the goroutine it started on, which ends when it returns. The
-// tasks of one key (Schedule, ScheduleKey, ScheduleWithin) still run one
-// at a time, in deadline order: the blocked task's key is held back, its
-// later timers waiting (pending, cancellable) until it returns; other
-// timers (AfterFunc's, series, whose next run waits for the last anyway)
-// run beside it. CancelWait on the blocked timer still waits for it, and Stop
-// and Shutdown wait for it as for any task. Stats count the takeovers and
-// name the tasks still blocked. The default is DefaultTakeoverTicks ticks;
-// d must be 0, which turns takeovers off (the wheel waits for its
-// tasks), or at least the tick. See WithMaxBlockedTasks for the bound on
-// the goroutines blocked tasks keep. The watchdog cannot tell a task that
-// blocks from one the Go scheduler preempted: with more runnable goroutines
-// than Ps, a preempted task may be taken over too, and its successor waits
-// for a P as the task would; a takeover then helps no timer.
-func WithTakeoverAfter(d time.Duration) Option {
+// WithBlockedAfter sets how long a task may hold up the tasks behind it.
+// A shard's goroutine never runs a task: it hands each due timer's task,
+// in deadline order, to its runner, a goroutine that runs them one at a
+// time, so that the tasks of one key (Schedule, ScheduleKey,
+// ScheduleWithin) run one at a time, in deadline order. Once a task has
+// kept the tasks queued behind it waiting for d (looked at every d: it is
+// noticed between d and 2d after it started, and a tick later at most),
+// the shard hands them to a new runner, and the old one, once its task
+// returns, runs only the blocked task's key's tasks that were queued
+// behind it; that key's timers that come due meanwhile are held, pending
+// and cancellable, and run when it has, in deadline order. Other keys'
+// tasks, and AfterFunc's, run on. CancelWait on the blocked timer still
+// waits for it, and Stop and Shutdown wait for it as for any task. Stats
+// count the runners left behind (BlockedRuns) and name the tasks still
+// running (Blocked). The default is DefaultBlockedTicks ticks; d must be 0,
+// which never leaves a runner (tasks wait behind a blocked one), or at
+// least the tick. See WithMaxBlockedTasks for the bound on the runners
+// blocked tasks keep. Nothing here tells a task that blocks from one the
+// Go scheduler preempted: with more runnable goroutines than Ps, the runs
+// behind a preempted task may move too, at the cost of a goroutine start.
+func WithBlockedAfter(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {
-			return invalid("WithTakeoverAfter", d, "must be 0 (off) or at least the tick")
+			return invalid("WithBlockedAfter", d, "must be 0 (off) or at least the tick")
 		}
-		c.takeoverAfter, c.takeoverSet = d, true
+		c.blockedAfter, c.blockedSet = d, true
 		return nil
 	}
 }
 
-// WithMaxBlockedTasks bounds the tasks takeovers (WithTakeoverAfter) leave
-// running on goroutines of their own at once, over all shards: the
-// Scheduler's goroutines are at most its shards plus n, besides the
-// watchdogs' short-lived timer callbacks. Past it a shard whose task
-// blocks waits for it, as with takeovers off; Stats count each refused
-// look of its watchdog (TakeoversRefused), and the logger (WithLogger)
-// says so, once. The default is DefaultMaxBlockedTasks; n must be in [1,
-// MaxBlockedTasks].
+// WithMaxBlockedTasks bounds the runners left behind a blocked task
+// (WithBlockedAfter) at once, over all shards: the Scheduler's goroutines
+// are at most its shards' goroutines, one current runner per shard, and n.
+// Past it the tasks behind a blocked one wait for it, as with
+// WithBlockedAfter(0); Stats count each refused look (BlockedRefused), and
+// the logger (WithLogger) says so, once. The default is
+// DefaultMaxBlockedTasks; n must be in [1, MaxBlockedTasks].
 func WithMaxBlockedTasks(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxBlockedTasks {
@@ -359,24 +358,25 @@ func (c *config) shardConfig(tokens int64) shard.Config {
 		Stats:       c.stats,
 		Capacity:    c.capacity,
 
-		TakeoverAfter: c.takeover(),
-		MaxBlocked:    c.maxBlocked,
+		BlockedAfter: c.blockedBound(),
+		MaxBlocked:   c.maxBlocked,
 	}
 }
 
-// takeover returns WithTakeoverAfter's bound, or its default for the tick.
-func (c *config) takeover() time.Duration {
-	if !c.takeoverSet {
-		return DefaultTakeoverTicks * c.tick
+// blockedBound returns WithBlockedAfter's bound, or its default for the
+// tick.
+func (c *config) blockedBound() time.Duration {
+	if !c.blockedSet {
+		return DefaultBlockedTicks * c.tick
 	}
-	return c.takeoverAfter
+	return c.blockedAfter
 }
 
-// checkTakeover fails if WithTakeoverAfter's bound is below the tick: the
+// checkBlocked fails if WithBlockedAfter's bound is below the tick: the
 // options may come in any order, so New checks it once all are applied.
-func (c *config) checkTakeover() error {
-	if d := c.takeover(); d != 0 && d < c.tick {
-		return invalid("WithTakeoverAfter", d, fmt.Sprintf("must be 0 (off) or at least the tick (%v)", c.tick))
+func (c *config) checkBlocked() error {
+	if d := c.blockedBound(); d != 0 && d < c.tick {
+		return invalid("WithBlockedAfter", d, fmt.Sprintf("must be 0 (off) or at least the tick (%v)", c.tick))
 	}
 	return nil
 }

@@ -116,7 +116,7 @@ func New(opts ...Option) (*Scheduler, error) {
 			return nil, err
 		}
 	}
-	if err := c.checkTakeover(); err != nil {
+	if err := c.checkBlocked(); err != nil {
 		return nil, err
 	}
 	if err := c.checkMemory(); err != nil {
@@ -157,7 +157,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		cfg.Blocked = &s.blocked
 		cfg.OnRefused = func() {
 			if s.warnedRefused.CompareAndSwap(false, true) {
-				c.log().Warn("shardwheel: a task has run longer than WithTakeoverAfter, but WithMaxBlockedTasks tasks are blocked already: its wheel waits for it (Stats: TakeoversRefused)",
+				c.log().Warn("shardwheel: a task has held up the tasks behind it longer than WithBlockedAfter, but WithMaxBlockedTasks tasks are blocked already: they wait for it (Stats: BlockedRefused)",
 					"max_blocked_tasks", c.maxBlocked)
 			}
 		}

@@ -41,7 +41,9 @@ type ShardStats struct {
 	// Stop and returns ErrStopped stays counted if a Stats call counted it
 	// before Stop undid it.
 	Scheduled uint64 `json:"scheduled"`
-	// Fired counts tasks started.
+	// Fired counts the timers that fired: their tasks handed to the
+	// shard's runner, which starts each after those handed before it
+	// (TaskTime counts them as they return).
 	Fired uint64 `json:"fired"`
 	// Cancelled counts Cancel calls that returned true (CancelKey and
 	// replacements by ScheduleKey included).
@@ -140,18 +142,19 @@ type ShardStats struct {
 	NodesReleased  uint64 `json:"nodes_released"`
 	BlocksReleased uint64 `json:"blocks_released"`
 	BlocksRemade   uint64 `json:"blocks_remade"`
-	// Takeovers counts the wheels a takeover took from a task that had
-	// run longer than WithTakeoverAfter, TakeoversRefused the watchdog's
-	// looks the WithMaxBlockedTasks bound refused (one every
-	// WithTakeoverAfter while a wheel waits for its task), and Blocked
-	// lists the tasks takeovers left running that have not returned, the
-	// longest first. LongestBlocked is the task that ran longest of
-	// those takeovers left, returned or not (in Blocked then): Running
+	// BlockedRuns counts the times a task held up the tasks behind it
+	// for WithBlockedAfter and they went to another runner (a task
+	// preempted that long counts too), BlockedRefused the looks the
+	// WithMaxBlockedTasks bound refused (one every WithBlockedAfter
+	// while tasks wait behind a blocked one), and Blocked lists those
+	// tasks that have not returned, the longest first: exactly those,
+	// whenever the snapshot is taken, Stop or not. LongestBlocked is the
+	// one that ran longest, returned or not (in Blocked then): Running
 	// says how long it ran; the zero value if there was none.
-	Takeovers        uint64        `json:"takeovers"`
-	TakeoversRefused uint64        `json:"takeovers_refused"`
-	Blocked          []BlockedTask `json:"blocked,omitempty"`
-	LongestBlocked   BlockedTask   `json:"longest_blocked"`
+	BlockedRuns    uint64        `json:"blocked_runs"`
+	BlockedRefused uint64        `json:"blocked_refused"`
+	Blocked        []BlockedTask `json:"blocked,omitempty"`
+	LongestBlocked BlockedTask   `json:"longest_blocked"`
 	// TickLag is how late the shard started processing the tick it was
 	// due to wake for, versus the tick's start: the tick it planned, or
 	// the earlier one a timer filed while it slept asked for. It is
@@ -162,24 +165,18 @@ type ShardStats struct {
 	// Lateness is how late tasks started versus their deadline tick's
 	// start, which is the requested deadline (the clock reading of the
 	// Schedule or Reset call plus the delay) rounded up to the tick grid:
-	// what the task sees is Lateness plus less than one tick. Up to 64
-	// tasks of one tick share a sample.
+	// what the task sees is Lateness plus less than one tick. Every task
+	// is measured as its runner starts it (with WithExecutor, as it hands
+	// it to the executor), so a task's wait behind the tasks before it is
+	// in it.
 	Lateness Histogram `json:"lateness"`
 	// PassTime is how long each pass took: picking up new timers,
-	// cascades, and the due tasks it ran.
+	// cascades, and handing the due tasks to the runner. Tasks never run
+	// in a pass.
 	PassTime Histogram `json:"pass_time"`
-	// PassTaskTime is, for each pass that ran tasks, how long they held
-	// the shard: every pass is timed, from the start of the first task of
-	// each slot it runs to the end of that slot's expiry (the bookkeeping
-	// of the slot's timers after the first task included, tens of
-	// nanoseconds each). With WithExecutor, tasks are handed over, not run, and this
-	// is the time the hand-overs took. A pass whose PassTaskTime is most
-	// of its PassTime was held up by its tasks.
-	PassTaskTime Histogram `json:"pass_task_time"`
-	// TaskTime is the run time of single tasks run inline (or handed to
-	// the executor), sampled: one task in 16 is timed. It shows what a
-	// typical task costs; a rare slow task is usually not timed, which
-	// PassTaskTime and PassWork.Tasks never miss.
+	// TaskTime is the run time of each task (with WithExecutor, of the
+	// executor's run calls), from the clock reading that starts it to the
+	// one that ends it, which starts the next: one clock read a task.
 	TaskTime Histogram `json:"task_time"`
 }
 
@@ -209,22 +206,21 @@ type RecentPeaks struct {
 	RefiledPeak int `json:"refiled_peak"`
 }
 
-// PassWork describes one pass of a shard: how long it took, how long its
-// tasks held the shard, what it did, and when. Its fields are read one by
+// PassWork describes one pass of a shard: how long it took, what it did,
+// and when. Its fields are read one by
 // one while the shard may be replacing the pass: rarely, a snapshot pairs
 // the figures of two passes.
 type PassWork struct {
-	// Duration is how long the pass took, and Tasks how long its tasks
-	// held the shard, measured as PassTaskTime is (both zero with
-	// WithStats(false)). Duration less Tasks is the rest of the pass: its
-	// own work (taking in, cascading and re-filing timers) and whatever
-	// held its goroutine meanwhile (a wait for a CPU, a GC assist).
+	// Duration is how long the pass took (zero with WithStats(false)):
+	// its own work (taking in, cascading and re-filing timers, handing
+	// due tasks to the runner) and whatever held its goroutine meanwhile
+	// (a wait for a CPU, a GC assist). No task runs in a pass.
 	Duration time.Duration `json:"duration_ns"`
-	Tasks    time.Duration `json:"tasks_ns"`
 	// Transferred counts the new timers the pass moved from the queue
 	// into the wheel, Refiled the timers it moved within the wheel
 	// (Cascaded of them by cascades from a higher level, the rest Resets
-	// found at their old slot), and Fired the tasks it ran.
+	// found at their old slot), and Fired the tasks it handed to the
+	// runner.
 	Transferred int `json:"transferred"`
 	Refiled     int `json:"refiled"`
 	Cascaded    int `json:"cascaded"`
@@ -286,8 +282,8 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.NodesReleased += o.NodesReleased
 	s.BlocksReleased += o.BlocksReleased
 	s.BlocksRemade += o.BlocksRemade
-	s.Takeovers += o.Takeovers
-	s.TakeoversRefused += o.TakeoversRefused
+	s.BlockedRuns += o.BlockedRuns
+	s.BlockedRefused += o.BlockedRefused
 	s.Blocked = append(s.Blocked, o.Blocked...)
 	slices.SortStableFunc(s.Blocked, func(a, b BlockedTask) int { return cmp.Compare(b.Running, a.Running) })
 	if o.LongestBlocked.Running > s.LongestBlocked.Running {
@@ -296,7 +292,6 @@ func (s *ShardStats) Add(o ShardStats) {
 	s.TickLag.Merge(o.TickLag)
 	s.Lateness.Merge(o.Lateness)
 	s.PassTime.Merge(o.PassTime)
-	s.PassTaskTime.Merge(o.PassTaskTime)
 	s.TaskTime.Merge(o.TaskTime)
 }
 
@@ -329,12 +324,11 @@ func (s ShardStats) Sub(prev ShardStats) ShardStats {
 	d.NodesReleased = sub(s.NodesReleased, prev.NodesReleased)
 	d.BlocksReleased = sub(s.BlocksReleased, prev.BlocksReleased)
 	d.BlocksRemade = sub(s.BlocksRemade, prev.BlocksRemade)
-	d.Takeovers = sub(s.Takeovers, prev.Takeovers)
-	d.TakeoversRefused = sub(s.TakeoversRefused, prev.TakeoversRefused)
+	d.BlockedRuns = sub(s.BlockedRuns, prev.BlockedRuns)
+	d.BlockedRefused = sub(s.BlockedRefused, prev.BlockedRefused)
 	d.TickLag = s.TickLag.Sub(prev.TickLag)
 	d.Lateness = s.Lateness.Sub(prev.Lateness)
 	d.PassTime = s.PassTime.Sub(prev.PassTime)
-	d.PassTaskTime = s.PassTaskTime.Sub(prev.PassTaskTime)
 	d.TaskTime = s.TaskTime.Sub(prev.TaskTime)
 	return d
 }
@@ -396,29 +390,27 @@ func shardStats(e shard.Stats) ShardStats {
 			TransferPeak: e.Recent.TransferPeak,
 			RefiledPeak:  e.Recent.RefiledPeak,
 		},
-		Panics:           e.Panics,
-		PeriodicRuns:     e.PeriodicRuns,
-		PeriodicMissed:   e.PeriodicMissed,
-		Crossed:          e.Crossed,
-		NodesAllocated:   e.NodesAllocated,
-		NodesReleased:    e.NodesReleased,
-		BlocksReleased:   e.BlocksReleased,
-		BlocksRemade:     e.BlocksRemade,
-		Takeovers:        e.Takeovers,
-		TakeoversRefused: e.TakeoversRefused,
-		Blocked:          blockedTasks(e.Blocked, e.Now),
-		LongestBlocked:   longestBlocked(e),
-		TickLag:          Histogram{e.TickLag},
-		Lateness:         Histogram{e.Lateness},
-		PassTime:         Histogram{e.PassTime},
-		PassTaskTime:     Histogram{e.PassTaskTime},
-		TaskTime:         Histogram{e.TaskTime},
+		Panics:         e.Panics,
+		PeriodicRuns:   e.PeriodicRuns,
+		PeriodicMissed: e.PeriodicMissed,
+		Crossed:        e.Crossed,
+		NodesAllocated: e.NodesAllocated,
+		NodesReleased:  e.NodesReleased,
+		BlocksReleased: e.BlocksReleased,
+		BlocksRemade:   e.BlocksRemade,
+		BlockedRuns:    e.BlockedRuns,
+		BlockedRefused: e.BlockedRefused,
+		Blocked:        blockedTasks(e.Blocked, e.Now),
+		LongestBlocked: longestBlocked(e),
+		TickLag:        Histogram{e.TickLag},
+		Lateness:       Histogram{e.Lateness},
+		PassTime:       Histogram{e.PassTime},
+		TaskTime:       Histogram{e.TaskTime},
 	}
 }
 
-// BlockedTask is a task a takeover (WithTakeoverAfter) left running on a
-// goroutine of its own, while a new one went on with its wheel, and which
-// has not returned yet.
+// BlockedTask is a task that held up the tasks behind it for
+// WithBlockedAfter, which went to another runner while it went on.
 type BlockedTask struct {
 	// Key is the timer's key, and Keyed whether the key's later timers
 	// wait for the task (a timer from Schedule, ScheduleKey or
@@ -429,9 +421,10 @@ type BlockedTask struct {
 	// Func names the task's function as the runtime knows it (for a
 	// Handler's timer, the handler's), empty if unknown.
 	Func string `json:"func"`
-	// Running is how long the task has run, at the snapshot, to about
-	// WithTakeoverAfter (LongestBlocked: how long it ran, to about a tick,
-	// once it has returned).
+	// Running is how long the task has run, at the snapshot, less up to
+	// WithBlockedAfter and a tick (it is measured from the first look
+	// that saw it running; LongestBlocked: how long it ran, to about a
+	// tick, once it has returned).
 	Running time.Duration `json:"running_ns"`
 }
 
@@ -449,8 +442,8 @@ func blockedTasks(e []shard.BlockedTask, now time.Duration) []BlockedTask {
 	return out
 }
 
-// longestBlocked returns the task that ran longest of those takeovers
-// left on e's shard, returned or not.
+// longestBlocked returns the task that ran longest of those that blocked
+// on e's shard, returned or not.
 func longestBlocked(e shard.Stats) BlockedTask {
 	l := e.Longest
 	longest := BlockedTask{Key: l.Key, Keyed: l.Keyed, Func: l.Func, Running: l.Ran}
@@ -467,7 +460,7 @@ func longestBlocked(e shard.Stats) BlockedTask {
 // made (the zero record) is 0 ago.
 func passWork(p shard.PassWork, now time.Duration) PassWork {
 	w := PassWork{
-		Duration: p.Duration, Tasks: p.Tasks,
+		Duration:    p.Duration,
 		Transferred: p.Transferred, Refiled: p.Refiled, Cascaded: p.Cascaded, Fired: p.Fired,
 	}
 	if p != (shard.PassWork{}) {

@@ -136,14 +136,13 @@ func TestStatsAddUp(t *testing.T) {
 }
 
 // TestPassTimeAndSlowestPassAcrossShards: PassTime records each pass,
-// SlowestPass is the longest one and says what it did, how long its tasks
-// held the shard and when; PassTaskTime has that time too, and Recent
-// the same pass while it is within the last minute; Total adds up the
-// shards (counts sum, peaks take the maximum); with Stats off no pass is
-// timed and the counters are still kept. Takeovers off: the slow task
-// holds its wheel.
+// SlowestPass is the longest one and says what it did and when, and Recent
+// the same pass while it is within the last minute; a slow task holds no
+// pass (it runs on the shard's runner); Total adds up the shards (counts
+// sum, peaks take the maximum); with Stats off no pass is timed and the
+// counters are still kept.
 func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
-	s := newScheduler(t, shardwheel.WithShards(2), stall)
+	s := newScheduler(t, shardwheel.WithShards(2))
 	began := time.Now()
 	var wg sync.WaitGroup
 	for i := range 2000 {
@@ -151,8 +150,6 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 		_, err := s.Schedule(uint64(i), time.Duration(i%50)*time.Millisecond, wg.Done)
 		require.NoError(t, err)
 	}
-	// A slow task makes its pass the slowest by far, whatever the host's
-	// scheduler does to the others.
 	wg.Add(1)
 	_, err := s.Schedule(1<<20, 5*time.Millisecond, func() { time.Sleep(40 * time.Millisecond); wg.Done() })
 	require.NoError(t, err)
@@ -161,14 +158,10 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 	st := s.Stats()
 	require.Positive(t, st.Total.PassTime.Count())
 	sp := st.Total.SlowestPass
-	assert.GreaterOrEqual(t, sp.Duration, 40*time.Millisecond, "the slow task's pass")
 	// the slowest pass is the largest recorded pass time (histogram error < 1/64)
 	assert.InEpsilon(t, float64(st.Total.PassTime.Max()), float64(sp.Duration), 1.0/32)
 	assert.Positive(t, sp.Transferred+sp.Refiled+sp.Fired, "the slowest pass did nothing?")
-	assert.GreaterOrEqual(t, sp.Tasks, 40*time.Millisecond, "its task held the shard")
-	assert.LessOrEqual(t, sp.Tasks, sp.Duration)
-	assert.GreaterOrEqual(t, st.Total.PassTaskTime.Max(), 40*time.Millisecond)
-	assert.LessOrEqual(t, sp.Ago, time.Since(began)-40*time.Millisecond, "it ended after the task's 40ms")
+	assert.LessOrEqual(t, sp.Ago, time.Since(began), "it ended within the test")
 	assert.Equal(t, sp, st.Total.Recent.SlowestPass, "within the last minute")
 	assert.GreaterOrEqual(t, st.Total.QueuedPeak, st.Total.Recent.QueuedPeak)
 	var fired uint64
@@ -190,9 +183,7 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 	require.Eventually(t, func() bool { return off.Stats().Total.Fired == 1 }, waitFor, pollEvery)
 	ost := off.Stats().Total
 	assert.Zero(t, ost.SlowestPass.Duration)
-	assert.Zero(t, ost.SlowestPass.Tasks)
 	assert.Zero(t, ost.PassTime.Count())
-	assert.Zero(t, ost.PassTaskTime.Count())
 	assert.EqualValues(t, 1, ost.Fired)
 }
 

@@ -20,38 +20,39 @@ import (
 // calls it at the timer's deadline, so that a context made before Stop
 // still expires at its deadline. Stats counts them as stopped.
 //
-// What Stop waits for: each shard goroutine to return. With the default
-// inline executor that includes any task running when Stop is called, so
-// every task has returned when Stop does. With WithExecutor it includes
-// the executor's run calls in progress, but not tasks the executor runs
-// asynchronously: wait for those with the executor's own means. A
-// panicking task or executor is recovered by its shard and reported to the
-// panic handler; an executor that runs tasks on other goroutines must
-// recover their panics itself. Shutdown is Stop with a bound on this wait.
+// What Stop waits for: each shard goroutine to return, which it does
+// within a pass (it never runs a task), and then every task the shards
+// handed out before it: the tasks running, and those queued behind them
+// (fired, so not returned), including a task that blocks and its key's
+// tasks queued behind it. So every task has returned when Stop does. With
+// WithExecutor, Stop waits for the executor's run calls in progress or
+// queued, but not for tasks the executor runs asynchronously: wait for
+// those with the executor's own means. A panicking task or executor is
+// recovered and reported to the panic handler; an executor that runs tasks
+// on other goroutines must recover their panics itself. Shutdown is Stop
+// with a bound on this wait.
 //
-// A periodic series (Every) is returned between its runs. With
-// WithExecutor, a series whose run the executor holds when Stop claims it
-// (handed over, its task started or not) is not returned: that run, which
-// may start after Stop returns, is its last, and Stats counts the series
-// as stopped. So what Stop returns never runs twice: a returned series'
-// Task is not also in the executor's hands. (Inline, a run in progress
-// has returned by the time Stop does, unless the task called Stop itself
-// or Shutdown gave up on it.)
+// A periodic series (Every) is returned between its runs. A series whose
+// run is handed out when Stop claims it (its task started or not) is not
+// returned: that run, which may start after Stop claims it, is its last,
+// and Stats counts the series as stopped. So what Stop returns never runs
+// twice: a returned series' Task is not also in a runner's hands. A timer
+// due while its key's task blocked (WithBlockedAfter) is still pending:
+// Stop returns it.
 //
 // Stop is idempotent: only the first call returns timers; a later call
-// waits until the first is completely done (every shard goroutine has
-// returned, including one whose task called Stop and is still running) and
-// returns nil.
+// waits until the first is completely done (every task has returned,
+// including one that called Stop and is still running) and returns nil.
 //
-// Called from inside a task running on a shard goroutine (the default
-// executor), Stop does not wait for that shard, which would deadlock: it
-// claims the pending timers of every shard, including those due in the
-// same tick as the calling task, waits for the other shards, and returns;
-// the calling shard's goroutine exits as soon as the task returns. A later
-// Stop called from a task returns nil at once, without waiting: the first
-// Stop may be waiting for that very task. With WithExecutor, Stop waits
-// for every shard, so an executor that blocks a shard until a task that
-// calls Stop returns will deadlock.
+// Called from inside a task, Stop does not wait for the tasks of that
+// task's shard, which would deadlock: it claims the pending timers of every
+// shard, waits for the other shards' tasks, and returns; the calling
+// shard's remaining tasks run once the calling task returns. A later Stop
+// called from a task returns nil at once, without waiting: the first Stop
+// may be waiting for that very task. With WithExecutor, the executor's
+// goroutines are not the shard's: Stop called from a task an executor runs
+// asynchronously waits for every shard's runners, so an executor whose run
+// call waits until a task that calls Stop returns will deadlock.
 func (s *Scheduler) Stop() []Timeout {
 	out, _ := s.Shutdown(context.Background())
 	return out
@@ -61,12 +62,12 @@ func (s *Scheduler) Stop() []Timeout {
 // ctx.Err() instead of hanging on a task that never returns. Either way
 // the first call claims every pending timer, returns it (or hands it over,
 // as Stop does), and makes Schedule return ErrStopped; a nil error means
-// every shard goroutine has returned, as after Stop. When ctx is done
-// first, tasks that were running may still be running, and their shard
-// goroutines exit when they return. The error is ctx.Err() whenever ctx is
-// done before every shard goroutine has returned, even if ctx was done
-// already when Shutdown was called. A later call, or Stop, waits (bounded
-// by its own ctx) for those goroutines, and returns no timers.
+// every task has returned, as after Stop. When ctx is done first, tasks
+// handed out before may still be running or queued, and run to their
+// end. The error is ctx.Err() whenever ctx is done before every task has
+// returned, even if ctx was done already when Shutdown was called. A later
+// call, or Stop, waits (bounded by its own ctx) for those tasks, and
+// returns no timers.
 func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	s.mustBeNew()
 	gid := shard.GoroutineID()
@@ -85,25 +86,10 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	for _, sh := range s.shards {
 		sh.Close()
 	}
-	var err error
+	// Each shard goroutine returns within a pass: it runs no task, so
+	// nothing it waits for is a task's. Drain may run from then on.
 	for _, sh := range s.shards {
-		if sh.IsShardGoroutine(gid) {
-			continue // quiet: it is running the task that called us
-		}
-		if err == nil {
-			err = wait(ctx, sh.Exited())
-		}
-		if err != nil {
-			// Giving up on a shard goroutine still busy: Drain may
-			// run beside it once it touches no node again, which it
-			// reaches without waiting for any task (see shard.Quiet).
-			if quiet, ch := sh.Quiet(); !quiet {
-				select {
-				case <-ch:
-				case <-sh.Stopped():
-				}
-			}
-		}
+		<-sh.Stopped()
 	}
 	var out []Timeout
 	for _, sh := range s.shards {
@@ -120,6 +106,15 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	// deletes the entry itself.
 	for i := range s.index {
 		s.index[i].m.Clear()
+	}
+	// Then the tasks handed out before Stop: every runner of a shard
+	// returns once it has run them, but the task that called Stop cannot
+	// wait for its own.
+	var err error
+	for _, sh := range s.shards {
+		if err == nil && !sh.IsShardGoroutine(gid) {
+			err = wait(ctx, sh.Exited())
+		}
 	}
 	close(s.stopped)
 	countLive(-1, nil)
@@ -143,7 +138,7 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 }
 
 // onShardGoroutine reports whether the goroutine with id gid is one of s's
-// shard goroutines: Stop called from a task run inline.
+// runners: Stop called from a task.
 func (s *Scheduler) onShardGoroutine(gid uint64) bool {
 	for _, sh := range s.shards {
 		if sh.IsShardGoroutine(gid) {

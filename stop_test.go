@@ -469,7 +469,7 @@ func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 // error when a task hangs, yet claims every pending timer, the hung
 // shard's included, even those due in the very tick of the hung task that
 // the shard had not started: each timer either ran or was returned, once.
-// Takeovers off: with them the wheel's successor runs the tick's other
+// BlockedRuns off: with them the wheel's successor runs the tick's other
 // timers (TestShutdownFromATaskWhileAnotherBlocks).
 func TestShutdownClaimsTheOtherTimersOfTheHungTick(t *testing.T) {
 	s := newUnstopped(t, shardwheel.WithShards(1), stall)

@@ -26,7 +26,7 @@ const (
 )
 
 // blockFor is how long the sleep disturbance's task sleeps on its shard (its
-// wheel taken over after WithTakeoverAfter, the report says so): a
+// wheel taken over after WithBlockedAfter, the report says so): a
 // lock or a call held that long.
 const blockFor = 50 * time.Millisecond
 

@@ -45,13 +45,11 @@
 //	Sweeps                         shardwheel.sweep.completed                 Int64ObservableCounter        {sweep}
 //	Swept                          shardwheel.sweep.freed                     Int64ObservableCounter        {timer}
 //	SlowestPass.Duration           shardwheel.pass.slowest.duration           Float64ObservableGauge        s
-//	SlowestPass.Tasks              shardwheel.pass.slowest.tasks              Float64ObservableGauge        s
 //	SlowestPass.Transferred        shardwheel.pass.slowest.transferred        Int64ObservableGauge          {timer}
 //	SlowestPass.Refiled            shardwheel.pass.slowest.refiled            Int64ObservableGauge          {timer}
 //	SlowestPass.Cascaded           shardwheel.pass.slowest.cascaded           Int64ObservableGauge          {timer}
 //	SlowestPass.Fired              shardwheel.pass.slowest.fired              Int64ObservableGauge          {timer}
 //	Recent.SlowestPass.Duration    shardwheel.pass.recent_slowest.duration    Float64ObservableGauge        s
-//	Recent.SlowestPass.Tasks       shardwheel.pass.recent_slowest.tasks       Float64ObservableGauge        s
 //	Recent.SlowestPass.Transferred shardwheel.pass.recent_slowest.transferred Int64ObservableGauge          {timer}
 //	Recent.SlowestPass.Refiled     shardwheel.pass.recent_slowest.refiled     Int64ObservableGauge          {timer}
 //	Recent.SlowestPass.Cascaded    shardwheel.pass.recent_slowest.cascaded    Int64ObservableGauge          {timer}
@@ -67,14 +65,13 @@
 //	NodesReleased                  shardwheel.nodes.released                  Int64ObservableCounter        {node}
 //	BlocksReleased                 shardwheel.blocks.released                 Int64ObservableCounter        {block}
 //	BlocksRemade                   shardwheel.blocks.remade                   Int64ObservableCounter        {block}
-//	Takeovers                      shardwheel.takeover.taken                  Int64ObservableCounter        {takeover}
-//	TakeoversRefused               shardwheel.takeover.refused                Int64ObservableCounter        {takeover}
+//	BlockedRuns                    shardwheel.task.blocked_runs               Int64ObservableCounter        {task}
+//	BlockedRefused                 shardwheel.task.blocked_refused            Int64ObservableCounter        {look}
 //	Blocked (its length)           shardwheel.task.blocked                    Int64ObservableUpDownCounter  {task}
 //	LongestBlocked.Running         shardwheel.task.longest_blocked            Float64ObservableGauge        s
 //	TickLag                        shardwheel.tick.lag                        distribution, see below       s
 //	Lateness                       shardwheel.task.lateness                   distribution, see below       s
 //	PassTime                       shardwheel.pass.duration                   distribution, see below       s
-//	PassTaskTime                   shardwheel.pass.task_duration              distribution, see below       s
 //	TaskTime                       shardwheel.task.duration                   distribution, see below       s
 //
 // Counters, peaks and the slowest pass count since shardwheel.New; the
@@ -99,8 +96,7 @@
 // other's last collection); a shard that recorded none in it reports no
 // point. They are within 1.6% of the exact quantile, and do not add up:
 // a quantile over all shards cannot be derived from theirs (WithTotalOnly
-// reports the total's). TaskTime is sampled, one task in 16: its count
-// counts samples. PassTaskTime counts the passes that ran tasks.
+// reports the total's). TaskTime's count counts tasks.
 //
 // With the OpenTelemetry SDK, the distributions can be exported as
 // exponential histograms, with buckets, by the shardwheelsdk Producer;

@@ -59,15 +59,12 @@ func ExampleRegister() {
 	// shardwheel.pass.recent_slowest.duration gauge s
 	// shardwheel.pass.recent_slowest.fired gauge {timer}
 	// shardwheel.pass.recent_slowest.refiled gauge {timer}
-	// shardwheel.pass.recent_slowest.tasks gauge s
 	// shardwheel.pass.recent_slowest.transferred gauge {timer}
 	// shardwheel.pass.slowest.cascaded gauge {timer}
 	// shardwheel.pass.slowest.duration gauge s
 	// shardwheel.pass.slowest.fired gauge {timer}
 	// shardwheel.pass.slowest.refiled gauge {timer}
-	// shardwheel.pass.slowest.tasks gauge s
 	// shardwheel.pass.slowest.transferred gauge {timer}
-	// shardwheel.pass.task_duration exponential-histogram s
 	// shardwheel.periodic.missed counter {point}
 	// shardwheel.periodic.runs counter {run}
 	// shardwheel.queue.depth updowncounter {timer}
@@ -75,9 +72,9 @@ func ExampleRegister() {
 	// shardwheel.queue.recent_peak_depth gauge {timer}
 	// shardwheel.sweep.completed counter {sweep}
 	// shardwheel.sweep.freed counter {timer}
-	// shardwheel.takeover.refused counter {takeover}
-	// shardwheel.takeover.taken counter {takeover}
 	// shardwheel.task.blocked updowncounter {task}
+	// shardwheel.task.blocked_refused counter {look}
+	// shardwheel.task.blocked_runs counter {task}
 	// shardwheel.task.duration exponential-histogram s
 	// shardwheel.task.lateness exponential-histogram s
 	// shardwheel.task.longest_blocked gauge s

@@ -134,7 +134,7 @@ func TestKnownValues(t *testing.T) {
 			{Name: "shardwheel.timer.pending", Unit: "{timer}", Description: "Timers scheduled and not yet fired, cancelled or stopped (Scheduler.Pending).",
 				Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.DataPoint[int64]{{Value: pending}}}},
 			{Name: "shardwheel.timer.scheduled", Unit: "{timer}", Description: "Timers accepted by Schedule and its kin.", Data: sum(true, 7, 3)},
-			{Name: "shardwheel.timer.fired", Unit: "{timer}", Description: "Timer tasks started.", Data: sum(true, 3, 0)},
+			{Name: "shardwheel.timer.fired", Unit: "{timer}", Description: "Timers fired: their tasks handed to the shard's runner.", Data: sum(true, 3, 0)},
 			{Name: "shardwheel.timer.cancelled", Unit: "{timer}", Description: "Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.", Data: sum(true, 1, 2)},
 			{Name: "shardwheel.timer.resets", Unit: "{reset}", Description: "Successful Reset calls.", Data: sum(true, 1, 0)},
 			{Name: "shardwheel.timer.stopped", Unit: "{timer}", Description: "Timers claimed by Stop, which never ran.", Data: sum(true, stopped[0], stopped[1])},
@@ -274,9 +274,9 @@ func TestWithoutSummaries(t *testing.T) {
 		_, kept := some[name]
 		assert.Equal(t, !summary, kept, name)
 	}
-	// Five distributions: count and sum each; without samples (WithStats
+	// Four distributions: count and sum each; without samples (WithStats
 	// false) the quantile gauges have no point, and the SDK no metric.
-	assert.Len(t, all, len(some)+2*5)
+	assert.Len(t, all, len(some)+2*4)
 }
 
 // TestOneSnapshotPerCollection: the callback calls Stats once.

@@ -302,12 +302,16 @@ type sample struct {
 	// SlowestPass is the interval's slowest pass, when the snapshots
 	// show it: the slowest pass of the last minute, if it ended within
 	// the interval; else nil.
-	SlowestPass  *shardwheel.PassWork `json:"slowest_pass,omitempty"`
-	TickLag      dist                 `json:"tick_lag"`
-	Lateness     dist                 `json:"lateness"`
-	TaskTime     dist                 `json:"task_time"`
-	PassTime     dist                 `json:"pass_time"`
-	PassTaskTime dist                 `json:"pass_task_time"`
+	SlowestPass *shardwheel.PassWork `json:"slowest_pass,omitempty"`
+	TickLag     dist                 `json:"tick_lag"`
+	Lateness    dist                 `json:"lateness"`
+	TaskTime    dist                 `json:"task_time"`
+	PassTime    dist                 `json:"pass_time"`
+	// BlockedRuns counts the tasks that held up others for
+	// WithBlockedAfter in the interval, and Blocked those still running
+	// at its end, the longest first.
+	BlockedRuns uint64                   `json:"blocked_runs,omitempty"`
+	Blocked     []shardwheel.BlockedTask `json:"blocked,omitempty"`
 	// Lost is the time lost above the limit (lateLimit): the sum over the
 	// interval's timers of how far each ran past it, or, when none did,
 	// over its ticks. Spikes are ranked by it.
@@ -392,8 +396,9 @@ func newSample(cur, prev snapshot, at, tick time.Duration) sample {
 		TickLag:         v.TickLag,
 		Lateness:        v.Lateness,
 		PassTime:        v.PassTime,
-		PassTaskTime:    v.PassTaskTime,
 		TaskTime:        v.TaskTime,
+		BlockedRuns:     v.BlockedRuns,
+		Blocked:         cur.st.Total.Blocked,
 		Proc:            procSub(cur.proc, prev.proc, span),
 		end:             cur.at,
 	}

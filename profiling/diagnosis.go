@@ -64,7 +64,7 @@ type cause string
 const (
 	causeCPU     cause = "cpu"     // a shard goroutine was runnable and not running
 	causeGC      cause = "gc"      // the garbage collector: its pauses, or the CPU it took
-	causeTasks   cause = "tasks"   // tasks held the shards
+	causeTasks   cause = "tasks"   // tasks waited behind other tasks
 	causeBurst   cause = "burst"   // new timers beyond the transfer cap, or a pass's many
 	causeCascade cause = "cascade" // a pass re-filed many timers
 	causeUnknown cause = "unknown" // none the figures show
@@ -72,7 +72,7 @@ const (
 
 // causeNames names causes for a reader.
 var causeNames = map[cause]string{
-	causeCPU: "waiting for a CPU", causeGC: "garbage collection", causeTasks: "long tasks",
+	causeCPU: "waiting for a CPU", causeGC: "garbage collection", causeTasks: "waiting behind a task",
 	causeBurst: "a burst of new timers", causeCascade: "a cascade of re-filed timers",
 	causeUnknown: "no cause the figures show",
 }
@@ -157,12 +157,16 @@ func findSpikes(tick time.Duration, samples []sample) (spikes []spike, notes int
 		// Timers due during a stall that straddles two intervals run,
 		// late, in the second, whose own passes may then be short: the
 		// stall is the interval before's when one of its passes was half
-		// as long as this one's worst delay, or, when nothing here shows
-		// a cause, when any of its figures was.
+		// as long as this one's worst delay, or a task blocked in it and
+		// the shards were on time here, or, when nothing here shows a
+		// cause, when any of its figures was.
 		if i > 0 && isSpike(&samples[i-1], tick) && 2*s.PassTime.Max < sp.worst() {
 			prev := &samples[i-1]
 			unknown := slices.Equal(causes, []cause{causeUnknown})
-			if 2*prev.PassTime.Max >= sp.worst() ||
+			// A key's timers held behind a task that blocked in the
+			// interval before run late here, the shards on time.
+			held := (prev.BlockedRuns > 0 || len(prev.Blocked) > 0) && 2*s.TickLag.Max < s.Lateness.Max
+			if 2*prev.PassTime.Max >= sp.worst() || held ||
 				unknown && 2*max(prev.TickLag.Max, prev.PassTime.Max, prev.Lateness.Max) >= sp.worst() {
 				if pc, _ := explain(prev, tick); !slices.Equal(pc, []cause{causeUnknown}) {
 					sp.after, sp.causes = prev, pc
@@ -194,76 +198,89 @@ func (e *explanation) add(c cause, format string, args ...any) {
 }
 
 // explain says what the figures of s, an interval with a spike, point
-// to. A shard is late because one of its passes took long (its tasks held
-// it, it moved many timers, or it lost its CPU mid-pass) or because it did
-// not start them (its goroutine was runnable and not running). Tasks are
-// timed in every pass and timer moves counted; "waiting for a CPU" needs
-// the runtime's scheduling latencies or the OS's run-queue wait to show a
-// wait half as long as the delay it explains, and garbage collection its
-// pauses or its share of the CPU; when nothing shows, the cause is
-// unknown.
+// to. A task is late because its shard's pass that fired it took long (it
+// moved many timers, or it lost its CPU mid-pass), because the shard did
+// not start the pass (its goroutine was runnable and not running), or,
+// after the pass handed it to its runner, because it waited there: behind
+// a task of its key that blocked (which Stats names), or for the runner to
+// get a CPU. Timer moves are counted in every pass; "waiting for a CPU"
+// needs the runtime's scheduling latencies or the OS's run-queue wait to
+// show a wait half as long as the delay it explains, and garbage
+// collection its pauses or its share of the CPU; when nothing shows, the
+// cause is unknown.
 func explain(s *sample, tick time.Duration) ([]cause, string) {
 	var e explanation
 	lag, late := s.TickLag.Max, s.Lateness.Max
 	worst := max(lag, late)
-	pass, tasks := s.PassTime.Max, s.PassTaskTime.Max
+	pass := s.PassTime.Max
 	if s.CapHits > 0 {
 		e.add(causeBurst, "a burst beyond the transfer cap: %d ticks reached the cap, so new timers waited in the queues "+
 			"for later ticks (raise WithTransferCap or add shards)", s.CapHits)
 	}
 	switch {
+	case 2*max(lag, pass) < late && (s.BlockedRuns > 0 || len(s.Blocked) > 0):
+		// The shards were on time and their passes short: the tasks
+		// waited after they were handed over, behind a task that
+		// blocked.
+		e.add(causeTasks, "waiting behind a blocked task: %s; the later timers of a blocked task's key wait for it "+
+			"(tasks ran up to %s late while ticks started at most %s late): keep tasks short, or hand the blocking "+
+			"ones off with WithExecutor", describeBlockedIn(s), units.Duration(late), units.Duration(lag))
 	case 2*pass >= worst:
 		// A pass at least half as long as the worst delay explains it;
 		// what took the pass's time says why.
-		own := max(pass-tasks, 0)
 		switch {
-		case 2*tasks >= worst:
-			// A task whose goroutine lost its P holds its shard as long as
-			// one that blocks (a goroutine woken by a busy one inherits
-			// the rest of its time slice, and may be preempted at once):
-			// when goroutines waited as long for a P, that comes first.
-			what := fmt.Sprintf("a pass spent %s in its tasks, which may have been their goroutine waiting for a P", units.Duration(tasks))
-			waited := explainWait(&e, s, tasks, what, true)
-			e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass (passes took up to %s): keep tasks "+
-				"short or hand them off with WithExecutor", units.Duration(tasks), units.Duration(pass))
-			if !waited {
-				explainTaskTime(&e, s, tasks)
-			}
 		case explainMoves(&e, s, worst):
-		case explainWait(&e, s, own, fmt.Sprintf("a pass took %s, %s of it outside its tasks with too little work counted "+
-			"to explain it", units.Duration(pass), units.Duration(own)), false):
+		case explainWait(&e, s, pass, fmt.Sprintf("a pass took %s with too little work counted to explain it",
+			units.Duration(pass)), false):
 		case s.CapHits == 0:
-			e.add(causeUnknown, "a pass took %s, %s of it outside its tasks with too little work counted to explain it, "+
-				"and no wait that long shows (%s): the figures cannot tell why (see the profile at that time)",
-				units.Duration(pass), units.Duration(own), waitFigures(s))
+			e.add(causeUnknown, "a pass took %s with too little work counted to explain it, and no wait that long "+
+				"shows (%s): the figures cannot tell why (see the profile at that time)", units.Duration(pass), waitFigures(s))
 		}
 	default:
 		// Late with short passes: the shard goroutines did not run when
-		// their timers were due. (Tick lag counts only the ticks a shard
+		// their timers were due, or the runners not when their tasks
+		// were handed over. (Tick lag counts only the ticks a shard
 		// planned to wake for; a shard woken early for a new timer that
 		// then waited shows in lateness alone.)
 		what := fmt.Sprintf("timers ran up to %s late and ticks started up to %s late while no pass took over %s",
 			units.Duration(late), units.Duration(lag), units.Duration(pass))
+		if t := s.TaskTime.Max; 2*lag < late && 2*t >= late {
+			// The shards on time, and a task timed as long as the
+			// delay: the tasks behind it waited for it.
+			e.add(causeTasks, "waiting behind a task: tasks took up to %s, and the tasks handed "+
+				"to a runner behind one wait for it until WithBlockedAfter: keep tasks short", units.Duration(t))
+			explainTaskTime(&e, s, t)
+			break
+		}
 		if !explainWait(&e, s, worst, what, false) && s.CapHits == 0 {
 			e.add(causeUnknown, "%s, and no wait that long shows (%s): the figures cannot tell why (see the profile at "+
 				"that time)", what, waitFigures(s))
 		}
 	}
-	// Shorter stalls the interval had beside its worst, over the limit
-	// and at least a quarter as long as it: named after it, by what
-	// the pass's own counts show.
+	// A shorter stall the interval had beside its worst, over the limit
+	// and at least a quarter as long as it: named after it, by what the
+	// pass's own counts show.
 	minor := max(worst/4, lateLimit(tick))
-	if tasks > minor && !e.has(causeTasks) {
-		e.add(causeTasks, "long tasks: tasks held a shard for up to %s in one pass: keep tasks short or hand them off "+
-			"with WithExecutor", units.Duration(tasks))
-	}
 	if sp := s.SlowestPass; sp != nil && !e.has(causeCascade) && !e.has(causeBurst) {
-		own := sp.Duration - sp.Tasks
-		if work := time.Duration(sp.Refiled+sp.Transferred) * nodeCost; own > minor && 2*work >= own {
-			explainMoves(&e, s, own)
+		if work := time.Duration(sp.Refiled+sp.Transferred) * nodeCost; sp.Duration > minor && 2*work >= sp.Duration {
+			explainMoves(&e, s, sp.Duration)
 		}
 	}
 	return e.causes, strings.Join(e.whys, "; also ")
+}
+
+// describeBlockedIn names the blocked tasks of interval s: those still
+// running at its end, or how many blocked in it.
+func describeBlockedIn(s *sample) string {
+	if len(s.Blocked) > 0 {
+		f := "the longest still running is " + describeBlocked(s.Blocked[0])
+		if n := len(s.Blocked); n > 1 {
+			f += fmt.Sprintf(" (%d running)", n)
+		}
+		return f
+	}
+	return fmt.Sprintf("%d %s held up the tasks behind them for WithBlockedAfter and returned",
+		s.BlockedRuns, plural(int(s.BlockedRuns), "task", "tasks"))
 }
 
 // explainMoves adds a cascade or a burst to e if one pass of the interval
@@ -443,17 +460,17 @@ func (sm *summary) findings() []finding {
 		}
 		warn("the slowest pass %s: %s%s; %s", sm.slowestScope, describePass(sp), when, stallCause(sp))
 	}
-	if pt := t.PassTaskTime; pt.Max > sm.tick {
-		warn("tasks held a shard for up to %s in one pass (p99 %s of the passes that ran tasks): tasks longer than a tick "+
-			"delay every later timer of their shard; keep tasks short or hand them off with WithExecutor",
-			units.Duration(pt.Max), units.Duration(pt.P99))
+	if tt := t.TaskTime; tt.Max > sm.tick {
+		warn("tasks ran up to %s (p99 %s): a task delays the tasks queued behind it on its shard's runner, until "+
+			"WithBlockedAfter moves them on, and its key's later timers until it returns; keep tasks short, or hand the "+
+			"long ones off with WithExecutor", units.Duration(tt.Max), units.Duration(tt.P99))
 	}
-	if t.Takeovers > 0 || len(t.Blocked) > 0 {
-		warn("long tasks: %s", describeTakeovers(t))
+	if t.BlockedRuns > 0 || len(t.Blocked) > 0 {
+		warn("blocked tasks: %s", describeBlockedRuns(t))
 	}
-	if t.TakeoversRefused > 0 {
-		warn("%d takeovers refused: WithMaxBlockedTasks tasks were blocked already, so those wheels waited for their "+
-			"tasks; raise it, or keep tasks short", t.TakeoversRefused)
+	if t.BlockedRefused > 0 {
+		warn("%d looks at a blocked task refused: WithMaxBlockedTasks tasks were blocked already, so the tasks behind "+
+			"them waited; raise it, or keep tasks short", t.BlockedRefused)
 	}
 	if t.CapHits > 0 {
 		warn("ticks reached the transfer cap %d times: new timers waited in the queues for later ticks; "+
@@ -490,13 +507,14 @@ func spikeRule(tick time.Duration) string {
 func cyclesOf(n uint64) string { return plural(int(n), "GC cycle", "GC cycles") }
 
 // plural returns one or many by n.
-// describeTakeovers says what the takeovers of the window t did: how many
-// tasks ran past WithTakeoverAfter, that their wheels went on, and which
-// task ran longest (of the scheduler's life) and which still run.
-func describeTakeovers(t *view) string {
-	f := fmt.Sprintf("%d %s ran past WithTakeoverAfter, and each wheel went on without it on a new goroutine, "+
-		"running its other timers (later timers of a task's key waited for it)",
-		t.Takeovers, plural(int(t.Takeovers), "task", "tasks"))
+// describeBlockedRuns says what the blocked tasks of the window t did:
+// how many held up the tasks behind them past WithBlockedAfter (which went
+// on on another runner), and which ran longest (of the scheduler's life)
+// and which still run.
+func describeBlockedRuns(t *view) string {
+	f := fmt.Sprintf("%d %s held up the tasks behind them past WithBlockedAfter, which went on on another runner "+
+		"(the later timers of a blocked task's key waited for it)",
+		t.BlockedRuns, plural(int(t.BlockedRuns), "task", "tasks"))
 	if l := t.LongestBlocked; l.Running > 0 {
 		f += "; the longest since the start, " + describeBlocked(l)
 		if len(t.Blocked) > 0 && t.Blocked[0] == l {
@@ -546,23 +564,18 @@ func (sm *summary) spikeLines() []string {
 
 // describePass says what one pass of a shard goroutine did.
 func describePass(p shardwheel.PassWork) string {
-	return fmt.Sprintf("%s, of which tasks %s (%d run), %d new timers taken in, %d re-filed (%d by cascades)",
-		units.Duration(p.Duration), units.Duration(p.Tasks), p.Fired, p.Transferred, p.Refiled, p.Cascaded)
+	return fmt.Sprintf("%s, %d tasks handed to the runner, %d new timers taken in, %d re-filed (%d by cascades)",
+		units.Duration(p.Duration), p.Fired, p.Transferred, p.Refiled, p.Cascaded)
 }
 
 // stallCause says what took a slow pass's time, by its own counts.
 func stallCause(p shardwheel.PassWork) string {
-	own := max(p.Duration-p.Tasks, 0)
 	moves := time.Duration(p.Transferred+p.Refiled) * nodeCost
-	switch {
-	case 2*p.Tasks >= p.Duration:
-		return fmt.Sprintf("its tasks held the shard for %s of it: keep tasks short or hand them off with WithExecutor",
-			units.Duration(p.Tasks))
-	case 2*moves >= own:
+	if 2*moves >= p.Duration {
 		return fmt.Sprintf("moving timers took most of it (about %s)", units.Duration(moves))
 	}
-	return fmt.Sprintf("%s of it was neither its tasks nor moving timers: its goroutine was not running then "+
-		"(waiting for a CPU, or a GC pause or assist; the spikes' figures may say which)", units.Duration(own-moves))
+	return fmt.Sprintf("%s of it was not moving timers: its goroutine was not running then "+
+		"(waiting for a CPU, or a GC pause or assist; the spikes' figures may say which)", units.Duration(p.Duration-moves))
 }
 
 // worstShard returns the shard with the highest lateness p99, or -1 when

@@ -23,12 +23,11 @@ const (
 func quiet(at time.Duration) sample {
 	return sample{
 		At: at, Span: 250 * ms, Ticks: 250,
-		TickLag:      dist{P50: 300 * us, P99: 900 * us, Max: ms, Mean: 400 * us, Count: 250},
-		Lateness:     dist{P50: 400 * us, P99: ms, Max: 1200 * us, Mean: 500 * us, Count: 250},
-		PassTime:     dist{P50: 5 * us, P99: 30 * us, Max: 60 * us, Mean: 8 * us, Count: 250},
-		PassTaskTime: dist{P50: 2 * us, P99: 10 * us, Max: 20 * us, Mean: 3 * us, Count: 200},
-		TaskTime:     dist{P50: 500, P99: 2000, Max: 5000, Mean: 600, Count: 100},
-		Proc:         procDelta{SchedMax: 200 * us, SchedP99: 100 * us, SchedCount: 500, HostKnown: true, ThreadWait: 300 * us},
+		TickLag:  dist{P50: 300 * us, P99: 900 * us, Max: ms, Mean: 400 * us, Count: 250},
+		Lateness: dist{P50: 400 * us, P99: ms, Max: 1200 * us, Mean: 500 * us, Count: 250},
+		PassTime: dist{P50: 5 * us, P99: 30 * us, Max: 60 * us, Mean: 8 * us, Count: 250},
+		TaskTime: dist{P50: 500, P99: 2000, Max: 5000, Mean: 600, Count: 100},
+		Proc:     procDelta{SchedMax: 200 * us, SchedP99: 100 * us, SchedCount: 500, HostKnown: true, ThreadWait: 300 * us},
 	}
 }
 
@@ -48,26 +47,40 @@ func TestExplain(t *testing.T) {
 		causes []cause
 		want   []string
 	}{
-		// The operators' first case: one task that slept 50ms, which the
-		// 1-in-16 task sample did not time; every pass's task time did.
-		"a task that blocked its shard once": {
+		// The operators' first case: one task that blocks 200ms, on a
+		// busy host; the shards on time, its key's later timers held
+		// behind it: no CPU's fault.
+		"a key's timers waited behind its blocked task": {
 			s: func(s *sample) {
-				late(s, 52*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 51*ms, 50*ms
+				late(s, 200*ms)
+				s.TickLag.Max, s.TickLag.P99 = ms, 900*us
+				s.PassTime.Max = 80 * us
+				s.Proc.ThreadWait, s.Proc.OtherCores = 200*ms, 1.6
+				s.BlockedRuns = 1
+				s.Blocked = []shardwheel.BlockedTask{{Key: 7, Keyed: true, Func: "main.slow", Running: 150 * ms}}
 			},
 			causes: []cause{causeTasks},
-			want:   []string{"long tasks: tasks held a shard for up to 50ms in one pass (passes took up to 51ms)", "WithExecutor"},
+			want: []string{"waiting behind a blocked task: the longest still running is main.slow",
+				"the later timers of a blocked task's key wait for it (tasks ran up to 200ms late while ticks started at most 1ms late)"},
 		},
-		// The reverse: a shard goroutine that lost its CPU mid-pass, with
-		// one timed task of 1.7ms, is no task's fault.
-		"a CPU stall with a short task in it": {
+		"a blocked task that returned in the interval": {
+			s: func(s *sample) {
+				late(s, 60*ms)
+				s.TickLag.Max = ms
+				s.BlockedRuns = 2
+			},
+			causes: []cause{causeTasks},
+			want:   []string{"waiting behind a blocked task: 2 tasks held up the tasks behind them for WithBlockedAfter and returned"},
+		},
+		// A shard goroutine that lost its CPU mid-pass.
+		"a CPU stall in a pass": {
 			s: func(s *sample) {
 				late(s, 25*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 24*ms, 1700*us
+				s.PassTime.Max = 24 * ms
 				s.Proc.SchedMax, s.Proc.SchedP99 = 16*ms, 8*ms
 			},
 			causes: []cause{causeCPU},
-			want: []string{"waiting for a CPU: a pass took 24ms, 22.3ms of it outside its tasks",
+			want: []string{"waiting for a CPU: a pass took 24ms with too little work counted to explain it",
 				"runnable goroutines waited up to 16ms for a P (p99 8ms"},
 		},
 		"ticks started late, goroutines waited for a P": {
@@ -127,43 +140,25 @@ func TestExplain(t *testing.T) {
 			},
 			causes: []cause{causeCPU},
 		},
-		"a task, and goroutines waited as long": {
-			// A goroutine preempted in a task: the wait comes first.
-			s: func(s *sample) {
-				late(s, 25*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 24*ms, 23*ms
-				s.Proc.SchedMax = 20 * ms
-			},
-			causes: []cause{causeCPU, causeTasks},
-			want: []string{"waiting for a CPU: a pass spent 23ms in its tasks, which may have been their goroutine waiting for a P",
-				"; also long tasks: tasks held a shard for up to 23ms"},
-		},
-		"a task, and the host busy less than half the interval": {
-			// Threads' waits summed over the interval, short of half a
-			// thread waiting all along, are no evidence against a task
-			// timed as holding its shard.
+		"tasks waited behind a long task": {
+			// The shards on time, no task past WithBlockedAfter: a task
+			// of 50ms that was timed held up those behind it. Threads'
+			// waits summed over the interval, short of half a thread
+			// waiting all along, are no evidence against it.
 			s: func(s *sample) {
 				late(s, 52*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 51*ms, 50*ms
+				s.TickLag.Max = ms
+				s.TaskTime.Max = 50 * ms
 				s.Proc.ThreadWait, s.Proc.OtherCores = 120*ms, 1.5
 			},
 			causes: []cause{causeTasks},
-		},
-		"a task while the host kept the threads waiting": {
-			// Over half a thread waiting all along, on a busy host: the OS
-			// may have held the task's thread.
-			s: func(s *sample) {
-				late(s, 37*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 36*ms, 36*ms
-				s.Proc.ThreadWait, s.Proc.OtherCores = 292*ms, 1.69
-			},
-			causes: []cause{causeTasks, causeCPU},
-			want:   []string{"; also waiting for a CPU: the process's threads waited 292ms in all on the OS's run queues in the interval, other processes keeping 1.69 of", "the OS may have held a task's thread for part of the tasks' 36ms"},
+			want:   []string{"waiting behind a task: tasks took up to 50ms, and the tasks handed to a runner behind one wait for it"},
 		},
 		"a task that allocates while the GC marks": {
 			s: func(s *sample) {
 				late(s, 122*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 121*ms, 121*ms
+				s.TickLag.Max = ms
+				s.TaskTime.Max = 121 * ms
 				s.Proc.GCCycles, s.Proc.GCShare = 1, 0.26
 			},
 			causes: []cause{causeTasks, causeGC},
@@ -181,7 +176,7 @@ func TestExplain(t *testing.T) {
 			s: func(s *sample) {
 				late(s, 21*ms)
 				s.PassTime.Max = 20 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 20 * ms, Refiled: 100_000, Cascaded: 60_000, Fired: 3, Tasks: 10 * us}
+				s.SlowestPass = &shardwheel.PassWork{Duration: 20 * ms, Refiled: 100_000, Cascaded: 60_000, Fired: 3}
 			},
 			causes: []cause{causeCascade},
 			want: []string{"a cascade: a pass of 20ms re-filed 100000 timers within the wheel (60000 of them by cascades, " +
@@ -208,10 +203,10 @@ func TestExplain(t *testing.T) {
 			s: func(s *sample) {
 				late(s, 26*ms)
 				s.PassTime.Max = 25 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 25 * ms, Refiled: 300, Fired: 20, Tasks: 40 * us}
+				s.SlowestPass = &shardwheel.PassWork{Duration: 25 * ms, Refiled: 300, Fired: 20}
 			},
 			causes: []cause{causeUnknown},
-			want:   []string{"outside its tasks with too little work counted to explain it, and no wait that long shows", "cannot tell why"},
+			want:   []string{"a pass took 25ms with too little work counted to explain it, and no wait that long shows", "cannot tell why"},
 		},
 		"ticks late and no wait shown": {
 			s: func(s *sample) {
@@ -240,34 +235,26 @@ func TestExplain(t *testing.T) {
 				late(s, 40*ms)
 				s.PassTime.Max = 12 * ms
 				s.Proc.SchedMax = 35 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 12 * ms, Refiled: 400_000, Tasks: 5 * us}
+				s.SlowestPass = &shardwheel.PassWork{Duration: 12 * ms, Refiled: 400_000}
 			},
 			causes: []cause{causeCPU, causeCascade},
 			want:   []string{"; also a cascade: a pass of 12ms re-filed 400000 timers"},
 		},
-		"a long task beside a longer stall": {
+		"the tail of a blocked task before": {
+			// The key's timers held behind a blocked task run late in
+			// the next interval too: their lateness is the task's,
+			// whatever the host did.
 			s: func(s *sample) {
-				late(s, 120*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 50*ms, 50*ms
-				s.Proc.SchedMax = 100 * ms
-			},
-			causes: []cause{causeCPU, causeTasks},
-			want:   []string{"; also long tasks: tasks held a shard for up to 50ms in one pass"},
-		},
-		"the tail of a long task before": {
-			// The pass after a blocking task starts late in the next
-			// interval: its lag is the task's, whatever the host did.
-			s: func(s *sample) {
-				late(s, 43*ms)
-				s.PassTime.Max = 9 * ms
+				s.Lateness.Max, s.Lateness.P99, s.Lost = 43*ms, 30*ms, 100*ms
 				s.Proc.ThreadWait, s.Proc.OtherCores = 200*ms, 1.6
 			},
 			prev: func(s *sample) {
 				late(s, 50*ms)
-				s.PassTime.Max, s.PassTaskTime.Max = 50*ms, 50*ms
+				s.TickLag.Max = ms
+				s.BlockedRuns = 1
 			},
 			causes: []cause{causeTasks},
-			want:   []string{"the tail of the stall at 0s-250ms into the capture", "that one points to long tasks"},
+			want:   []string{"the tail of the stall at 0s-250ms into the capture", "that one points to waiting behind a task"},
 		},
 		"lateness alone": {
 			s: func(s *sample) {
@@ -366,7 +353,7 @@ func TestSpikeGrading(t *testing.T) {
 func TestLostAbove(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithTick(ms), shardwheel.WithTakeoverAfter(0))
+		s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithTick(ms), shardwheel.WithBlockedAfter(0))
 		require.NoError(t, err)
 		defer s.Stop()
 		var wg sync.WaitGroup
@@ -417,14 +404,13 @@ func TestFindingsTail(t *testing.T) {
 }
 
 // The slowest pass is put down to what took its time, by its own counts:
-// its tasks, moving timers, or neither (its goroutine did not run).
+// moving timers, or not (its goroutine did not run; no task runs in a
+// pass).
 func TestStallCause(t *testing.T) {
 	t.Parallel()
-	assert.Contains(t, stallCause(shardwheel.PassWork{Duration: 155 * ms, Tasks: 150 * ms, Fired: 321}),
-		"its tasks held the shard for 150ms of it: keep tasks short or hand them off with WithExecutor")
 	assert.Contains(t, stallCause(shardwheel.PassWork{Duration: 20 * ms, Refiled: 90_000}), "moving timers took most of it (about 18ms)")
-	assert.Contains(t, stallCause(shardwheel.PassWork{Duration: 155 * ms, Tasks: 100 * us, Fired: 321}),
-		"155ms of it was neither its tasks nor moving timers: its goroutine was not running then")
+	assert.Contains(t, stallCause(shardwheel.PassWork{Duration: 155 * ms, Fired: 321}),
+		"155ms of it was not moving timers: its goroutine was not running then")
 }
 
 // A spike is listed with its time, most time lost first, at most

@@ -299,7 +299,6 @@ func TestHandlerPageDiagnosis(t *testing.T) {
 			t.Parallel()
 			opts := append([]shardwheel.Option{shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond)}, c.opts...)
 			s := newScheduler(t, opts...)
-			// Task time is sampled one task in 16: run enough of them.
 			var wg sync.WaitGroup
 			for range 32 {
 				wg.Add(1)
@@ -319,7 +318,7 @@ func TestHandlerPageDiagnosis(t *testing.T) {
 // again while the totals keep it.
 func TestHandlerWindowMovesWithLoad(t *testing.T) {
 	t.Parallel()
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond), shardwheel.WithTakeoverAfter(0)) // the spike: tasks hold the wheel
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond), shardwheel.WithBlockedAfter(0)) // the spike: tasks hold the wheel
 	c := newClock()
 	h := profiling.HandlerAt(s, profiling.Options{}, c.now)
 	fire := func(n int, delay func(i int) time.Duration, task func()) (markers uint64) {
@@ -402,7 +401,7 @@ func TestHandlerHTMLPage(t *testing.T) {
 		ch := requireReadable(t, b, true)
 		titles[ch.title] = true
 	}
-	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Throughput", "Tasks per pass", "Pending timers", "Queued new timers"} {
+	for _, want := range []string{"Tick lag", "Timer lateness", "Pass time", "Throughput", "Task time", "Pending timers", "Queued new timers"} {
 		assert.True(t, titles[want], "chart %q in %v", want, titles)
 	}
 

@@ -236,15 +236,22 @@ func requireReadable(t *testing.T, doc string, wantData bool) svgChart {
 // charts returns the <svg> blocks of an HTML page.
 func charts(page string) []string { return svgBlock.FindAllString(page, -1) }
 
-// awaitFired waits until s has run want tasks in all and the passes that
-// ran them have ended, so that their times are in its Stats: Fired counts
-// a task as it starts, and a pass records its time as it ends. A marker
-// timer on every shard does it: each runs in a pass after the one that ran
-// the last counted task. It returns the number of markers, which Fired
-// also counts.
+// awaitFired waits until s has fired want timers in all and their tasks
+// have returned (or are blocked: Stats lists them), so that their times are
+// in its Stats: Fired counts a timer as the pass hands its task to the
+// runner, which records its lateness as it starts it and its time as it
+// returns. A marker timer on every shard makes sure the passes that fired
+// them have ended too: each fires in a pass after them. It returns the
+// number of markers, which Fired also counts.
 func awaitFired(t *testing.T, s *shardwheel.Scheduler, want uint64) (markers uint64) {
 	t.Helper()
-	require.Eventually(t, func() bool { return s.Stats().Total.Fired >= want }, 20*time.Second, time.Millisecond)
+	done := func(want uint64) bool {
+		st := s.Stats().Total
+		returned := st.PassTime.Count() == 0 || // WithStats(false): tasks are not timed
+			st.TaskTime.Count()+uint64(len(st.Blocked)) >= st.Fired+st.PeriodicRuns
+		return st.Fired >= want && returned
+	}
+	require.Eventually(t, func() bool { return done(want) }, 20*time.Second, time.Millisecond)
 	marked := make([]bool, s.Shards())
 	for key := uint64(0); markers < uint64(len(marked)); key++ {
 		if i := s.ShardOf(key); !marked[i] {
@@ -254,6 +261,6 @@ func awaitFired(t *testing.T, s *shardwheel.Scheduler, want uint64) (markers uin
 			require.NoError(t, err)
 		}
 	}
-	require.Eventually(t, func() bool { return s.Stats().Total.Fired >= want+markers }, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return done(want + markers) }, 20*time.Second, time.Millisecond)
 	return markers
 }

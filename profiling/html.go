@@ -103,24 +103,25 @@ func cards(t *view, tick time.Duration, rate string, pending int) []card {
 			t.Lateness.P99 > limit || t.Lateness.Max > incidentLimit(tick)},
 		{"tick lag p99", units.Duration(t.TickLag.P99), "p99.9 " + units.Duration(t.TickLag.P999) + ", max " +
 			units.Duration(t.TickLag.Max), t.TickLag.P99 > limit || t.TickLag.Max > incidentLimit(tick)},
-		{"tasks per pass, max", units.Duration(t.PassTaskTime.Max), "how long tasks held a shard in one pass; p99 " +
-			units.Duration(t.PassTaskTime.P99), t.PassTaskTime.Max > tick},
-		takeoverCard(t),
+		{"task time, max", units.Duration(t.TaskTime.Max), "every task timed; p99 " +
+			units.Duration(t.TaskTime.P99) + ": a task delays those queued behind it", t.TaskTime.Max > tick},
+		blockedCard(t),
 		{"fired", rate, strconv.FormatUint(t.Fired, 10) + " timers", false},
 		{"pending", strconv.Itoa(pending), "queued " + strconv.Itoa(t.Queued), false},
 	}
 }
 
-// takeoverCard shows the tasks of the window t that ran past
-// WithTakeoverAfter (their wheels went on without them).
-func takeoverCard(t *view) card {
-	sub := "tasks that ran past WithTakeoverAfter; their wheels went on"
+// blockedCard shows the tasks of the window t that held up the tasks
+// behind them past WithBlockedAfter (which went on on another runner).
+func blockedCard(t *view) card {
+	sub := "tasks that held up others past WithBlockedAfter; the others went on"
 	if len(t.Blocked) > 0 {
-		sub = strconv.Itoa(len(t.Blocked)) + " still running, the longest " + describeBlocked(t.Blocked[0]) + "; the wheel went on"
-	} else if l := t.LongestBlocked; t.Takeovers > 0 && l.Running > 0 {
-		sub = "the longest since the start " + describeBlocked(l) + "; the wheel went on"
+		sub = strconv.Itoa(len(t.Blocked)) + " still running, the longest " + describeBlocked(t.Blocked[0]) +
+			"; its key's later timers wait for it"
+	} else if l := t.LongestBlocked; t.BlockedRuns > 0 && l.Running > 0 {
+		sub = "the longest since the start " + describeBlocked(l)
 	}
-	return card{"tasks taken over", strconv.FormatUint(t.Takeovers, 10), sub, t.Takeovers > 0 || len(t.Blocked) > 0}
+	return card{"blocked tasks", strconv.FormatUint(t.BlockedRuns, 10), sub, t.BlockedRuns > 0 || len(t.Blocked) > 0}
 }
 
 // timeCharts returns the charts of samples over time: tick lag, lateness
@@ -208,16 +209,17 @@ func timeCharts(ax timeAxis, tick time.Duration, samples []sample, spikes []spik
 				"per interval: median, p99 and worst; above the dotted line a shard fell behind." + shaded + gaps},
 		{template.HTML(overTime("Pass time", "pass time", yDuration, "", percentiles(func(s *sample) dist { return s.PassTime }, true),
 			tickRef, true).svg()),
-			"How long the shards' passes took, per interval: a pass takes in new timers, moves timers down the wheel and runs " +
-				"due tasks. Lag with short passes means the shards waited for a CPU; passes as long as the lag mean they were busy " +
-				"(see tasks per pass)." + shaded + gaps},
+			"How long the shards' passes took, per interval: a pass takes in new timers, moves timers down the wheel and hands " +
+				"due tasks to the shard's runner, never running one. Lag with short passes means the shards waited for a CPU; " +
+				"passes as long as the lag mean they were busy." + shaded + gaps},
 	}
 	out = append(out, extra...)
 	return append(out,
-		htmlChart{template.HTML(overTime("Tasks per pass", "tasks per pass", yDuration, "",
-			percentiles(func(s *sample) dist { return s.PassTaskTime }, false), tickRef, true).svg()),
-			"How long tasks held a shard in each pass that ran any, every pass timed: p99 and longest per interval. Tasks " +
-				"that hold a shard longer than a tick delay every later timer of it: keep them short or use WithExecutor." + shaded + gaps},
+		htmlChart{template.HTML(overTime("Task time", "task time", yDuration, "",
+			percentiles(func(s *sample) dist { return s.TaskTime }, false), tickRef, true).svg()),
+			"How long tasks ran, every task timed: p99 and longest per interval. A task delays the tasks queued behind it on " +
+				"its shard's runner until WithBlockedAfter, and its key's later timers until it returns: keep tasks short." +
+				shaded + gaps},
 		htmlChart{template.HTML(overTime("Throughput", "throughput", yRate, "timers", throughput, nil, false).svg()),
 			"Timers fired, scheduled and cancelled per second, per interval." + gaps},
 		htmlChart{template.HTML(overTime("Pending timers", "pending", yCount, "timers", []line{
@@ -255,8 +257,7 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 			latencyOf("tick lag", t.TickLag, sm.shards, func(v view) dist { return v.TickLag }),
 			latencyOf("lateness", t.Lateness, sm.shards, func(v view) dist { return v.Lateness }),
 			latencyOf("pass time", t.PassTime, sm.shards, func(v view) dist { return v.PassTime }),
-			latencyOf("tasks per pass", t.PassTaskTime, sm.shards, func(v view) dist { return v.PassTaskTime }),
-			latencyOf("task time (1 in 16)", t.TaskTime, sm.shards, func(v view) dist { return v.TaskTime }),
+			latencyOf("task time", t.TaskTime, sm.shards, func(v view) dist { return v.TaskTime }),
 		},
 		Config: [][2]string{
 			{"shards", strconv.Itoa(r.shards)},

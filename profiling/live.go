@@ -305,10 +305,8 @@ func (h *handler) html(o *observation, win, total *summary, window, refresh time
 			latencyOf("lateness, since start", tt.Lateness, total.shards, func(v view) dist { return v.Lateness }),
 			latencyOf("pass time, "+label, wt.PassTime, win.shards, func(v view) dist { return v.PassTime }),
 			latencyOf("pass time, since start", tt.PassTime, total.shards, func(v view) dist { return v.PassTime }),
-			latencyOf("tasks per pass, "+label, wt.PassTaskTime, win.shards, func(v view) dist { return v.PassTaskTime }),
-			latencyOf("tasks per pass, since start", tt.PassTaskTime, total.shards, func(v view) dist { return v.PassTaskTime }),
-			latencyOf("task time (1 in 16), "+label, wt.TaskTime, win.shards, func(v view) dist { return v.TaskTime }),
-			latencyOf("task time (1 in 16), since start", tt.TaskTime, total.shards, func(v view) dist { return v.TaskTime }),
+			latencyOf("task time, "+label, wt.TaskTime, win.shards, func(v view) dist { return v.TaskTime }),
+			latencyOf("task time, since start", tt.TaskTime, total.shards, func(v view) dist { return v.TaskTime }),
 		},
 		Config: [][2]string{
 			{"shards", strconv.Itoa(h.s.Shards())},

@@ -15,15 +15,14 @@
 //
 // # What the numbers mean
 //
-// Each shard keeps five histograms: tick lag (how late its goroutine
-// started a tick it meant to wake for), lateness (how late timers ran after
-// the start of their deadline's tick), pass time (how long each of its
-// passes took), tasks per pass (how long the tasks of each pass that ran
-// any held the shard: every pass is timed) and task time (run time of one
-// task in 16, a sample of what a task costs, which a rare slow task
-// escapes). Counters and histograms only grow; a window is the difference
-// of two snapshots (Stats.Sub), which is how the Handler reports the last
-// seconds and Capture gets one set of percentiles per sampling interval.
+// Each shard keeps four histograms: tick lag (how late its goroutine
+// started a tick it meant to wake for), lateness (how late tasks started
+// after the start of their deadline's tick, measured as their runner starts
+// them), pass time (how long each of its passes took; no task runs in a
+// pass) and task time (how long each task ran). Counters and histograms
+// only grow; a window is the difference of two snapshots (Stats.Sub),
+// which is how the Handler reports the last seconds and Capture gets one
+// set of percentiles per sampling interval.
 // The slowest pass and the peaks are given since the scheduler started
 // and for the last minute (ShardStats.Recent).
 //
@@ -50,29 +49,30 @@
 // For each spike the diagnosis says what the figures of its interval
 // point to, and names no cause they do not show:
 //
-//   - tasks, when one pass's tasks held a shard for half the worst delay
-//     or more (every pass times its tasks): keep tasks short or use
-//     WithExecutor. A goroutine preempted in a task holds its shard as
-//     long, so when goroutines waited half as long for a P, waiting for a
-//     CPU is named first; when the host kept this process's threads
-//     waiting half the interval or more, second. The OS can hold a
-//     task's thread without either showing: wall-clock time cannot tell
-//     a task that blocked from one whose thread lost its CPU;
+//   - waiting behind a task, when the shards started their ticks on time
+//     (tick lag under half the lateness) and tasks ran late: behind a task
+//     that blocked, which Stats names (its key's later timers wait for it;
+//     the tasks of other keys move on after WithBlockedAfter), or behind
+//     a task timed as long as half the delay (every task is timed): keep
+//     tasks short or use WithExecutor. When the host kept this process's
+//     threads waiting half the interval or more, waiting for a CPU is
+//     named second: wall-clock time cannot tell a task that blocked from
+//     one whose thread lost its CPU;
 //   - waiting for a CPU, when the shards' goroutines were runnable and not
 //     running: the runtime's scheduling latencies
 //     (/sched/latencies:seconds, a sample of one scheduling in 8 or so,
 //     which rarely holds the shard goroutine's own wait) show goroutines
-//     waiting for a P a quarter as long as the delay (half as long against
-//     tasks timed as holding a shard), or this process's threads waited
+//     waiting for a P a quarter as long as the delay, or this process's
+//     threads waited
 //     half as long in all on the OS's run queues (Linux), with how busy
 //     other processes kept the host;
 //   - garbage collection, when the GC stopped the world half as long, or took
 //     a quarter of the CPU (its target while marking; assists take more)
 //     while goroutines waited for a P a quarter as long or more, or while
-//     tasks that allocate held a shard. The runtime counts a GC cycle's
-//     CPU when the cycle ends: the first interval of GC pressure may read
-//     as waiting for a CPU (busy goroutines and GC workers), or as long
-//     tasks when tasks that allocate assist the GC;
+//     tasks that allocate ran long. The runtime counts a GC cycle's CPU
+//     when the cycle ends: the first interval of GC pressure may read as
+//     waiting for a CPU (busy goroutines and GC workers), or as waiting
+//     behind a task when tasks that allocate assist the GC;
 //   - a cascade, when the interval's slowest pass (known when it was the
 //     slowest of the last minute and ended in the interval) or a new peak
 //     re-filed enough timers to take half the delay at 200ns each;
@@ -81,13 +81,13 @@
 //   - unknown otherwise, with what the figures do show.
 //
 // Shorter stalls of the same interval, over the limit and a quarter as
-// long as its worst or more, are named after it: tasks that held a shard
-// that long, or a pass whose timer moves took most of its time. A stall
-// that straddles two intervals makes timers late in the second, whose own
-// passes may be short: when the interval before is a spike with a pass
-// half as long as the second's worst delay (or, when nothing in the
-// second shows a cause, any figure that long), the second is named the
-// tail of that stall, with its causes.
+// long as its worst or more, are named after it: a pass whose timer moves
+// took most of its time. A stall that straddles two intervals makes timers
+// late in the second, whose own passes may be short: when the interval
+// before is a spike with a pass half as long as the second's worst delay,
+// or a task that blocked while the second's shards were on time (or, when
+// nothing in the second shows a cause, any figure that long), the second
+// is named the tail of that stall, with its causes.
 //
 // fgprof is offered beside the CPU profiler because lateness is a
 // wall-clock problem: a shard that waits (for a CPU, a lock, a blocking

@@ -35,11 +35,10 @@ func summarize(cur, prev shardwheel.Histogram) dist {
 // summarize them and, being shallower, replace them in JSON.
 type view struct {
 	shardwheel.ShardStats
-	TickLag      dist `json:"tick_lag"`
-	Lateness     dist `json:"lateness"`
-	TaskTime     dist `json:"task_time"`
-	PassTime     dist `json:"pass_time"`
-	PassTaskTime dist `json:"pass_task_time"`
+	TickLag  dist `json:"tick_lag"`
+	Lateness dist `json:"lateness"`
+	TaskTime dist `json:"task_time"`
+	PassTime dist `json:"pass_time"`
 }
 
 // newView returns the window from prev to cur. A zero prev makes the window
@@ -50,7 +49,6 @@ func newView(cur, prev shardwheel.ShardStats) view {
 	v.Lateness = summarize(cur.Lateness, prev.Lateness)
 	v.TaskTime = summarize(cur.TaskTime, prev.TaskTime)
 	v.PassTime = summarize(cur.PassTime, prev.PassTime)
-	v.PassTaskTime = summarize(cur.PassTaskTime, prev.PassTaskTime)
 	return v
 }
 
@@ -143,7 +141,7 @@ func (sm *summary) write(w io.Writer) error {
 		d    dist
 	}{
 		{"tick lag", t.TickLag}, {"lateness", t.Lateness}, {"pass time", t.PassTime},
-		{"tasks per pass", t.PassTaskTime}, {"task time (1 in 16)", t.TaskTime},
+		{"task time", t.TaskTime},
 	} {
 		p("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", d.name, d.d.Count,
 			units.Duration(d.d.P50), units.Duration(d.d.P90), units.Duration(d.d.P99), units.Duration(d.d.P999),
@@ -151,12 +149,12 @@ func (sm *summary) write(w io.Writer) error {
 	}
 
 	p("\nshard\tresident\tscheduled\tfired\tcancelled\tqueued\tcap hits\tpanics" +
-		"\tlag p99\tlate p99\tlate max\ttasks/pass max\n")
+		"\tlag p99\tlate p99\tlate max\ttask max\n")
 	for i, v := range sm.shards {
 		p("%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", i,
 			v.Resident, v.Scheduled, v.Fired, v.Cancelled, v.Queued, v.CapHits, v.Panics,
 			units.Duration(v.TickLag.P99), units.Duration(v.Lateness.P99), units.Duration(v.Lateness.Max),
-			units.Duration(v.PassTaskTime.Max))
+			units.Duration(v.TaskTime.Max))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -94,7 +94,7 @@ func TestCollectAndCompare(t *testing.T) {
 # TYPE shardwheel_timers_scheduled_total counter
 shardwheel_timers_scheduled_total{shard="0"} 7
 shardwheel_timers_scheduled_total{shard="1"} 3
-# HELP shardwheel_timers_fired_total Timer tasks started.
+# HELP shardwheel_timers_fired_total Timers fired: their tasks handed to the shard's runner.
 # TYPE shardwheel_timers_fired_total counter
 shardwheel_timers_fired_total{shard="0"} 3
 shardwheel_timers_fired_total{shard="1"} 0

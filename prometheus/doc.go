@@ -41,13 +41,11 @@
 //	Sweeps                         shardwheel_sweeps_total                              counter
 //	Swept                          shardwheel_swept_timers_total                        counter
 //	SlowestPass.Duration           shardwheel_slowest_pass_seconds                      gauge      seconds
-//	SlowestPass.Tasks              shardwheel_slowest_pass_task_seconds                 gauge      seconds
 //	SlowestPass.Transferred        shardwheel_slowest_pass_transferred_timers           gauge
 //	SlowestPass.Refiled            shardwheel_slowest_pass_refiled_timers               gauge
 //	SlowestPass.Cascaded           shardwheel_slowest_pass_cascaded_timers              gauge
 //	SlowestPass.Fired              shardwheel_slowest_pass_fired_timers                 gauge
 //	Recent.SlowestPass.Duration    shardwheel_recent_slowest_pass_seconds               gauge      seconds
-//	Recent.SlowestPass.Tasks       shardwheel_recent_slowest_pass_task_seconds          gauge      seconds
 //	Recent.SlowestPass.Transferred shardwheel_recent_slowest_pass_transferred_timers    gauge
 //	Recent.SlowestPass.Refiled     shardwheel_recent_slowest_pass_refiled_timers        gauge
 //	Recent.SlowestPass.Cascaded    shardwheel_recent_slowest_pass_cascaded_timers       gauge
@@ -63,14 +61,13 @@
 //	NodesReleased                  shardwheel_nodes_released_total                      counter
 //	BlocksReleased                 shardwheel_blocks_released_total                     counter
 //	BlocksRemade                   shardwheel_blocks_remade_total                       counter
-//	Takeovers                      shardwheel_takeovers_total                           counter
-//	TakeoversRefused               shardwheel_takeovers_refused_total                   counter
+//	BlockedRuns                    shardwheel_blocked_runs_total                        counter
+//	BlockedRefused                 shardwheel_blocked_refused_total                     counter
 //	Blocked (its length)           shardwheel_blocked_tasks                             gauge
 //	LongestBlocked.Running         shardwheel_longest_blocked_task_seconds              gauge      seconds
 //	TickLag                        shardwheel_tick_lag_seconds                          histogram  seconds
 //	Lateness                       shardwheel_task_lateness_seconds                     histogram  seconds
 //	PassTime                       shardwheel_pass_duration_seconds                     histogram  seconds
-//	PassTaskTime                   shardwheel_pass_task_duration_seconds                histogram  seconds
 //	TaskTime                       shardwheel_task_duration_seconds                     histogram  seconds
 //
 // Counters, peaks and the slowest pass count since shardwheel.New; the
@@ -112,9 +109,7 @@
 // _sum is Histogram.Sum in seconds and _count is Histogram.Count, which
 // the buckets add up to. Durations over 2^40-1ns (18m19s), which a
 // Histogram keeps in its last bucket, count at 18m19s in the buckets and
-// with their true value in _sum. TaskTime is sampled, one task in 16: its
-// _count counts samples, not tasks. PassTaskTime counts the passes that
-// ran tasks.
+// with their true value in _sum. TaskTime's _count counts tasks.
 //
 // The native form has no created timestamp: when the Scheduler started is
 // not known from its Stats.

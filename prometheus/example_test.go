@@ -30,6 +30,8 @@ func ExampleNewCollector() {
 		fmt.Printf("%s %s series=%d\n", mf.GetName(), mf.GetType(), len(mf.GetMetric()))
 	}
 	// Output:
+	// shardwheel_blocked_refused_total COUNTER series=2
+	// shardwheel_blocked_runs_total COUNTER series=2
 	// shardwheel_blocked_tasks GAUGE series=2
 	// shardwheel_blocks_released_total COUNTER series=2
 	// shardwheel_blocks_remade_total COUNTER series=2
@@ -38,7 +40,6 @@ func ExampleNewCollector() {
 	// shardwheel_nodes_allocated GAUGE series=2
 	// shardwheel_nodes_released_total COUNTER series=2
 	// shardwheel_pass_duration_seconds HISTOGRAM series=2
-	// shardwheel_pass_task_duration_seconds HISTOGRAM series=2
 	// shardwheel_pending_timers GAUGE series=1
 	// shardwheel_periodic_missed_total COUNTER series=2
 	// shardwheel_periodic_runs_total COUNTER series=2
@@ -50,7 +51,6 @@ func ExampleNewCollector() {
 	// shardwheel_recent_slowest_pass_fired_timers GAUGE series=2
 	// shardwheel_recent_slowest_pass_refiled_timers GAUGE series=2
 	// shardwheel_recent_slowest_pass_seconds GAUGE series=2
-	// shardwheel_recent_slowest_pass_task_seconds GAUGE series=2
 	// shardwheel_recent_slowest_pass_transferred_timers GAUGE series=2
 	// shardwheel_recent_transfer_peak_timers GAUGE series=2
 	// shardwheel_refiled_peak_timers GAUGE series=2
@@ -59,12 +59,9 @@ func ExampleNewCollector() {
 	// shardwheel_slowest_pass_fired_timers GAUGE series=2
 	// shardwheel_slowest_pass_refiled_timers GAUGE series=2
 	// shardwheel_slowest_pass_seconds GAUGE series=2
-	// shardwheel_slowest_pass_task_seconds GAUGE series=2
 	// shardwheel_slowest_pass_transferred_timers GAUGE series=2
 	// shardwheel_sweeps_total COUNTER series=2
 	// shardwheel_swept_timers_total COUNTER series=2
-	// shardwheel_takeovers_refused_total COUNTER series=2
-	// shardwheel_takeovers_total COUNTER series=2
 	// shardwheel_task_duration_seconds HISTOGRAM series=2
 	// shardwheel_task_lateness_seconds HISTOGRAM series=2
 	// shardwheel_task_panics_total COUNTER series=2

@@ -53,7 +53,7 @@ func (sh *Shard) processAttention(budget int) {
 
 // attend handles node idx (n), just taken off the attention stack in state
 // s. A node there is in the wheel, or detached: ended (releaseNode), or a
-// periodic timer its executor's run pushed (periodic.go's rearmAsync),
+// periodic timer its executor's run pushed (periodic.go's rearm),
 // pending at its next grid point, or ended while it ran. Holder only.
 func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 	sh.assertHolder()

@@ -28,16 +28,19 @@ func benchShard(b testing.TB, mutate ...func(*Config)) (*Shard, *ManualClock) {
 	}
 	sh, err := New(cfg)
 	require.NoError(b, err)
+	playShardGoroutine(b, sh)
 	return sh, clock
 }
 
-// passNow runs one pass of the shard goroutine, as it would when woken.
+// passNow runs one pass of the shard goroutine, as it would when woken,
+// and waits until the runner has run what it handed (settleRuns).
 func passNow(sh *Shard) {
 	if !sh.holdForPass() {
 		panic("held")
 	}
 	sh.pass()
 	sh.release()
+	settleRuns(nil, sh)
 }
 
 // simulateIdleTimeouts schedules n timers of delay 60s (with slack),

@@ -3,14 +3,29 @@ package shard
 import (
 	"reflect"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
-// What Stats shows of the tasks takeovers left running (takeover.go), and
-// how the shard goroutine learns that one has returned.
+// What Stats shows of the tasks whose runner the shard left behind
+// (runner.go).
 
-// BlockedTask describes a task a takeover left running on a goroutine of
-// its own (see takeover.go), for Stats.
+// blockedRun is the record of a runner left behind its task: written by the
+// shard goroutine before the CAS that leaves the runner, and read by
+// anyone after (Stats, through blockedView); done is set by the runner when
+// the task has returned.
+type blockedRun struct {
+	key   uint64
+	keyed bool
+	fn    uintptr       // the task's code, for BlockedTask.Func
+	gid   uint64        // the runner's goroutine id (IsShardGoroutine)
+	since time.Duration // a clock reading at which the task was running already
+	done  atomic.Bool
+}
+
+// BlockedTask describes a task that ran past Config.BlockedAfter, whose
+// runner the shard left behind it (see runner.go), for Stats.
 type BlockedTask struct {
 	// Key is the timer's key, and Keyed whether the key's later timers
 	// are held back until it returns.
@@ -19,9 +34,9 @@ type BlockedTask struct {
 	// Func names the task's function, as the runtime knows it
 	// (runtime.FuncForPC); empty if unknown.
 	Func string
-	// Since is the clock reading at which the task started, to about
-	// TakeoverAfter; Ran how long it ran, to about a tick, once it has
-	// returned (else 0).
+	// Since is a clock reading at which the task was running already,
+	// at most BlockedAfter and a tick after it started; Ran how long it
+	// ran from then, to about a tick, once it has returned (else 0).
 	Since time.Duration
 	Ran   time.Duration
 }
@@ -38,35 +53,10 @@ func (sh *Shard) taskCode(task Task) uintptr {
 	return 0
 }
 
-// collectReturned lets the keys of the blocked runs that have returned go
-// and forgets the runs. The shard goroutine, in its pass.
-func (sh *Shard) collectReturned() {
-	if sh.returned.Load() == nil {
-		return
-	}
-	now := sh.clock.Now()
-	for rec := sh.returned.Swap(nil); rec != nil; rec = rec.next {
-		if ran := max(now-rec.since, time.Nanosecond); ran > sh.longest.Ran {
-			sh.longest = rec.task()
-			sh.longest.Ran = ran
-		}
-		if rec.keyed {
-			sh.releaseKey(rec.key)
-		}
-		for i, b := range sh.blocked {
-			if b == rec {
-				sh.blocked = append(sh.blocked[:i], sh.blocked[i+1:]...)
-				break
-			}
-		}
-	}
-	sh.publishBlocked()
-}
-
-// blockedView is what publishBlocked publishes: immutable.
+// blockedView is what publishBlocked publishes: immutable but for the
+// records' done.
 type blockedView struct {
-	tasks   []BlockedTask
-	gids    []uint64
+	runs    []*blockedRun
 	longest BlockedTask
 }
 
@@ -79,25 +69,25 @@ func (b *blockedRun) task() BlockedTask {
 	return BlockedTask{Key: b.key, Keyed: b.keyed, Func: name, Since: b.since}
 }
 
-// publishBlocked publishes the blocked runs, for Stats and for
+// publishBlocked publishes the runners left behind, for Stats and for
 // IsShardGoroutine (a blocked task that calls Stop must not wait for
 // itself). The shard goroutine.
 func (sh *Shard) publishBlocked() {
-	v := &blockedView{tasks: make([]BlockedTask, len(sh.blocked)), gids: make([]uint64, len(sh.blocked)),
-		longest: sh.longest}
-	for i, b := range sh.blocked {
-		v.tasks[i] = b.task()
-		v.gids[i] = b.gid
-	}
-	sh.blockedNow.Store(v)
+	sh.blockedNow.Store(&blockedView{runs: slices.Clone(sh.blocked), longest: sh.longest})
 }
 
-// Blocked returns the tasks takeovers left running, that have not
-// returned yet, and the longest of those that have (Ran 0 if none has).
-// Any goroutine.
+// Blocked returns the tasks that ran past BlockedAfter and have not
+// returned, and the longest of those that have (Ran 0 if none has). Any
+// goroutine.
 func (sh *Shard) Blocked() (running []BlockedTask, longest BlockedTask) {
-	if v := sh.blockedNow.Load(); v != nil {
-		return v.tasks, v.longest
+	v := sh.blockedNow.Load()
+	if v == nil {
+		return nil, BlockedTask{}
 	}
-	return nil, BlockedTask{}
+	for _, b := range v.runs {
+		if !b.done.Load() {
+			running = append(running, b.task())
+		}
+	}
+	return running, v.longest
 }

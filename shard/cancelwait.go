@@ -12,48 +12,33 @@ import (
 //
 // A Cancel that returns false cannot say whether the task is still
 // running. CancelWait can, because every run is published while it is in
-// flight, in one of two places, by its run word (runWordOf: the node's
-// index and the low bits of the timer's generation, never 0):
-//
-//   - runWord, for the run the shard goroutine makes itself: it stores the
-//     word before the CAS that fires the timer (fire, begin) and 0 once the
-//     task, or the executor's run call, has returned. Quiet reads it too:
-//     not 0 is a task in progress, so that one store before a run and one
-//     after serve both.
-//   - the run table (runTable), for a task handed to the executor
-//     (WithExecutor): the shard goroutine publishes the word there before
-//     it hands the run over, and only then replaces runWord's with
-//     runHandedOver, which keeps Quiet seeing a goroutine busy inside the
-//     executor's run call but matches no timer: a waiter waits for the
-//     task, whose run (an execRun) frees its slot when the task has
-//     returned, on whatever goroutine the executor used, and not for the
-//     run call. A reader looks at one bucket of the table, whatever the
-//     runs in flight; the execRuns are pooled, so a run costs no
-//     allocation in steady state where the goroutine token is cheap
-//     (cheapGoroutineToken), and a burst's are given back once it is over
-//     (trimRuns).
+// flight, by its run word (runWordOf: the node's index and the low bits of
+// the timer's generation, never 0), in the run table (runTable): the shard
+// goroutine publishes the word there before the CAS that fires the timer
+// (publishRun; withdrawn if the CAS fails) and hands the run, an execRun,
+// to a runner (runner.go), which frees the slot when the task has returned,
+// on whatever goroutine ran it. A reader looks at one bucket of the table,
+// whatever the runs in flight; the execRuns are pooled, so a run costs no
+// allocation in steady state where the goroutine token is cheap
+// (cheapGoroutineToken), and a burst's are given back once it is over
+// (trimRuns).
 //
 // A waiter that saw the timer end (its Cancel failed, or, for a periodic
-// timer, succeeded) looks for the word in runWord, then in the run table.
-// Since the word is stored before the CAS that fired the timer, and moves
-// from runWord to the table with no gap (the table's store comes first),
-// a waiter that finds it nowhere knows that the task has returned or
-// never started; one that finds it waits until it is gone. A one-shot
-// timer fires once and a cancelled series runs no more, so the word, once
-// gone, never comes back.
+// timer, succeeded) looks for the word in the run table. Since the word is
+// stored before the CAS that fired the timer, a waiter that finds it
+// nowhere knows that the task has returned or never started; one that
+// finds it waits until it is gone. A one-shot timer fires once and a
+// cancelled series runs no more, so the word, once gone, never comes back.
 //
 // Each run also records the token of the goroutine running the task
-// (gtoken.go; the shard goroutine's own, g, for runWord): a waiter whose
-// token it is is that task, and returns at once instead of waiting for
-// itself.
+// (gtoken.go): a waiter whose token it is is that task, and returns at once
+// instead of waiting for itself.
 //
-// Timers that nobody waits for pay the publication (inline, the two
-// stores of the run word, which Quiet needs anyway; with an executor, a
-// pooled execRun and a slot of the table per run) and, at a run's end,
-// one load of waiters: only when it is not zero is the channel notify
-// points to, which the first waiter made, closed. Waiters never spin:
-// they park on that channel, re-checking after each close, and on their
-// context.
+// Timers that nobody waits for pay the publication (a pooled execRun and a
+// slot of the table per run) and, at a run's end, one load of waiters: only
+// when it is not zero is the channel notify points to, which the first
+// waiter made, closed. Waiters never spin: they park on that channel,
+// re-checking after each close, and on their context.
 
 // runWordOf returns the run word of the timer r names: never 0, since
 // r's node index is not. A routed timer runs on another shard than its
@@ -62,31 +47,6 @@ import (
 // which a node repeats only after 2^26 lives.
 func runWordOf(r Ref) uint64 {
 	return uint64(r.idx)<<38 | uint64(r.shard&(1<<12-1))<<26 | r.gen&(1<<26-1)
-}
-
-// runHandedOver is runWord while the shard goroutine is inside the
-// executor's run call: not 0, so that Quiet sees it busy, and no run word
-// (those are at least 1<<38, since a node index is never 0).
-const runHandedOver = 1
-
-// beginRun publishes that the shard goroutine is about to fire the timer
-// whose run word is word. Shard goroutine, before the CAS that fires it.
-func (sh *Shard) beginRun(word uint64) {
-	sh.wrote(lineRuns)
-	sh.runWord.Store(word)
-}
-
-// endRun withdraws beginRun's word once the run has returned (or the CAS
-// that would have fired it failed), wakes waiters, and reports whether the
-// shard is still open: after Close the shard goroutine must abandon its
-// pass, since Quiet may have let Drain start while the word was set.
-// Shard goroutine.
-func (sh *Shard) endRun() bool {
-	stress.Point()
-	sh.wrote(lineRuns)
-	sh.runWord.Store(0)
-	sh.wakeWaiters()
-	return !sh.closed.Load()
 }
 
 // wakeWaiters wakes every goroutine parked in WaitRun, if there is any, to
@@ -116,26 +76,32 @@ func (sh *Shard) waitChan() <-chan struct{} {
 	}
 }
 
-// execRun is one task handed to the executor: the shard goroutine fills it
-// and passes its method value do to Config.Run; do runs the task and then
-// finishes the run (finish), from whatever goroutine the executor runs it
-// on.
+// execRun is one run of a timer's task: the shard goroutine fills it and
+// hands it to a runner (runner.go), which runs the task (call) and then
+// finishes the run (finish), or passes its method value do to Config.Run,
+// which does both from whatever goroutine the executor runs it on.
 //
 // Field ownership: do and sh are immutable. The rest is written by the
-// shard goroutine before it calls Config.Run, which hands the execRun to
-// the executor (the executor's own synchronization orders the run after
-// it), and read by the run; the run hands the execRun back by pushing it
-// on sh.runFree, whose CAS orders the shard goroutine's next use after the
-// run's last.
+// shard goroutine before it hands the run (the runner's tail, and the
+// executor's own synchronization, order the run after it) and read by the
+// run and by the shard goroutine (runner.leave); nobody else writes it
+// until the run hands the execRun back by pushing it on sh.runFree, whose
+// CAS orders the shard goroutine's next use after the run's last. The
+// shard goroutine drops the task's closure when it takes it back
+// (collectRuns), so that a run never writes what leave may read.
 type execRun struct {
 	sh   *Shard
 	do   func() // the execRun's exec, made once
 	task Task
 	key  uint64
-	idx  uint32
-	gen  uint64
+	// keyed says whether the timer's key orders its runs (a routed
+	// timer's: runner.go); tick is its deadline tick, for its lateness.
+	keyed bool
+	tick  uint64
+	idx   uint32
+	gen   uint64
 	// series is set for a periodic timer's run: the run re-files the
-	// series when its task has returned (rearmAsync).
+	// series when its task has returned (rearm).
 	series bool
 	// tab and slot are where the run is published (runTable) until its
 	// task has returned; tab stays set until the shard goroutine takes
@@ -145,13 +111,26 @@ type execRun struct {
 	next *execRun // runFree's and runPool.spare's link
 }
 
-// exec runs the task and finishes the run, even if the task panics (the
-// panic goes on to the executor, which must recover it: it is recovered
-// here only to finish the run first, and raised again with its value) or
-// calls runtime.Goexit (see goexited).
+// call runs the task: its closure, or its handler with its key.
+func (r *execRun) call() {
+	if f := r.task.Func; f != nil {
+		f()
+	} else {
+		r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
+	}
+}
+
+// exec is the run an executor (Config.Run) gets: it runs the task and
+// finishes the run, even if the task panics (the panic goes on to the
+// executor's run call, which the runner recovers: it is recovered here
+// only to finish the run first, and raised again with its value) or calls
+// runtime.Goexit (reported here, while the run is still published, as the
+// runner reports a panic; the run finishes in a deferred call, which a
+// panic handler's own Goexit runs too). recover returns nil for a Goexit,
+// and for a nil panic only under GODEBUG=panicnil=1, which is then taken
+// for one.
 func (r *execRun) exec() {
-	me := goroutineToken()
-	r.tab.gs[r.slot].Store(me)
+	r.tab.gs[r.slot].Store(goroutineToken())
 	returned := false
 	defer func() {
 		if returned {
@@ -162,38 +141,11 @@ func (r *execRun) exec() {
 			r.finish()
 			panic(v)
 		}
-		r.goexited(me)
+		defer r.finish()
+		r.sh.report(ErrGoexit)
 	}()
-	if f := r.task.Func; f != nil {
-		f()
-	} else {
-		r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
-	}
+	r.call()
 	returned = true
-}
-
-// goexited finishes a run whose task called runtime.Goexit on the
-// goroutine whose token is me, for exec. On the shard goroutine (an
-// executor that runs tasks inside its run call) runTask reports it, as
-// the Goexit goes on through it. On another goroutine it is reported
-// here, while the run is still published, as runTask reports a panic,
-// and the shard goroutine, woken, counts it (Panics) in its pass
-// (countAborts); the run finishes in a deferred call, which a panic
-// handler's own Goexit runs too. recover returns nil for a Goexit, and for
-// a nil panic only under GODEBUG=panicnil=1, which is then taken for one.
-func (r *execRun) goexited(me uintptr) {
-	sh := r.sh
-	if me == sh.g.Load() {
-		r.finish()
-		return
-	}
-	defer func() {
-		r.finish()
-		sh.wrote(lineExecutor)
-		sh.aborts.Add(1)
-		sh.signal()
-	}()
-	reportPanic(sh.cfg.OnPanic, ErrGoexit)
 }
 
 // countAborts counts in Panics the tasks whose panic or Goexit was reported
@@ -211,9 +163,8 @@ func (sh *Shard) countAborts() {
 // After the push r belongs to the shard goroutine again.
 func (r *execRun) finish() {
 	sh := r.sh
-	r.task = Task{} // the closure may be collected
 	if r.series {
-		sh.rearmAsync(r.idx, r.gen)
+		sh.rearm(r.idx, r.gen)
 	}
 	t, i := r.tab, r.slot
 	t.gs[i].Store(0) // before the word: a slot free for reuse names no goroutine
@@ -237,7 +188,7 @@ func (r *execRun) giveBack() {
 	}
 }
 
-// The run table: where the runs the executor holds are published.
+// The run table: where the runs in flight are published.
 //
 // A runTable is an open hash set of run words: buckets of runBucket
 // slots, one cache line of words each. A run word goes in one of the two
@@ -264,10 +215,10 @@ func (r *execRun) giveBack() {
 // table in steady state) however many runs were ever made, and a
 // hand-over costs O(1): growth is amortized, and the execRuns are pooled.
 //
-// Reader's order: a run's word is in runWord until its slot holds it
-// (handOver stores it there first), and a table is published before any
-// word goes in it: a reader that loads runWord, then the chain, finds
-// the run in one or the other while it is in flight. A slot's word is 0
+// Reader's order: a table is published before any word goes in it, and a
+// word before the CAS that fires its timer: a reader that saw the timer
+// end loads the chain after, and finds the run while it is in flight. A
+// slot's word is 0
 // or a run's, and a reader that finds its word reads the slot's token
 // after: the token is 0 or the token of the goroutine running that task,
 // since a slot's token is cleared before its word, and set only by the
@@ -376,6 +327,7 @@ func (sh *Shard) collectRuns() {
 		r.tab.live--
 		emptied = emptied || r.tab.live == 0
 		r.tab, r.next, sh.runs.spare = nil, sh.runs.spare, r
+		r.task = Task{} // the closure may be collected
 		sh.runs.idle++
 		r = next
 	}
@@ -486,35 +438,39 @@ func (sh *Shard) trimRuns() {
 		t = sh.replaceRuns(t, want)
 		sh.pruneRuns()
 	}
-	p.wake = p.made > runKeepMin || t.older.Load() != nil || t.buckets() > runBucketsFor(runKeepMin)
+	p.wake = p.made > runKeepMin || t.older.Load() != nil || t.buckets() > 2*runBucketsFor(runKeepMin)
 }
 
-// handOver prepares the execRun through which the timer's task goes to the
-// executor (runTask then gives run.do to Config.Run): one that publishes
-// word until the task has returned, and for a series files it again then.
-// The shard goroutine, in runTask, before the task starts (a takeover may
-// hold the run table once it has). The run table holds the word before
-// runWord lets go of it, so it is never unpublished while the task may
-// run; runWord then holds runHandedOver until Config.Run returns (see
-// Quiet).
-func (sh *Shard) handOver(task Task, key uint64, idx uint32, gen uint64, series bool) *execRun {
-	r := sh.takeRun()
-	r.task, r.key, r.idx, r.gen, r.series = task, key, idx, gen, series
-	sh.publishRun(r, sh.runWord.Load()) // the word beginRun published
+// openRun publishes the run word of the timer r in the run table and
+// returns the execRun that will carry its run, before the CAS that fires
+// the timer: from then on a waiter finds the run in flight until the run
+// has returned, or until dropRun withdraws it, if that CAS failed. The
+// shard goroutine.
+func (sh *Shard) openRun(r Ref) *execRun {
+	x := sh.takeRun()
+	sh.publishRun(x, runWordOf(r))
 	stress.Point()
-	sh.wrote(lineRuns)
-	sh.runWord.Store(runHandedOver)
-	return r
+	return x
+}
+
+// dropRun withdraws the run openRun published, whose timer a Cancel, Reset
+// or Stop took first, and keeps its execRun. The shard goroutine.
+func (sh *Shard) dropRun(x *execRun) {
+	sh.wrote(lineExecutor)
+	x.tab.words[x.slot].Store(0)
+	x.tab.live--
+	if x.tab.live == 0 {
+		sh.pruneRuns()
+	}
+	x.tab, x.next, sh.runs.spare = nil, sh.runs.spare, x
+	sh.runs.idle++
+	sh.wakeWaiters()
 }
 
 // inFlight reports whether a run of the timer whose run word is word is in
 // flight, and whether the calling goroutine is the one running its task:
-// a load of runWord and of two buckets per run table.
+// a load of two buckets per run table.
 func (sh *Shard) inFlight(word uint64, me uintptr) (running, self bool) {
-	// runWord first: a run moves from it to the run table, never back.
-	if sh.runWord.Load() == word {
-		running, self = true, sh.g.Load() == me
-	}
 	for t := sh.runTab.Load(); t != nil; t = t.older.Load() {
 		a, b := t.bucketsOf(word)
 		foundA, selfA := t.has(a, word, me)

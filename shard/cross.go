@@ -269,38 +269,38 @@ func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s s
 }
 
 // expireProxy handles proxy pidx (pn), whose level-0 slot came due: it
-// runs the timer it stands for if that is due and handed, files the proxy
-// again if a Reset moved the deadline later (or a push or a Cancel is on
-// its way), or frees it once the timer has ended. It returns what expire
-// does. Shard goroutine, holding the wheel.
-func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok bool) {
+// fires the timer it stands for if that is due and handed, and hands its
+// task to the runner, files the proxy again if a Reset moved the deadline
+// later (or a push or a Cancel is on its way), or frees it once the timer
+// has ended. Shard goroutine, holding the wheel.
+func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) {
 	a, aidx, an := sh.source(pn)
 	w := sh.h.w
 	for {
 		s := state(an.State.Load())
 		if s.status() != statusHanded || s.queued() {
 			sh.placeProxy(pidx, pn, state(pn.State.Load()))
-			return 0, false, true
+			return
 		}
-		tick = unwrapTicks(s.ticks38(), w.elapsed)
+		tick := unwrapTicks(s.ticks38(), w.elapsed)
 		if tick > w.elapsed {
 			if ps := state(pn.State.Load()); !moveProxy(pn, ps, ps.withTicks(tick)) {
-				return 0, false, true // Drain claimed it
+				return // Drain claimed it
 			}
 			sh.h.counts[cRefiled]++
 			sh.work.refiled++
 			w.insert(pidx, tick)
-			return 0, false, true
+			return
 		}
 		gen := genOf(an, s)
-		fs, fired, again, ok := sh.fireDue(an, s, a.ref(aidx, gen), pidx, pn)
+		x, fs, again := sh.fireDue(an, s, a.ref(aidx, gen), pidx, pn)
 		if again {
 			continue // Cancel or Reset won the race
 		}
-		if !fired {
-			return 0, false, ok
+		if x == nil {
+			return // held back behind its key's blocked task
 		}
-		task, key := a.arena.Slot(aidx).Task(), an.Key
+		x.task, x.key, x.keyed, x.tick, x.idx, x.gen, x.series = a.arena.Slot(aidx).Task(), an.Key, true, tick, aidx, gen, false
 		// Counted before the token goes back: Pending never reads a
 		// timer twice.
 		a.wrote(lineRuns)
@@ -308,9 +308,8 @@ func (sh *Shard) expireProxy(pidx uint32, pn *pool.Node) (tick uint64, fired, ok
 		a.releaseToken()
 		sh.work.fired++
 		sh.endProxy(pidx, pn, a, aidx, fs)
-		sh.cur.tick = tick
-		sh.runTask(task, key, true, aidx, gen, false)
-		return tick, true, sh.endRun()
+		sh.hand(x)
+		return
 	}
 }
 

@@ -110,9 +110,8 @@
 //
 //	group      fields                      written by
 //	fixed      cfg tick ticks origin       New; Close (closed), from any goroutine;
-//	           lanes home id closed gid g  the goroutine as it starts and ends (gid, g)
-//	           lines alarm watchdog
-//	           ownerExited
+//	           lanes home id closed g      the goroutine as it starts and ends (g)
+//	           lines alarm ownerExited
 //	owner      own                         holders: the shard's P's Schedules and
 //	                                       take-backs, the goroutine's passes; any
 //	                                       goroutine that takes the wheel to file what
@@ -124,7 +123,7 @@
 //	           attention.first
 //	           attention.last
 //	attention  attention.in                any goroutine: earlier Resets, indexed
-//	                                       Cancels, executors' runs of periodic timers,
+//	                                       Cancels, runs of periodic timers,
 //	                                       other shards' holders crossing timers here
 //	                                       or handing them back; holders (the
 //	                                       goroutine among them) taking it in
@@ -133,14 +132,12 @@
 //	starved    starved                     producers whose lane ran low (other shards'
 //	                                       holders crossing timers here among them);
 //	                                       the holder that feeds it, the goroutine too
-//	runs       stopped crossedFired        the goroutine, twice per timer it fires
-//	           runWord waiters notify      (runWord, inTask); Stop; other shards'
-//	           claimed inTask lastSeen     goroutines; CancelWait callers (waiters,
-//	           watchOn life blockedNow     notify); executors' goroutines (notify);
-//	           refused goroutines          the watchdog's callback and the goroutines
-//	                                       a takeover retired (takeover.go)
-//	executor   runTab runFree aborts       the goroutine; executors' goroutines and those
-//	           returned                    a takeover retired (takeover.go)
+//	runs       stopped crossedFired        Stop; other shards' goroutines; CancelWait
+//	           waiters notify claimed      callers (waiters, notify); the goroutines
+//	           blockedNow refused          that run tasks (notify); the goroutine
+//	           goroutines runners          (blockedNow, refused, runners)
+//	executor   runTab runFree aborts       the goroutine, and the goroutines that run
+//	           returned                    tasks (runner.go): once per run
 //	holder     h                           holders: whoever holds the wheel, the
 //	                                       goroutine too
 //	goroutine  stats work lastTick         the goroutine; holders (the published

@@ -2,30 +2,29 @@ package shard
 
 import (
 	"math"
-	"runtime"
-	"time"
 
 	"github.com/shardwheel/shardwheel/pool"
 )
 
-// Expiry: the shard goroutine, holding the wheel, runs the timers that come
-// due and moves higher levels down. Everything here is the shard
+// Expiry: the shard goroutine, holding the wheel, fires the timers that
+// come due, hands their tasks to the runner (runner.go) and moves higher
+// levels down. Everything here is the shard
 // goroutine's.
 
-// advance processes every tick up to target: it runs the level-0 slots
-// that come due and, before elapsed passes a higher slot's cascade
+// advance processes every tick up to target: it expires the level-0
+// slots that come due and, before elapsed passes a higher slot's cascade
 // deadline, moves what is left of that slot down (normally nothing:
-// cascadeAhead has moved it in shares). now is the clock reading the pass
-// started with. It returns false if a task closed the shard.
+// cascadeAhead has moved it in shares). When the runner's backlog is full
+// (runList), it stops at the tick it reached, the rest of that tick's
+// timers in its due-now slot: the next pass goes on from there.
 //
 // Coarse slots (slack.go) come due at their first tick, where they run
 // like a level-0 slot: after that tick's level-0 slot, before a cascade
 // whose deadline is that tick.
-func (sh *Shard) advance(target uint64, now time.Duration) bool {
+func (sh *Shard) advance(target uint64) {
 	w := sh.h.w
-	now, ok := sh.runDue(now)
-	if !ok {
-		return false
+	if w.dueNow() && !sh.runSlot(w.elapsed) { // the timers filed due already (see wheel.insertDue)
+		return
 	}
 	for {
 		due, okDue := w.nextDue()
@@ -44,98 +43,46 @@ func (sh *Shard) advance(target uint64, now time.Duration) bool {
 			break
 		}
 		w.setElapsed(next)
-		var ok bool
+		ran := true
 		if okDue && due == next {
-			if now, ok = sh.runSlot(due, now); !ok {
-				return false
-			}
+			ran = sh.runSlot(due)
 		}
 		if okCs && cs == next {
-			if now, ok = sh.runCoarse(next, now); !ok {
-				return false
-			}
+			ran = sh.runCoarse(next) && ran
+		}
+		if !ran {
+			return
 		}
 	}
 	w.setElapsed(target)
-	return true
 }
-
-// runDue runs the timers filed due already (see wheel.insertDue), if any.
-func (sh *Shard) runDue(now time.Duration) (time.Duration, bool) {
-	if !sh.h.w.dueNow() {
-		return now, true
-	}
-	return sh.runSlot(sh.h.w.elapsed, now)
-}
-
-// lateSample is how many tasks of one tick share a lateness sample: the
-// clock is read again after that many, so that a tick with many tasks does
-// not report its last ones as on time.
-const lateSample = 64
 
 // runSlot expires the nodes of level-0 slot number due (the tick elapsed
-// just reached, or elapsed itself for the timers filed due) and returns
-// the clock reading after their tasks. now is a reading taken before it
-// started. Lateness is measured from each task's own deadline tick, one
-// sample for a run of up to lateSample tasks of the same tick. The time
-// its tasks held the shard, from the start of the first (see runTask) to
-// the reading after the last, adds to the pass's PassWork.Tasks: two
-// clock reads per list, not per task.
-func (sh *Shard) runSlot(due uint64, now time.Duration) (time.Duration, bool) {
-	return sh.runList(sh.h.w.take(due), now)
-}
+// just reached, or elapsed itself for the timers filed due), handing the
+// due tasks to the runner; false if the runner's backlog filled first.
+func (sh *Shard) runSlot(due uint64) bool { return sh.runList(sh.h.w.take(due)) }
 
 // runList expires the nodes of a list that take (or takeCoarse) removed
-// from its slot, first being its first node, as runSlot describes. A task
-// that calls runtime.Goexit leaves the rest of the list unrun: the
-// deferred call puts it back (goexit.go).
-func (sh *Shard) runList(first uint32, now time.Duration) (time.Duration, bool) {
-	l := sh.curLife
-	defer func() {
-		if l.retired.Load() {
-			return // a takeover has the wheel, and the list's rest
-		}
-		if sh.goexit == goexitResume {
-			sh.requeueDue(sh.cur.rest)
-		}
-		sh.cur.ran = 0 // recorded, or dropped with an abandoned pass
-	}()
-	var tick, ran uint64
-	record := func() {
-		if ran > 0 && sh.cfg.Stats {
-			sh.stats.lateness.RecordN(int64(now-sh.tickTime(tick)), ran)
-			now = sh.clock.Now() // tasks took time: later ones start later
-		}
-		ran = 0
-	}
-	c := &sh.cur
+// from its slot, first to last, and publishes the runs it handed
+// (flushRuns): the runner starts them while the pass goes on. Once the
+// runner has runBacklog runs it has not started, the rest of the list
+// waits in the due-now slot (putBackDue: O(1)) and runList reports false:
+// those tasks would only wait behind the others, and a blocked runner must
+// not make the shard hold a run record for every timer that comes due.
+func (sh *Shard) runList(first, last uint32) bool {
 	w := sh.h.w
 	for idx := first; idx != 0; {
+		if sh.room <= 0 && !sh.makeRoom() {
+			w.putBackDue(idx, last)
+			return false
+		}
 		n := sh.arena.Node(idx)
 		next := w.detach(n)
-		// While a task runs: the list's nodes not reached yet, and the
-		// lateness not recorded yet (a takeover records them).
-		c.rest, c.batch, c.ran, c.now = next, tick, ran, now
-		t, fired, ok := sh.expire(idx, n)
-		if !ok {
-			return now, false
-		}
-		if fired {
-			if t != tick || ran == lateSample {
-				record()
-				tick = t
-			}
-			ran++
-		}
+		sh.expire(idx, n)
 		idx = next
 	}
-	record()
-	if sh.work.timing {
-		// A task ran, so record read the clock after the last one.
-		sh.work.tasks += now - sh.work.taskStart
-		sh.work.timing = false
-	}
-	return now, true
+	sh.flushRuns()
+	return true
 }
 
 // cascadeAhead moves down a share of each higher-level slot whose window
@@ -217,14 +164,9 @@ func (sh *Shard) cascade(l int, num uint64, limit int) {
 }
 
 // expire handles a node whose level-0 slot came due: file it again if a
-// Reset moved its deadline later, else fire it. It reports whether it ran
-// the task and its deadline tick, and false for ok if a task closed the
-// shard.
-//
-// The run word (cancelwait.go) is published before the CAS that fires the
-// timer and withdrawn after its task (endRun), which also reports whether
-// the shard is still open.
-func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) {
+// Reset moved its deadline later, else fire it and hand its task to the
+// runner.
+func (sh *Shard) expire(idx uint32, n *pool.Node) {
 	w := sh.h.w
 	for {
 		s := state(n.State.Load())
@@ -232,54 +174,51 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 		case statusPending:
 			slot := sh.arena.Slot(idx)
 			if f := slot.Flags(); f&pool.FlagProxy != 0 {
-				return sh.expireProxy(idx, n)
+				sh.expireProxy(idx, n)
+				return
 			} else if s.routed() && !s.queued() {
 				// A routed timer met here (filed due, or reset earlier
 				// into level 0) crosses now; the next tick tries again
 				// if it cannot.
-				tick = max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed)
+				tick := max(unwrapTicks(s.ticks38(), w.elapsed), w.elapsed)
 				if k := sh.routeOf(n.Key); k != nil {
 					if !sh.cross(k, idx, n, s) {
 						w.insert(idx, max(tick, w.elapsed+1))
 					}
-					return 0, false, true
+					return
 				}
 			}
 			if rec := slot.FindSeries(); rec != nil {
-				var again bool
-				if tick, fired, ok, again = sh.expireSeries(idx, n, slot, rec, s); again {
+				if sh.expireSeries(idx, n, slot, rec, s) {
 					continue
 				}
-				return tick, fired, ok
+				return
 			}
-			tick = unwrapTicks(s.ticks38(), w.elapsed)
+			tick := unwrapTicks(s.ticks38(), w.elapsed)
 			if tick > w.elapsed {
 				sh.h.counts[cRefiled]++
 				sh.work.refiled++
 				w.insert(idx, tick)
-				return 0, false, true
+				return
 			}
 			gen := genOf(n, s)
-			fs, fired, again, ok := sh.fireDue(n, s, sh.ref(idx, gen), idx, n)
+			x, fs, again := sh.fireDue(n, s, sh.ref(idx, gen), idx, n)
 			if again {
 				continue // Cancel or Reset won the race
 			}
-			if !fired {
-				return 0, false, ok
+			if x == nil {
+				return // held back behind its key's blocked task
 			}
-			task, key := slot.Task(), n.Key
 			sh.h.counts[cFired]++
-			// Published at once: a task may run long, holding the
-			// wheel, and Live must not count it pending meanwhile;
-			// and before its token goes back (see Outs).
+			// Published at once, and before its token goes back (see
+			// Outs): Live must not count it pending once it is fired.
 			sh.wrote(lineGoroutine)
 			sh.stats.published[cFired].Store(sh.h.counts[cFired])
 			sh.releaseToken()
 			sh.work.fired++
+			x.task, x.key, x.keyed, x.tick, x.idx, x.gen, x.series = slot.Task(), n.Key, s.routed(), tick, idx, gen, false
 			sh.releaseNode(idx, n, fs)
-			sh.cur.tick = tick
-			sh.runTask(task, key, s.routed(), idx, gen, false)
-			return tick, true, sh.endRun()
+			sh.hand(x)
 		case statusCancelled:
 			sh.releaseNode(idx, n, s)
 		case statusCancelling:
@@ -289,134 +228,28 @@ func (sh *Shard) expire(idx uint32, n *pool.Node) (tick uint64, fired, ok bool) 
 		default:
 			badNode(idx, s, "new or fired node in the wheel")
 		}
-		return 0, false, true
+		return
 	}
 }
 
 // fireDue fires a due timer, in state s on node n, whose handle is r: the
 // shard goroutine met it here on node hidx (hn), which is n itself, or for
 // a timer that crossed to this shard its proxy (expireProxy). If the
-// timer's key has a task blocked (takeover.go), it holds hn back behind it
-// and reports fired false. Else it publishes the run word (beginRun) and
-// fires the timer (fire): it returns the fired state and fired true, or,
-// when a Cancel or Reset won the race, withdraws the word (endRun) and
-// reports again (look at the timer again) if the shard is still open, and
-// ok false if it is not (abandon the pass).
-func (sh *Shard) fireDue(n *pool.Node, s state, r Ref, hidx uint32, hn *pool.Node) (fs state, fired, again, ok bool) {
+// timer's key has a task blocked (runner.go), it holds hn back behind it
+// and returns a nil run. Else it publishes the run (openRun) and fires the
+// timer (fire): it returns the run to fill and hand over and the fired
+// state, or, when a Cancel or Reset won the race, withdraws the run
+// (dropRun) and reports again: look at the timer again.
+func (sh *Shard) fireDue(n *pool.Node, s state, r Ref, hidx uint32, hn *pool.Node) (x *execRun, fs state, again bool) {
 	if hk := sh.heldFor(s, n.Key); hk != nil {
-		sh.holdBack(hk, hidx, hn) // its key's task is blocked (takeover.go)
-		return 0, false, false, true
+		sh.holdBack(hk, hidx, hn)
+		return nil, 0, false
 	}
-	sh.beginRun(runWordOf(r))
-	if fs, fired = fire(n, s); !fired {
-		ok = sh.endRun()
-		return 0, false, ok, ok
+	x = sh.openRun(r)
+	fs, fired := fire(n, s)
+	if !fired {
+		sh.dropRun(x)
+		return nil, 0, true
 	}
-	return fs, true, false, true
-}
-
-// runTask runs a timer's task, the timer of generation gen on node idx:
-// its closure, or its handler with key; with an executor, it hands the
-// task over (handOver), a series' to be filed again when it returns. keyed
-// says whether the timer has a key whose tasks run one at a time on the
-// shard goroutine (a takeover holds the key back while it blocks). The caller has published
-// the timer's run word (beginRun), and withdraws it after: the panic
-// handler below still counts as part of the task. See Quiet for the
-// handshake with closed. The first task of a list reads the clock for
-// runList's PassWork.Tasks; one task in taskSampleEvery is timed alone for
-// Stats.TaskTime. A task (or run call) that calls runtime.Goexit never
-// returns here: the deferred call below sees it, ends the run, and hands
-// the shard to a successor (goexit.go). A task that blocks may have its
-// wheel taken over meanwhile (takeover.go): the calling goroutine then
-// retires as the task returns, and never returns here either.
-func (sh *Shard) runTask(task Task, key uint64, keyed bool, idx uint32, gen uint64, series bool) {
-	l := sh.curLife
-	if sh.closed.Load() && !sh.quieted {
-		sh.quieted = true
-		close(sh.quiet)
-	}
-	if sh.cfg.Stats && !sh.work.timing {
-		// The first task of its list: runList times the list's tasks
-		// from here.
-		sh.work.timing = true
-		sh.work.taskStart = sh.clock.Now()
-	}
-	sh.stats.tasks++
-	if sh.cfg.Stats && sh.stats.tasks%taskSampleEvery == 0 {
-		start := sh.clock.Now()
-		defer func() {
-			if !l.retired.Load() {
-				sh.stats.taskTime.Record(int64(sh.clock.Now() - start))
-			}
-		}()
-	}
-	var run *execRun
-	if sh.cfg.Run != nil {
-		// Before the task starts: a takeover may have the wheel from
-		// then on, and the run table is the shard goroutine's.
-		run = sh.handOver(task, key, idx, gen, series)
-	}
-	seq := sh.enterTask(task, key, keyed, idx, gen, series)
-	returned, reporting := false, false
-	defer func() {
-		if returned {
-			return
-		}
-		// A Goexit: the task's, or the panic handler's while reporting.
-		if !sh.leaveTask(seq) {
-			// Retired meanwhile: an executor that runs the task
-			// inline (Config.Run) has reported the task's Goexit
-			// (execRun.goexited) on this goroutine already.
-			var v any
-			if !reporting && sh.cfg.Run == nil {
-				v = ErrGoexit
-			}
-			sh.retire(l, v)
-		}
-		sh.taskExited(reporting)
-	}()
-	if v := sh.callTask(task, key, run); v != nil {
-		reporting = true
-		sh.report(v)
-		reporting = false
-	}
-	returned = true
-	if !sh.leaveTask(seq) {
-		sh.retire(l, nil) // never returns
-	}
-}
-
-// callTask runs the task for runTask, or gives run (handOver's) to the
-// executor, and returns the
-// value of its panic (or the run call's), or nil if it returned. A nil
-// panic reports a *runtime.PanicNilError, which recover returns for it,
-// or, where GODEBUG=panicnil=1 makes recover return nil, one made here. A
-// Goexit never returns from callTask: runTask sees it.
-func (sh *Shard) callTask(task Task, key uint64, run *execRun) (panicked any) {
-	returned := false
-	defer func() {
-		if !returned {
-			if panicked = recover(); panicked == nil {
-				panicked = new(runtime.PanicNilError)
-			}
-		}
-	}()
-	if run != nil {
-		sh.cfg.Run(run.do)
-	} else if f := task.Func; f != nil {
-		f()
-	} else {
-		sh.cfg.Handlers.Func(task.Handler)(key)
-	}
-	returned = true
-	return nil
-}
-
-// reportPanic hands v to the panic handler. A handler that panics itself
-// must not kill the shard either: its panic is recovered and dropped, as
-// there is nobody left to report it to. A handler's runtime.Goexit cannot
-// be stopped: the callers see it (report, goexited).
-func reportPanic(onPanic func(any), v any) {
-	defer func() { _ = recover() }()
-	onPanic(v)
+	return x, fs, false
 }

@@ -1,11 +1,18 @@
 package shard
 
-import "github.com/shardwheel/shardwheel/pool"
+import (
+	"cmp"
+	"slices"
 
-// Keys held back behind a blocked task (see takeover.go): while a routed
+	"github.com/shardwheel/shardwheel/pool"
+)
+
+// Keys held back behind a blocked task (see runner.go): while a routed
 // timer's task blocks, the shard goroutine keeps the key's later due
-// timers pending, out of the wheel, in the order it meets them, and puts
-// them in the due-now slot, in that order, when the task has returned.
+// timers pending, out of the wheel, and puts them in the due-now slot, in
+// deadline order, when the task and the key's runs kept behind it have
+// returned. Held timers stay pending: a Cancel or Reset of one works as
+// in the wheel, and Stop claims them.
 
 // heldOut is Node.Prev of a timer held back behind a blocked task of its
 // key: out of the wheel, on its key's held list (linked through Next).
@@ -15,7 +22,7 @@ const heldOut = detached - 1
 // due meanwhile, oldest first, linked through Next. The shard goroutine's.
 type heldKey struct{ head, tail uint32 }
 
-// holdKey holds key back (see takeover.go). The shard goroutine.
+// holdKey holds key back. The shard goroutine.
 func (sh *Shard) holdKey(key uint64) {
 	if sh.heldKeys == nil {
 		sh.heldKeys = map[uint64]*heldKey{}
@@ -49,9 +56,10 @@ func (sh *Shard) holdBack(hk *heldKey, idx uint32, n *pool.Node) {
 	hk.tail = idx
 }
 
-// releaseKey lets key go: its held timers go to the due-now slot in the
-// order they were met, where the next pass meets them first. The shard
-// goroutine, holding the wheel.
+// releaseKey lets key go: its held timers go to the due-now slot in
+// deadline order (a Reset may have moved one since it was met; equal
+// deadlines keep the order they were met in), where the next pass meets
+// them first. The shard goroutine, holding the wheel.
 func (sh *Shard) releaseKey(key uint64) {
 	sh.assertHolder()
 	hk := sh.heldKeys[key]
@@ -59,11 +67,21 @@ func (sh *Shard) releaseKey(key uint64) {
 		return
 	}
 	delete(sh.heldKeys, key)
+	w := sh.h.w
+	type heldTimer struct {
+		idx  uint32
+		tick uint64 // read once: a Reset may move it meanwhile
+	}
+	var held []heldTimer
 	for idx := hk.head; idx != 0; {
 		n := sh.arena.Node(idx)
-		next := n.Next
+		held = append(held, heldTimer{idx, unwrapTicks(state(n.State.Load()).ticks38(), w.elapsed)})
+		idx = n.Next
+	}
+	slices.SortStableFunc(held, func(a, b heldTimer) int { return cmp.Compare(a.tick, b.tick) })
+	for _, h := range held {
+		n := sh.arena.Node(h.idx)
 		n.Prev, n.Next = 0, 0
-		sh.h.w.insertDue(idx)
-		idx = next
+		w.insertDue(h.idx)
 	}
 }

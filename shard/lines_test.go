@@ -18,7 +18,7 @@ var roleWords = map[uint32][]string{
 	roleGoroutine: {"the goroutine"},
 	roleHolder:    {"holder"},
 	roleOther: {"any goroutine", "producers", "Stop", "Close", "callers", "readers",
-		"executors'", "other shards'"},
+		"executors'", "other shards'", "run tasks"},
 }
 
 // TestLineWriters holds doc.go's cache-line table to what the code does:

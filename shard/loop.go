@@ -12,12 +12,8 @@ import (
 // parts of stats.go it names runs on the shard goroutine only.
 
 func (sh *Shard) run() {
-	l := new(life)
-	sh.curLife = l
-	defer sh.runEnded(l) // ends the shard, or starts a successor (goexit.go)
-	sh.gid.Store(GoroutineID())
+	defer sh.exit()
 	sh.g.Store(goroutineToken())
-	sh.life.Store(l)
 	sh.wrote(lineFixed) // after g: the goroutine is known as itself
 	if sh.cfg.Pin != nil {
 		// Never unlocked: the thread's CPU mask was changed, and an
@@ -39,12 +35,7 @@ func (sh *Shard) run() {
 			sh.wakeups++
 			continue
 		}
-		if !sh.pass() {
-			// A task closed the shard: the pass is abandoned with the
-			// wheel held, so that nothing touches a node again; Stop
-			// claims what is left.
-			return
-		}
+		sh.pass()
 		sh.release()
 		if sh.more {
 			// A scheduling point between back-to-back passes: the P
@@ -58,6 +49,25 @@ func (sh *Shard) run() {
 	}
 }
 
+// exit ends the shard goroutine: its runners end once they have run what it
+// handed them (every hand-off is flushed by then), and Exited is closed
+// with the last of them.
+func (sh *Shard) exit() {
+	sh.wrote(lineFixed)
+	sh.g.Store(0) // the runtime may give the token to another goroutine
+	close(sh.ownerExited)
+	sh.goroutineEnded()
+}
+
+// goroutineEnded counts out the shard goroutine or a runner's goroutine as
+// it returns for good, and closes exited with the last. Any of them.
+func (sh *Shard) goroutineEnded() {
+	if sh.goroutines.Add(-1) == 0 {
+		sh.alarm.Stop()
+		close(sh.exited)
+	}
+}
+
 // passBudget bounds the new timers one pass takes from the queue (tasks
 // that are due always run): at 30-100ns a node, well under a millisecond,
 // so timers that come due while a burst is being taken in run on time.
@@ -67,20 +77,19 @@ func (sh *Shard) run() {
 const passBudget = 8192
 
 // pass does one round of work, holding the wheel: attention, transfer,
-// expiry, cascades, a share of the sweep. It returns false if a task
-// closed the shard, in which case it abandons the round: Stop claims every
-// live node, and the wheel is never used again. While the execution
-// tracer runs, the pass is a region of the trace (trace.go); otherwise
-// that costs one atomic load.
-func (sh *Shard) pass() bool {
+// expiry, cascades, a share of the sweep. While the execution tracer runs,
+// the pass is a region of the trace (trace.go); otherwise that costs one
+// atomic load.
+func (sh *Shard) pass() {
 	if trace.IsEnabled() {
-		return sh.tracedPass()
+		sh.tracedPass()
+		return
 	}
-	return sh.passBody()
+	sh.passBody()
 }
 
 // passBody is pass's work.
-func (sh *Shard) passBody() bool {
+func (sh *Shard) passBody() {
 	w := sh.h.w
 	now := sh.clock.Now()
 	target := sh.floorTick(now)
@@ -103,12 +112,8 @@ func (sh *Shard) passBody() bool {
 	sh.unindexEnded()
 	sh.processAttention(math.MaxInt)
 	sh.more = sh.transfer(passBudget)
-	ok := sh.advance(target, now)
-	sh.stopWatching()
-	if !ok {
-		sh.publish()
-		return false
-	}
+	sh.advance(target)
+	sh.watchRunner(now)
 	sh.cascadeAhead()
 	step := sh.passStep(target)
 	sh.sweepHeld(step)
@@ -123,13 +128,12 @@ func (sh *Shard) passBody() bool {
 		sh.verify()
 	}
 	sh.plan()
-	return true
 }
 
 // plan decides when the goroutine wakes next: at the next tick while work
 // is in flight, else at the tick the wheel needs next for a timer still
 // pending (pruneAhead frees the ended ones first: ahead.go), or at which
-// housekeeping, trimRuns or a review has work, parked (timed reports
+// housekeeping, trimRuns, a look at the runner or a review has work, parked (timed reports
 // whether there is such a tick; a shard with none parks untimed). It
 // publishes the tick in sleepUntil, while still holding the wheel, so that
 // every timer filed after it is checked against it.
@@ -151,6 +155,11 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 		if r := &sh.runs; r.wake {
 			// A burst's execRuns to give back (trimRuns), at its tick.
 			floor = min(floor, r.trimAt)
+		}
+		if at, ok := sh.runnerWake(); ok {
+			// Runs wait behind the runner's task: look again
+			// (runner.go).
+			floor = min(floor, at)
 		}
 		if at, ok := sh.reviewDue(); ok {
 			// Free nodes a review may give back (reserve.go): an idle

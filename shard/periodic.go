@@ -26,14 +26,14 @@ import (
 // # A run
 //
 // When its tick comes, the shard goroutine moves the node from pending to
-// running (begin) instead of firing it, and runs the task: inline, or
-// through the executor (handOver), the node then staying out of the wheel
-// (Prev detached). When the task has returned, the run applies the policy
-// for grid points that passed meanwhile (step), and moves the node back to
-// pending at the next grid point's tick (rearm, or rearmAsync from the
-// executor's goroutine, which pushes it on the attention stack for a holder
-// to file). Only then can the next run begin: a series never runs
-// concurrently with itself, whatever the executor does. A Cancel while it
+// running (begin) instead of firing it, and hands the run to the runner
+// (runner.go), the node staying out of the wheel (Prev detached). When the
+// task has returned, the run applies the policy for grid points that
+// passed meanwhile (step), and moves the node back to pending at the next
+// grid point's tick (rearm, on the goroutine that ran the task, which
+// pushes it on the attention stack for a holder to file). Only then can
+// the next run begin: a series never runs concurrently with itself,
+// whatever the executor does. A Cancel while it
 // runs moves it from running to cancelled (true: the series was live);
 // the run finishes, and its end frees the node instead of filing it. Stop
 // claims a running series like a pending one.
@@ -46,8 +46,8 @@ import (
 //
 //	SkipMissed   the run served them all: the next run is at the first grid point not
 //	             yet come
-//	BurstMissed  each gets a run, back to back (inline, up to burstRuns each time the
-//	             series comes due), then the grid goes on
+//	BurstMissed  each gets a run, one a tick (each run files the series again when it
+//	             returns), then the grid goes on
 //	DelayMissed  the grid restarts at the run's return: the next run is one period
 //	             after it
 //
@@ -68,15 +68,6 @@ const (
 	BurstMissed
 	DelayMissed
 )
-
-// burstRuns bounds the runs a burst makes back to back inline each time
-// the series comes due: the rest of the shard's timers must not wait
-// behind a series that cannot catch up (a period shorter than its task).
-// The series is then due at the next tick; a pass that catches up on
-// several ticks meets it at each of them, so it may run it burstRuns
-// times more per tick it passes. With an executor a burst makes one run
-// per time the series comes due.
-const burstRuns = 64
 
 // startSeries makes the timer r describes, whose node is slot's and whose
 // generation is gen, periodic: rec, made for it, gets the grid from r.Now
@@ -138,7 +129,7 @@ func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
 // from its grid, adopting a Reset's, and returns the state s with that
 // tick, ns, which the caller CASes in (with whatever status change it
 // makes). Whoever owns the series' schedule: the holder, or the run of
-// its task on an executor's goroutine (rearmAsync).
+// its task on an executor's goroutine (rearm).
 func (sh *Shard) seriesFileTick(rec *pool.Series, n *pool.Node, s state) (state, uint64) {
 	adopt(rec, genOf(n, s))
 	t := sh.seriesTick(rec)
@@ -147,77 +138,44 @@ func (sh *Shard) seriesFileTick(rec *pool.Series, n *pool.Node, s state) (state,
 
 // expireSeries handles a pending series whose node came out of a level-0
 // (or coarse) slot, as expire does an ordinary timer: file it again if its
-// grid's next point is later (a Reset), else begin a run. again asks the
-// caller to look at the node again: its state changed meanwhile.
-func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *pool.Series, s state) (tick uint64, fired, ok, again bool) {
+// grid's next point is later (a Reset), else begin a run and hand it to the
+// runner, the node staying out of the wheel until the run files it again
+// (rearm). It reports again, asking the caller to look at the node
+// again, when its state changed meanwhile.
+func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *pool.Series, s state) (again bool) {
 	w := sh.h.w
 	gen := genOf(n, s)
 	ns, t := sh.seriesFileTick(rec, n, s)
 	if ns != s {
 		if !n.State.CompareAndSwap(uint64(s), uint64(ns)) {
-			return 0, false, true, true
+			return true
 		}
 		s = ns
 	}
-	if t > w.elapsed || (sh.cfg.Run != nil && s.queued()) {
+	if t > w.elapsed || s.queued() {
 		// Not due yet; or a Reset left it on the attention stack, from
-		// which the run must not go to the executor (the stack would
-		// then free a node the run still uses): a holder takes the
-		// stack in before the next tick.
+		// which the run must not go to the runner (the stack would then
+		// free a node the run still uses): a holder takes the stack in
+		// before the next tick.
 		sh.h.counts[cRefiled]++
 		sh.work.refiled++
 		w.insert(idx, max(t, w.elapsed+1))
-		return 0, false, true, false
+		return false
 	}
 	if hk := sh.heldFor(s, n.Key); hk != nil {
-		sh.holdBack(hk, idx, n) // its key's task is blocked (takeover.go)
-		return 0, false, true, false
+		sh.holdBack(hk, idx, n) // its key's task is blocked (runner.go)
+		return false
 	}
-	sh.beginRun(runWordOf(sh.ref(idx, gen)))
+	x := sh.openRun(sh.ref(idx, gen))
 	if _, ok := begin(n, s); !ok {
-		if !sh.endRun() {
-			return 0, false, false, false
-		}
-		return 0, false, true, true
+		sh.dropRun(x)
+		return true
 	}
-	task, key := slot.Task(), n.Key
 	sh.countRun(rec)
-	if sh.cfg.Run != nil {
-		n.Prev = detached // out of the wheel until its run pushes it on the attention stack
-		sh.cur.tick = t
-		sh.runTask(task, key, s.routed(), idx, gen, true)
-		return t, true, sh.endRun(), false
-	}
-	l := sh.curLife
-	defer func() {
-		if !l.retired.Load() && sh.goexit == goexitResume {
-			// The run called runtime.Goexit: it has ended all the
-			// same (goexit.go).
-			sh.step(rec, gen, sh.clock.Now())
-			sh.rearm(idx, n, rec, gen)
-		}
-	}()
-	for runs := 1; ; runs++ {
-		sh.cur.tick = t
-		sh.runTask(task, key, s.routed(), idx, gen, true)
-		if sh.closed.Load() {
-			// A task closed the shard: Stop claims the series.
-			sh.endRun()
-			return t, true, false, false
-		}
-		now := sh.clock.Now()
-		sh.step(rec, gen, now)
-		if rec.Policy != BurstMissed || nextPoint(rec) > now || runs == burstRuns ||
-			state(n.State.Load()).status() != statusRunning {
-			break
-		}
-		sh.countRun(rec) // the next missed point, back to back
-	}
-	if !sh.endRun() {
-		return t, true, false, false
-	}
-	sh.rearm(idx, n, rec, gen)
-	return t, true, true, false
+	n.Prev = detached // out of the wheel until its run pushes it on the attention stack
+	x.task, x.key, x.keyed, x.tick, x.idx, x.gen, x.series = slot.Task(), n.Key, s.routed(), t, idx, gen, true
+	sh.hand(x)
+	return false
 }
 
 // countRun counts a run of a series, which serves its next grid point,
@@ -232,46 +190,13 @@ func (sh *Shard) countRun(rec *pool.Series) {
 	sh.work.fired++
 }
 
-// rearm files a series whose inline run has returned at its next grid
-// point's tick, or frees it if a Cancel ended it meanwhile. The shard
-// goroutine, holding the wheel, in its pass.
-func (sh *Shard) rearm(idx uint32, n *pool.Node, rec *pool.Series, gen uint64) {
-	w := sh.h.w
-	for {
-		s := state(n.State.Load())
-		switch s.status() {
-		case statusRunning:
-			ns, t := sh.seriesFileTick(rec, n, s) // adopts a Reset made since step
-			if !n.State.CompareAndSwap(uint64(s), uint64(ns.to(statusPending))) {
-				continue
-			}
-			// Already due (a burst cut short, or a late run): the next
-			// tick. On the attention stack (an earlier Reset): filed,
-			// the stack's holder moves it.
-			w.insert(idx, max(t, w.elapsed+1))
-			sh.work.filed++
-			return
-		case statusCancelled:
-			sh.releaseNode(idx, n, s)
-			return
-		case statusCancelling:
-			w.insert(idx, w.elapsed+1) // met again next tick, cancelled
-			return
-		case statusStopped:
-			return // Stop claimed it: out of the wheel, never freed
-		default:
-			badNode(idx, s, "a periodic timer's run ended in an impossible state")
-		}
-	}
-}
-
-// rearmAsync is rearm for a run the executor made, from whatever goroutine
-// ran the task: the run advances the series (step) and hands the node to
-// the holder by the attention stack, pending at its next grid point's
-// tick, or cancelled for the holder to free (cancelling: to file where it
-// is met cancelled). No holder can free the node before this push: it is
-// detached and on no list. Stop's claim leaves it where it is.
-func (sh *Shard) rearmAsync(idx uint32, gen uint64) {
+// rearm ends a series' run, on whatever goroutine ran the task: the run
+// advances the series (step) and hands the node to the holder by the
+// attention stack, pending at its next grid point's tick, or cancelled for
+// the holder to free (cancelling: to file where it is met cancelled). No
+// holder can free the node before this push: it is detached and on no
+// list. Stop's claim leaves it where it is.
+func (sh *Shard) rearm(idx uint32, gen uint64) {
 	slot := sh.arena.Slot(idx)
 	n, rec := slot.Node(), slot.FindSeries()
 	now := sh.clock.Now()

@@ -78,8 +78,9 @@ func TestSeriesRunsOnItsGrid(t *testing.T) {
 
 // TestSeriesPolicies: a shard stalled for 5.5 periods, then each policy.
 // Skip runs once and goes on at the next future point; Burst runs once per
-// missed point, back to back, then on the grid; Delay runs once and
-// restarts the grid a period after the run. All count 4 missed points.
+// missed point, one a tick (each run files the next), then on the grid;
+// Delay runs once and restarts the grid a period after the run. All count
+// 4 missed points.
 func TestSeriesPolicies(t *testing.T) {
 	const period = 10 * testTick
 	for _, policy := range policies {
@@ -92,20 +93,18 @@ func TestSeriesPolicies(t *testing.T) {
 			h.pass()
 			h.clock.Advance(55 * testTick) // stalled: no pass
 			h.pass()
-			switch policy {
-			case SkipMissed, DelayMissed:
-				require.Equal(t, []time.Duration{55 * testTick}, runs)
-			case BurstMissed:
-				require.Equal(t, []time.Duration{55 * testTick, 55 * testTick, 55 * testTick, 55 * testTick, 55 * testTick}, runs)
-			}
+			require.Equal(t, []time.Duration{55 * testTick}, runs)
 			st := h.sh.statsNow()
 			assert.EqualValues(t, 4, st.PeriodicMissed)
 			assert.EqualValues(t, len(runs), st.PeriodicRuns)
 			runs = nil
 			h.step(30 * testTick)
 			switch policy {
-			case SkipMissed, BurstMissed:
+			case SkipMissed:
 				require.Equal(t, []time.Duration{60 * testTick, 70 * testTick, 80 * testTick}, runs, "back on the grid")
+			case BurstMissed:
+				require.Equal(t, []time.Duration{56 * testTick, 57 * testTick, 58 * testTick, 59 * testTick, 60 * testTick, 70 * testTick, 80 * testTick},
+					runs, "the missed points one a tick, then back on the grid")
 			case DelayMissed:
 				require.Equal(t, []time.Duration{65 * testTick, 75 * testTick, 85 * testTick}, runs, "the grid restarted at the run")
 			}
@@ -141,8 +140,8 @@ func TestSeriesSlowTask(t *testing.T) {
 				// 10 ran until 35: 20 and 30 missed, next at 40.
 				require.Equal(t, []time.Duration{10 * testTick, 40 * testTick, 50 * testTick, 60 * testTick}, runs)
 			case BurstMissed:
-				// 20 and 30 run back to back at 35, then 40...
-				require.Equal(t, []time.Duration{10 * testTick, 35 * testTick, 35 * testTick, 40 * testTick, 50 * testTick, 60 * testTick}, runs)
+				// 20 and 30 run one a tick after 35, then 40...
+				require.Equal(t, []time.Duration{10 * testTick, 36 * testTick, 37 * testTick, 40 * testTick, 50 * testTick, 60 * testTick}, runs)
 			case DelayMissed:
 				// the grid restarts at 35: 45, 55.
 				require.Equal(t, []time.Duration{10 * testTick, 45 * testTick, 55 * testTick}, runs)
@@ -153,8 +152,8 @@ func TestSeriesSlowTask(t *testing.T) {
 }
 
 // TestSeriesBurstIsBounded: a series that can never catch up (its period
-// is far below the tick) runs burstRuns times per pass, not forever, and
-// the shard's other timers still run on time.
+// is far below the tick) runs once a tick, each run filing the next, not
+// forever, and the shard's other timers still run on time.
 func TestSeriesBurstIsBounded(t *testing.T) {
 	h := newHarness(t)
 	runs := 0
@@ -162,9 +161,9 @@ func TestSeriesBurstIsBounded(t *testing.T) {
 	require.Equal(t, Accepted, rej)
 	other := h.schedule(2, 3*testTick)
 	h.step(testTick)
-	require.Equal(t, burstRuns, runs)
+	require.Equal(t, 1, runs)
 	h.step(2 * testTick)
-	require.Equal(t, 3*burstRuns, runs)
+	require.Equal(t, 3, runs)
 	require.Contains(t, h.fired, 2, "the other timer ran at its tick")
 	require.False(t, h.sh.Pending(other))
 }

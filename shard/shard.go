@@ -57,11 +57,11 @@ type Config struct {
 	// one only when all of those fail. Freed nodes go to the holder's own
 	// list, not to a lane (share feeds the lanes from it).
 	Home int
-	// Run executes an expired task; nil runs it inline on the shard
-	// goroutine. Every task reaches it as the method value of a pooled
-	// record of the run (cancelwait.go's execRun), which runs the task
-	// and tells the shard it has returned; Run must call each func it is
-	// given exactly once.
+	// Run executes an expired task; nil runs it on the shard's runner
+	// (runner.go). The runner calls it with the method value of a
+	// pooled record of the run (cancelwait.go's execRun), which runs the
+	// task and tells the shard it has returned; Run must call each func
+	// it is given exactly once.
 	Run func(task func())
 	// Group, optional, is the shards routed timers cross between
 	// (cross.go); without one, a routed timer is a plain one.
@@ -73,12 +73,12 @@ type Config struct {
 	// their tasks name; shards of one scheduler share it.
 	Handlers *Handlers
 	// OnPanic receives the value of a panicking task (or Run), and
-	// ErrGoexit for a task that calls runtime.Goexit, on an executor's
-	// goroutine too (goexit.go). Required.
+	// ErrGoexit for a task that calls runtime.Goexit, on the goroutine
+	// that ran it (runner.go). Required.
 	OnPanic func(v any)
 	// Stats turns on the latency histograms (tick lag, lateness, pass
-	// time, task time), which cost a clock read per pass, per 64 tasks
-	// run and per sampled task. Counters are always kept.
+	// time, task time), which cost a clock read per pass, per task run
+	// and per sampled task. Counters are always kept.
 	Stats bool
 	// Unindex, optional, is called once with the key and Ref of each
 	// indexed timer (Request.Indexed) when its node is freed: after the
@@ -93,15 +93,16 @@ type Config struct {
 	// carries on.
 	Pin        func() error
 	OnPinError func(error)
-	// TakeoverAfter, when positive, is how long a task may run before the
-	// watchdog takes its wheel over (takeover.go); 0 turns takeovers off.
-	// MaxBlocked bounds the runs takeovers left blocked at once, counted
-	// in Blocked, which the shards of one Scheduler share; OnRefused,
-	// optional, hears of a takeover refused at that bound.
-	TakeoverAfter time.Duration
-	MaxBlocked    int
-	Blocked       *atomic.Int64
-	OnRefused     func()
+	// BlockedAfter, when positive, is how long a task may hold up the
+	// runs behind it before the shard leaves its runner behind it and
+	// hands them to a new one (runner.go); 0 never does. MaxBlocked
+	// bounds the runners left behind at once, counted in Blocked, which
+	// the shards of one Scheduler share; OnRefused, optional, hears of a
+	// look refused at that bound.
+	BlockedAfter time.Duration
+	MaxBlocked   int
+	Blocked      *atomic.Int64
+	OnRefused    func()
 }
 
 // Shard is one timer wheel, the goroutine that drives it, and the lanes
@@ -132,28 +133,21 @@ type Shard struct {
 	id, of     int           // the shard's number and the number of shards
 	wake       chan struct{} // capacity 1: anyone signals, the shard goroutine receives
 	done       chan struct{} // closed by Close
-	exited     chan struct{} // closed when the shard goroutine returns
-	// quiet is closed by the shard goroutine when it starts a task after
-	// Close (see Quiet); it is the only closer.
-	quiet chan struct{}
-	lines *lineWriters // who wrote which lines, with the verify tag (lines.go)
+	exited     chan struct{} // closed when the shard goroutine and its runners have returned
+	lines      *lineWriters  // who wrote which lines, with the verify tag (lines.go)
 	// alarm is the timer the shard goroutine sleeps on, reset by it and
 	// by a wakeFor that lowers sleepUntil (own.go).
 	alarm Timer
-	// watchdog calls watch while a pass runs tasks (takeover.go); nil
-	// without takeovers. Reset by the shard goroutine and by watch.
-	watchdog Timer
-	// ownerExited is closed when the shard goroutine returns for good,
-	// exited when, besides, every task a takeover left running has
-	// returned (goroutines counts them and the shard goroutine).
+	// ownerExited is closed when the shard goroutine returns, exited when
+	// its runners have too (goroutines counts them and the shard
+	// goroutine).
 	ownerExited chan struct{}
 
-	// Read by every Schedule (closed) or by Stop and CancelWait (gid,
-	// g), written once: by Close, and by the shard goroutine as it starts
-	// (again after a task's Goexit). On the immutable fields' lines.
+	// Read by every Schedule (closed) or by IsShardGoroutine (g), written
+	// once: by Close, and by the shard goroutine as it starts. On the
+	// immutable fields' lines.
 	closed atomic.Bool
-	gid    atomic.Uint64  // shard goroutine id, for Stop from a task
-	g      atomic.Uintptr // its goroutine token, for CancelWait (gtoken.go)
+	g      atomic.Uintptr // the shard goroutine's token (gtoken.go)
 
 	_ [pad.CacheLineSize]byte
 
@@ -193,14 +187,6 @@ type Shard struct {
 	// crossedFired counts this shard's routed timers that other shards'
 	// goroutines ran (cross.go), which count in this shard's Fired.
 	crossedFired atomic.Uint64
-	// runWord is the run word (cancelwait.go) of the timer the shard
-	// goroutine is firing or running (or handing to the executor, or
-	// whose panic it reports), 0 otherwise. Written by that goroutine
-	// only, before the CAS that fires the timer and after the task; read
-	// by Quiet's callers and by CancelWait. It and closed are
-	// sequentially consistent atomics, which the handshake in Quiet
-	// relies on.
-	runWord atomic.Uint64
 	// waiters counts the goroutines in WaitRun, and notify is the channel
 	// the next run that ends closes while there are any (made by the
 	// first waiter, by CAS; swapped out and closed by the run's end).
@@ -211,41 +197,32 @@ type Shard struct {
 	// Drain before its scan, nil before. Read by Claimed from any
 	// goroutine.
 	claimed atomic.Pointer[[]atomic.Uint64]
-	// The takeover's (takeover.go): inTask is the sequence number of the
-	// task the shard goroutine is in (stored as it starts the task, CASed
-	// back to 0 as it returns), 0 between tasks; a takeover CASes it to
-	// takenOver. lastSeen is the watchdog's last look at it, watchOn
-	// whether a pass wants it to look. life is the shard goroutine's,
-	// stored as each starts. blockedNow is the runs takeovers left
-	// blocked, for readers; refused counts the takeovers the MaxBlocked
-	// bound refused; goroutines counts the shard goroutine and the
-	// goroutines still in a task a takeover took the wheel from.
-	inTask     atomic.Uint64
-	lastSeen   atomic.Uint64
-	watchOn    atomic.Bool
-	life       atomic.Pointer[life]
+	// blockedNow is the runners left behind, for readers; refused counts
+	// the looks the MaxBlocked bound refused; goroutines counts the shard
+	// goroutine and its runners' goroutines; runners lists every runner
+	// the shard made (pushed by the shard goroutine, read by Stats).
 	blockedNow atomic.Pointer[blockedView]
 	refused    atomic.Uint64
 	goroutines atomic.Int32
+	runners    atomic.Pointer[runner]
 
 	_ [pad.CacheLineSize]byte
 
-	// The executor's runs (cancelwait.go): runTab is the newest run
-	// table (stored by the shard goroutine, read by waiters); runFree is
-	// the stack on which runs give their execRun back, pushed (CAS) by
-	// whatever goroutine ran the task and taken whole (Swap) by the
-	// shard goroutine (both used only with Config.Run, or by a takeover).
-	// aborts counts the tasks that panicked or called runtime.Goexit, for
-	// Panics: added by whatever goroutine reported them (the shard
-	// goroutine, an executor's, one a takeover retired), taken (Swap) by
-	// the shard goroutine at the end of its pass (countAborts).
+	// The runs (cancelwait.go): runTab is the newest run table (stored
+	// by the shard goroutine, read by waiters); runFree is the stack on
+	// which runs give their execRun back, pushed (CAS) by whatever
+	// goroutine ran the task and taken whole (Swap) by the shard
+	// goroutine. aborts counts the tasks that panicked or called
+	// runtime.Goexit, for Panics: added by whatever goroutine reported
+	// them, taken (Swap) by the shard goroutine in its pass
+	// (countAborts).
 	runTab  atomic.Pointer[runTable]
 	runFree atomic.Pointer[execRun]
 	aborts  atomic.Uint64
-	// returned is the stack on which goroutines a takeover retired hand
-	// their runs back as the tasks return (takeover.go): pushed by them,
+	// returned is the stack on which runners left behind hand themselves
+	// back once their kept runs are done (runner.go): pushed by them,
 	// taken whole by the shard goroutine.
-	returned atomic.Pointer[blockedRun]
+	returned atomic.Pointer[runner]
 
 	_ [pad.CacheLineSize]byte
 
@@ -269,22 +246,24 @@ type Shard struct {
 	wakeTick    uint64   // the tick the goroutine last planned to process next
 	lastTick    uint64   // the last tick a pass reached; written holding the wheel
 	lastPass    PassWork // what the last pass did, for recordRecent
-	// The takeover's (takeover.go): curLife is the goroutine's own life
-	// (Shard.life), cur the task it runs, runSeq the sequence number of
-	// its last task, watching whether the watchdog is armed for this
-	// pass, blocked the runs takeovers left blocked, heldKeys the keys
-	// held back behind them, longest the longest of those that returned.
-	curLife  *life
-	cur      curRun
-	runSeq   uint64
-	watching bool
+	// The runners' (runner.go): runner is the current one, spare those
+	// returned for reuse, moved leave's scratch; blocked the runners left
+	// behind, heldKeys the keys held back behind them (held.go), longest
+	// the longest of their tasks that returned.
+	runner   *runner
+	room     int // runs the runner may be handed before its backlog is full (makeRoom)
+	spare    *runner
+	moved    []*execRun
 	blocked  []*blockedRun
 	heldKeys map[uint64]*heldKey
 	longest  BlockedTask
-	quieted  bool    // quiet is closed
-	goexit   uint8   // what a task's runtime.Goexit asks of the pass (goexit.go)
 	runs     runPool // the execRuns it holds (cancelwait.go)
 	trace    tracer  // the execution tracer's view of passes (trace.go)
+
+	// largePad keeps a Shard over 32 KiB, a large allocation, which the
+	// runtime places at the start of a page: its fields' cache lines
+	// follow from their offsets (see doc.go's table).
+	largePad [7 << 10]byte
 }
 
 // holder is the state the goroutine holding the wheel works with.
@@ -396,13 +375,11 @@ func New(cfg Config) (*Shard, error) {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		exited:   make(chan struct{}),
-		quiet:    make(chan struct{}),
 		alarm:    clock.NewTimer(),
 
 		ownerExited: make(chan struct{}),
 	}
-	if cfg.TakeoverAfter > 0 {
-		sh.watchdog = clock.AfterFunc(sh.watch)
+	if cfg.BlockedAfter > 0 {
 		if sh.cfg.Blocked == nil {
 			sh.cfg.Blocked = new(atomic.Int64)
 		}
@@ -423,8 +400,6 @@ func New(cfg Config) (*Shard, error) {
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
 	sh.sweepCheck = uint64(max(int64(time.Second)/sh.tick, 1))
 	sh.sleepUntil.Store(math.MaxUint64)
-	sh.curLife = new(life) // run makes each goroutine's; this one serves passes made without run (tests)
-	sh.life.Store(sh.curLife)
 	return sh, nil
 }
 

@@ -106,18 +106,15 @@ func (w *wheel) nextCoarse() (uint64, bool) {
 }
 
 // runCoarse expires the coarse slots that start at tick t, which elapsed
-// has just reached, as runSlot does a level-0 slot.
-func (sh *Shard) runCoarse(t uint64, now time.Duration) (time.Duration, bool) {
+// has just reached, as runSlot does a level-0 slot, and reports false if
+// the runner's backlog filled first (the rest waits in the due-now slot).
+func (sh *Shard) runCoarse(t uint64) bool {
 	w := sh.h.w
+	ran := true
 	for l := 1; l < w.levels && t&(1<<(uint(l)*w.shift)-1) == 0; l++ {
-		si := w.coarseBase + w.slotIndex(l, w.num(l, t))
-		if w.slots[si].head == 0 {
-			continue
-		}
-		var ok bool
-		if now, ok = sh.runList(w.takeSlot(si), now); !ok {
-			return now, false
+		if si := w.coarseBase + w.slotIndex(l, w.num(l, t)); w.slots[si].head != 0 {
+			ran = sh.runList(w.takeSlot(si)) && ran
 		}
 	}
-	return now, true
+	return ran
 }

@@ -55,30 +55,25 @@ type Stats struct {
 	NodesReleased  uint64
 	BlocksReleased uint64
 	BlocksRemade   uint64
-	// Takeovers counts the wheels takeovers took from a task that ran
-	// too long, TakeoversRefused the takeovers the MaxBlocked bound
-	// refused, and Blocked lists the tasks takeovers left running that
-	// have not returned (takeover.go); Longest is the one that ran
+	// BlockedRuns counts the runners the shard left behind a task that
+	// ran past BlockedAfter, BlockedRefused the looks the MaxBlocked
+	// bound refused, and Blocked lists the tasks of those runners that
+	// have not returned (runner.go); Longest is the one that ran
 	// longest of those that have returned (Ran set), if any.
-	Takeovers        uint64
-	TakeoversRefused uint64
-	Blocked          []BlockedTask
-	Longest          BlockedTask
-	TickLag          hist.Snapshot
-	Lateness         hist.Snapshot
-	PassTime         hist.Snapshot
-	PassTaskTime     hist.Snapshot
-	TaskTime         hist.Snapshot
+	BlockedRuns    uint64
+	BlockedRefused uint64
+	Blocked        []BlockedTask
+	Longest        BlockedTask
+	TickLag        hist.Snapshot
+	Lateness       hist.Snapshot
+	PassTime       hist.Snapshot
+	TaskTime       hist.Snapshot
 }
 
 // publishEvery: a holder publishes its count of timers filed at once every
 // 2^20 of them, so that the published count stays within own's 30 bits of
 // the true one (see scheduledNow) whoever else publishes or not.
 const publishEvery = 1<<20 - 1
-
-// taskSampleEvery sets how often a task's run time is measured: timing
-// every task would cost two clock reads (about 50ns here) per timer.
-const taskSampleEvery = 16
 
 // Holder counters: kept in the plain array holder.counts by whoever holds
 // the wheel, and copied to an atomic array (publish) by the shard
@@ -102,7 +97,6 @@ const (
 	cSwept                 // cancelled nodes sweeps freed
 	cPanics                // tasks that panicked
 	cSlowNs                // the slowest pass: duration, work and end
-	cSlowTasks
 	cSlowTransferred
 	cSlowRefiled
 	cSlowCascaded
@@ -115,21 +109,18 @@ const (
 	cCrossed        // routed timers handed over to their key's shard
 	cProxied        // proxies other shards crossed here, taken in
 	cFreed          // nodes freed (freeSlot), cancelled or not
-	cTakeovers      // wheels a takeover took from a blocked task (takeover.go)
+	cBlockedRuns    // runners left behind a blocked task (runner.go)
 	numCounters
 )
 
 // PassWork describes one pass of a shard goroutine.
 type PassWork struct {
-	// Duration is how long the pass took, and Tasks how long its tasks
-	// held the shard (both zero with Stats off): for each list of due
-	// timers that ran any, the time from the start of its first task to
-	// the clock reading after its last (see runList).
+	// Duration is how long the pass took (zero with Stats off).
 	Duration time.Duration
-	Tasks    time.Duration
 	// Transferred, Refiled and Fired count the new timers it moved into
 	// the wheel, the timers it moved within the wheel, and the tasks it
-	// ran; Cascaded is the part of Refiled that cascades moved.
+	// handed to the runner; Cascaded is the part of Refiled that
+	// cascades moved.
 	Transferred int
 	Refiled     int
 	Cascaded    int
@@ -149,20 +140,16 @@ func (p PassWork) slower(q PassWork) bool {
 // passWork is the shard goroutine's tally of the current pass: besides
 // PassWork's counts, filed is the timers it filed again that were not new
 // (Resets found on the attention stack, periodic timers after a run),
-// which the execution tracer shows (trace.go); tasks is PassWork.Tasks,
-// and taskStart the clock reading at the first task of the list being
-// run, if timing (see runTask); queuedPeak the most new timers its
-// transfer found in the queue.
+// which the execution tracer shows (trace.go); queuedPeak the most new
+// timers its transfer found in the queue.
 type passWork struct {
 	transferred, refiled, fired, cascaded, filed int
-	tasks, taskStart                             time.Duration
-	timing                                       bool
 	queuedPeak                                   uint64 // see transfer
 }
 
 // publishedStats is the shard goroutine's side of Stats: it records the
-// histograms, which anyone may snapshot, and counts tasks for sampling;
-// published is the holder counters' atomic copy, written by holders (see
+// histograms, which anyone may snapshot (the runners keep the tasks':
+// runner.go); published is the holder counters' atomic copy, written by holders (see
 // publish) and read by anyone.
 type publishedStats struct {
 	published [numCounters]atomic.Uint64
@@ -175,11 +162,7 @@ type publishedStats struct {
 	// (reportScheduled): written by readers only.
 	scheduledSeen atomic.Uint64
 	tickLag       hist.Histogram
-	lateness      hist.Histogram
 	passTime      hist.Histogram
-	passTaskTime  hist.Histogram
-	taskTime      hist.Histogram
-	tasks         uint64 // tasks run, for sampling
 	recent        [recentSlots]recentSlot
 }
 
@@ -364,7 +347,6 @@ func (sh *Shard) Stats() Stats {
 	st.RefiledPeak = int(p[cRefiledPeak].Load())
 	st.SlowestPass = PassWork{
 		Duration:    time.Duration(p[cSlowNs].Load()),
-		Tasks:       time.Duration(p[cSlowTasks].Load()),
 		Transferred: int(p[cSlowTransferred].Load()),
 		Refiled:     int(p[cSlowRefiled].Load()),
 		Cascaded:    int(p[cSlowCascaded].Load()),
@@ -377,14 +359,15 @@ func (sh *Shard) Stats() Stats {
 	st.NodesAllocated, st.NodesReleased = sh.arena.Footprint()
 	st.BlocksReleased = p[cBlocksReleased].Load()
 	st.BlocksRemade = p[cBlocksRemade].Load()
-	st.Takeovers = p[cTakeovers].Load()
-	st.TakeoversRefused = sh.refused.Load()
+	st.BlockedRuns = p[cBlockedRuns].Load()
+	st.BlockedRefused = sh.refused.Load()
 	st.Blocked, st.Longest = sh.Blocked()
 	st.TickLag = sh.stats.tickLag.Snapshot()
-	st.Lateness = sh.stats.lateness.Snapshot()
 	st.PassTime = sh.stats.passTime.Snapshot()
-	st.PassTaskTime = sh.stats.passTaskTime.Snapshot()
-	st.TaskTime = sh.stats.taskTime.Snapshot()
+	for r := sh.runners.Load(); r != nil; r = r.all {
+		st.Lateness.Merge(r.late.Snapshot())
+		st.TaskTime.Merge(r.took.Snapshot())
+	}
 	return st
 }
 
@@ -412,22 +395,19 @@ func (sh *Shard) recordPass(start time.Duration) {
 	c, w := &sh.h.counts, sh.work
 	c[cRefiledPeak] = max(c[cRefiledPeak], uint64(w.refiled))
 	p := PassWork{
-		Tasks: w.tasks, Transferred: w.transferred, Refiled: w.refiled, Cascaded: w.cascaded, Fired: w.fired, End: start,
+		Transferred: w.transferred, Refiled: w.refiled, Cascaded: w.cascaded, Fired: w.fired, End: start,
 	}
 	if sh.cfg.Stats {
 		p.End = sh.clock.Now()
 		p.Duration = p.End - start
 		sh.stats.passTime.Record(int64(p.Duration))
-		if w.fired > 0 {
-			sh.stats.passTaskTime.Record(int64(w.tasks))
-		}
 	}
 	sh.lastPass = p
 	slowest := PassWork{
 		Duration: time.Duration(c[cSlowNs]), Transferred: int(c[cSlowTransferred]), Refiled: int(c[cSlowRefiled]), Fired: int(c[cSlowFired]),
 	}
 	if p.slower(slowest) {
-		c[cSlowNs], c[cSlowTasks], c[cSlowEnd] = uint64(p.Duration), uint64(p.Tasks), uint64(p.End)
+		c[cSlowNs], c[cSlowEnd] = uint64(p.Duration), uint64(p.End)
 		c[cSlowTransferred], c[cSlowRefiled], c[cSlowCascaded], c[cSlowFired] =
 			uint64(p.Transferred), uint64(p.Refiled), uint64(p.Cascaded), uint64(p.Fired)
 	}
@@ -473,7 +453,7 @@ type Recent struct {
 // readers take it if epoch reads the same before and after its fields.
 type recentSlot struct {
 	epoch                             atomic.Int64
-	slowNs, slowTasks, slowEnd        atomic.Int64
+	slowNs, slowEnd                   atomic.Int64
 	slowTransferred, slowRefiled      atomic.Int64
 	slowCascaded, slowFired           atomic.Int64
 	queuedPeak, transferPeak, refiled atomic.Int64
@@ -486,7 +466,6 @@ func epochOf(t time.Duration) int64 { return int64(t/time.Second) + 1 }
 func (sl *recentSlot) pass() PassWork {
 	return PassWork{
 		Duration:    time.Duration(sl.slowNs.Load()),
-		Tasks:       time.Duration(sl.slowTasks.Load()),
 		Transferred: int(sl.slowTransferred.Load()),
 		Refiled:     int(sl.slowRefiled.Load()),
 		Cascaded:    int(sl.slowCascaded.Load()),
@@ -506,7 +485,7 @@ func (sh *Shard) recordRecent(start time.Duration) {
 	if sl.epoch.Load() != e {
 		sl.epoch.Store(0)
 		for _, v := range []*atomic.Int64{
-			&sl.slowNs, &sl.slowTasks, &sl.slowEnd, &sl.slowTransferred, &sl.slowRefiled,
+			&sl.slowNs, &sl.slowEnd, &sl.slowTransferred, &sl.slowRefiled,
 			&sl.slowCascaded, &sl.slowFired, &sl.queuedPeak, &sl.transferPeak, &sl.refiled,
 		} {
 			v.Store(0)
@@ -515,7 +494,6 @@ func (sh *Shard) recordRecent(start time.Duration) {
 	}
 	if p.slower(sl.pass()) {
 		sl.slowNs.Store(int64(p.Duration))
-		sl.slowTasks.Store(int64(p.Tasks))
 		sl.slowEnd.Store(int64(p.End))
 		sl.slowTransferred.Store(int64(p.Transferred))
 		sl.slowRefiled.Store(int64(p.Refiled))

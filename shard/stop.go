@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -22,73 +21,44 @@ func (sh *Shard) Close() {
 	}
 }
 
-// Exited returns a channel that is closed when the shard goroutine has
-// returned (the last of them, if a task's runtime.Goexit or a takeover
-// replaced it: see goexit.go, takeover.go), and so has every task a
-// takeover left running. Those goroutines must not wait on it (see
-// IsShardGoroutine).
+// Exited returns a channel that is closed when the shard goroutine and
+// every runner of the shard have returned: every task the shard handed
+// out has returned. A task must not wait on it (see IsShardGoroutine).
 func (sh *Shard) Exited() <-chan struct{} { return sh.exited }
 
 // Stopped returns a channel that is closed when the shard goroutine has
-// returned for good, which may be before Exited: tasks a takeover left
-// running may still run, but never touch a timer again.
+// returned, which it does within a pass of Close: it runs no task, so
+// nothing it waits for is a task's. Drain may run from then on; tasks
+// handed out before may still run, but fire no timer.
 func (sh *Shard) Stopped() <-chan struct{} { return sh.ownerExited }
 
-// Quiet reports, after Close, whether the shard goroutine will fire no
-// timer again, so that Drain may run while it is still alive: true when it
-// is running a task (a task never returns into the wheel of a closed
-// shard: the goroutine checks closed after every task and abandons its
-// pass) or has exited. When it returns false, the channel it returns is
-// closed as soon as the goroutine starts a task (see runTask); its exit
-// closes Stopped. The handshake: the goroutine stores runWord before it
-// loads closed, and Close stored closed before Quiet loads runWord, so
-// either Quiet sees the task or the goroutine sees closed and closes the
-// channel. (runWord is stored just before the CAS that fires a timer: if
-// that CAS then fails, the goroutine sees closed in endRun and abandons
-// its pass, touching no node again.)
-func (sh *Shard) Quiet() (bool, <-chan struct{}) {
-	if sh.runWord.Load() != 0 {
-		return true, nil
-	}
-	select {
-	case <-sh.ownerExited:
-		return true, nil
-	default:
-		return false, sh.quiet
-	}
-}
-
 // IsShardGoroutine reports whether the goroutine with id gid (see
-// GoroutineID) is this shard's goroutine, as a task run inline is, or one
-// a takeover retired, still in its task (takeover.go).
+// GoroutineID) is one of the shard's runners, as the goroutine of a task
+// it runs is: a task that stops the scheduler must not wait for itself.
 func (sh *Shard) IsShardGoroutine(gid uint64) bool {
-	if sh.gid.Load() == gid {
-		return true
-	}
-	if v := sh.blockedNow.Load(); v != nil {
-		return slices.Contains(v.gids, gid)
+	for r := sh.runners.Load(); r != nil; r = r.all {
+		if r.gid.Load() == gid {
+			return true
+		}
 	}
 	return false
 }
 
 // Drain claims, after Close, every timer that is still pending, wherever
-// it is (in the wheel, in the queue), and calls keep with each one's
+// it is (in the wheel, in the queue, held back behind its key's blocked
+// task), and calls keep with each one's
 // reference, key, due time (a clock reading; for a timer not yet filed,
 // the earliest it could run) and task. A claimed timer never runs and its
 // handle reports not pending; keep says whether Claimed keeps its task for
 // its claimant (true), or the claimant has handed the task elsewhere.
 //
-// With an executor (Config.Run), a periodic timer whose run the executor
-// holds (running: handed over, its task started or not) is claimed but
-// not passed to keep: that run, which may start after Drain returns, is
-// the series' last, and a claimant that ran the task too would run it
-// twice, or beside itself. A series run inline is passed to keep as any
-// timer: Drain runs once the shard goroutine has exited or is quiet, so
-// its run has returned, or is the task that stops the shard (or one
-// Shutdown gave up waiting for).
-// Timers that lose the race to a concurrent Cancel, or to a Schedule that
-// undoes itself, are not claimed. Drain must run once, when the shard
-// goroutine has exited or is quiet (see Quiet); it never waits for anyone.
+// A periodic timer whose run is handed out (running: its task started or
+// not) is claimed but not passed to keep: that run, which may start after
+// Drain returns, is the series' last, and a claimant that ran the task too
+// would run it twice, or beside itself. Timers that lose the race to a
+// concurrent Cancel, or to a Schedule that undoes itself, are not claimed.
+// Drain must run once, when the shard goroutine has returned (Stopped);
+// it never waits for anyone.
 func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task) bool) {
 	now := sh.clock.Now()
 	hw := sh.arena.HighWater()
@@ -119,8 +89,8 @@ func (sh *Shard) Drain(keep func(r Ref, key uint64, due time.Duration, task Task
 				}
 				sh.stopped.Add(1) // before the token goes back (see Outs)
 				sh.releaseToken()
-				if s.status() == statusRunning && sh.cfg.Run != nil {
-					// The executor holds its run: not returned (see
+				if s.status() == statusRunning {
+					// A runner holds its run: not returned (see
 					// Drain), and the run finds it stopped at its end.
 					break
 				}

@@ -18,12 +18,10 @@ import (
 //	taken_in  new timers it moved from the queue into the wheel
 //	filed     timers it filed again that were not new: periodic timers
 //	          after a run, Resets it took off the attention stack
-//	fired     tasks it ran (periodic runs included)
+//	fired     tasks it handed to the runner (periodic runs included)
 //	refiled   timers it moved within the wheel, cascades aside: Resets
 //	          found at their old slot or taken off the attention stack
 //	cascaded  timers cascades moved down the wheel
-//	task_ns   how long its tasks held the shard, in nanoseconds
-//	          (PassWork.Tasks; 0 with Stats off)
 //
 // With tracing off a pass costs one more atomic load (trace.IsEnabled),
 // which BenchmarkPassTracingOff measures.
@@ -41,7 +39,7 @@ const (
 type tracer struct{ shard string }
 
 // tracedPass is pass as a region of the execution trace.
-func (sh *Shard) tracedPass() bool {
+func (sh *Shard) tracedPass() {
 	ctx := context.Background()
 	region := trace.StartRegion(ctx, RegionPass)
 	defer region.End()
@@ -49,7 +47,7 @@ func (sh *Shard) tracedPass() bool {
 		sh.trace.shard = strconv.Itoa(sh.id)
 	}
 	trace.Log(ctx, LogShard, sh.trace.shard)
-	ok := sh.passBody()
+	sh.passBody()
 	w := sh.work
 	b := make([]byte, 0, 128)
 	b = append(b, "taken_in="...)
@@ -62,8 +60,5 @@ func (sh *Shard) tracedPass() bool {
 	b = strconv.AppendInt(b, int64(w.refiled-w.cascaded), 10)
 	b = append(b, " cascaded="...)
 	b = strconv.AppendInt(b, int64(w.cascaded), 10)
-	b = append(b, " task_ns="...)
-	b = strconv.AppendInt(b, int64(w.tasks), 10)
 	trace.Log(ctx, LogWork, string(b))
-	return ok
 }

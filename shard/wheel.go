@@ -334,15 +334,36 @@ func (w *wheel) nextWake() (uint64, bool) {
 // successor (0 at the end), before it re-files or frees the node. Nodes
 // re-filed meanwhile never land in this slot, which holds one tick, now
 // processed.
-func (w *wheel) take(num uint64) uint32 { return w.takeSlot(w.slotIndex(0, num)) }
+func (w *wheel) take(num uint64) (first, last uint32) { return w.takeSlot(w.slotIndex(0, num)) }
 
 // takeSlot is take for slot si of slots: a level-0 slot, or a coarse slot
-// whose first tick elapsed has reached.
-func (w *wheel) takeSlot(si uint32) uint32 {
-	first := w.slots[si].head
+// whose first tick elapsed has reached. It returns the list's first and
+// last nodes.
+func (w *wheel) takeSlot(si uint32) (first, last uint32) {
+	first, last = w.slots[si].head, w.slots[si].tail
 	w.slots[si] = slotList{}
 	w.mark(si, false)
-	return first
+	return first, last
+}
+
+// putBackDue appends to the due-now slot what is left of a list take
+// removed (its nodes first to last, not detached yet, so still counted):
+// O(1), the list's links kept.
+func (w *wheel) putBackDue(first, last uint32) {
+	si := w.slotIndex(0, w.elapsed)
+	sl := &w.slots[si]
+	fn, ln := w.arena.Node(first), w.arena.Node(last)
+	ln.Next = slotEnd | si
+	if sl.tail == 0 {
+		fn.Prev = slotEnd | si
+		sl.head = first
+		w.mark(si, true)
+	} else {
+		fn.Prev = sl.tail
+		w.arena.Node(sl.tail).Next = first
+	}
+	sl.tail = last
+	sl.filed = math.MaxUint32 // an upper bound: its count is not known
 }
 
 // detach accounts for a node that take removed from its slot and returns

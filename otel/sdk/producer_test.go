@@ -186,7 +186,7 @@ func TestEmptyHistograms(t *testing.T) {
 	sm, err := shardwheelsdk.NewProducer(s).Produce(context.Background())
 	require.NoError(t, err)
 	require.Len(t, sm, 1)
-	require.Len(t, sm[0].Metrics, 5)
+	require.Len(t, sm[0].Metrics, 4)
 	for _, m := range sm[0].Metrics {
 		dp := m.Data.(metricdata.ExponentialHistogram[float64]).DataPoints[0]
 		assert.Zero(t, dp.Count, m.Name)
