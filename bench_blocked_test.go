@@ -13,26 +13,27 @@ import (
 // BenchmarkBesideABlockedTask measures what a task that blocks costs the
 // other timers: two shards, a task on shard 1 blocked on a channel, then
 // 20 goroutines scheduling 10 timers each, due 1ms on, 1ms apart, keyed to
-// shard 0 or AfterFunc (filed on whichever wheel their P has), once the
-// task has blocked for 20ms. It reports
-// how many of the 200 ran within a second (ran/200) and the p99 of how late
-// they ran (late-p99-ms, over those that ran), with takeovers on (the
-// default) and off (the wheel waits for its task), beside time.AfterFunc in
-// the same run:
+// other keys of shard 1 (its runner's, behind the task) or AfterFunc
+// (filed on whichever wheel their P has), once the task has blocked for
+// 20ms. It reports how many of the 200 ran within a second (ran/200) and
+// the p99 of how late they ran (late-p99-ms, over those that ran), with
+// the default WithBlockedAfter (the tasks behind it move on) and with
+// WithBlockedAfter(0) (they wait for it), beside time.AfterFunc in the
+// same run:
 //
 //	go test -run '^$' -bench BesideABlockedTask -benchtime 5x -count 5 . |
-//		benchstat -col /takeover -
+//		benchstat -col /moveon -
 func BenchmarkBesideABlockedTask(b *testing.B) {
 	for _, kind := range []string{"keyed", "AfterFunc", "time.AfterFunc"} {
-		for _, takeover := range []string{"on", "off"} {
-			if kind == "time.AfterFunc" && takeover == "off" {
+		for _, moveOn := range []string{"on", "off"} {
+			if kind == "time.AfterFunc" && moveOn == "off" {
 				continue
 			}
-			b.Run("kind="+kind+"/takeover="+takeover, func(b *testing.B) {
+			b.Run("kind="+kind+"/moveon="+moveOn, func(b *testing.B) {
 				var late []time.Duration
 				ran := 0
 				for range b.N {
-					l := besideABlockedTask(b, kind, takeover == "on")
+					l := besideABlockedTask(b, kind, moveOn == "on")
 					ran += len(l)
 					late = append(late, l...)
 				}
@@ -48,9 +49,9 @@ func BenchmarkBesideABlockedTask(b *testing.B) {
 
 // besideABlockedTask runs one round of BenchmarkBesideABlockedTask and
 // returns how late each timer that ran within a second ran.
-func besideABlockedTask(b *testing.B, kind string, takeover bool) []time.Duration {
+func besideABlockedTask(b *testing.B, kind string, moveOn bool) []time.Duration {
 	opts := []shardwheel.Option{shardwheel.WithShards(2)}
-	if !takeover {
+	if !moveOn {
 		opts = append(opts, shardwheel.WithBlockedAfter(0))
 	}
 	s, err := shardwheel.New(opts...)
@@ -58,15 +59,14 @@ func besideABlockedTask(b *testing.B, kind string, takeover bool) []time.Duratio
 		b.Fatal(err)
 	}
 	release, started := make(chan struct{}), make(chan struct{})
-	if _, err := s.Schedule(keysFor(s, 1, 1)[0], 0, func() { close(started); <-release }); err != nil {
+	keys := keysFor(s, 1, 201)
+	if _, err := s.Schedule(keys[0], 0, func() { close(started); <-release }); err != nil {
 		b.Fatal(err)
 	}
 	<-started
-	// The timers come once the task has blocked for 20ms, past the
-	// takeover (1-2 ticks by default): those due before it wait for it, as with
-	// takeovers off.
+	// The timers come once the task has blocked for 20ms.
 	time.Sleep(20 * time.Millisecond)
-	healthy := keysFor(s, 0, 200)
+	healthy := keys[1:]
 	var mu sync.Mutex
 	var late []time.Duration
 	var left atomic.Int64
@@ -120,16 +120,18 @@ func besideABlockedTask(b *testing.B, kind string, takeover bool) []time.Duratio
 // goroutines scheduling 10k timers a second in all, keyed at random, due
 // 5-20ms on; the sleepy key's timer re-schedules itself 100ms on each time
 // it runs. Each op is a 2s window; late-p99-ms is the p99 of how late the
-// other timers ran (from their deadline), with takeovers on and off:
+// other timers ran (from their deadline), with the default
+// WithBlockedAfter (the tasks behind the sleepy one move on) and with
+// WithBlockedAfter(0):
 //
 //	go test -run '^$' -bench LatenessBesideASleepyKey -benchtime 1x -count 5 . |
-//		benchstat -col /takeover -
+//		benchstat -col /moveon -
 func BenchmarkLatenessBesideASleepyKey(b *testing.B) {
-	for _, takeover := range []string{"on", "off"} {
-		b.Run("takeover="+takeover, func(b *testing.B) {
+	for _, moveOn := range []string{"on", "off"} {
+		b.Run("moveon="+moveOn, func(b *testing.B) {
 			var late []time.Duration
 			for range b.N {
-				late = append(late, besideASleepyKey(b, takeover == "on", 2*time.Second)...)
+				late = append(late, besideASleepyKey(b, moveOn == "on", 2*time.Second)...)
 			}
 			slices.Sort(late)
 			if len(late) > 0 {
@@ -142,9 +144,9 @@ func BenchmarkLatenessBesideASleepyKey(b *testing.B) {
 
 // besideASleepyKey runs one window of BenchmarkLatenessBesideASleepyKey
 // and returns how late each other timer ran.
-func besideASleepyKey(b *testing.B, takeover bool, window time.Duration) []time.Duration {
+func besideASleepyKey(b *testing.B, moveOn bool, window time.Duration) []time.Duration {
 	opts := []shardwheel.Option{shardwheel.WithShards(2)}
-	if !takeover {
+	if !moveOn {
 		opts = append(opts, shardwheel.WithBlockedAfter(0))
 	}
 	s, err := shardwheel.New(opts...)
@@ -195,4 +197,94 @@ func besideASleepyKey(b *testing.B, takeover bool, window time.Duration) []time.
 	mu.Unlock()
 	s.Stop()
 	return out
+}
+
+// BenchmarkSmallTimersBesideCPUBoundTasks measures how a quick task shares
+// the CPU with long ones: 4 goroutines spin (CPU hogs) while tasks that
+// spin 2-20ms each are scheduled on the Scheduler, one every 5ms over 8
+// keys, and small timers, due 1ms on, one every millisecond on each side,
+// are scheduled on the Scheduler (AfterFunc) and on time.AfterFunc, side by
+// side in the same 2s window. It reports each side's small timers'
+// lateness (from their deadline), p50 and p99, in ms:
+//
+//	go test -run '^$' -bench SmallTimersBesideCPUBoundTasks -benchtime 1x -count 5 . | benchstat -
+func BenchmarkSmallTimersBesideCPUBoundTasks(b *testing.B) {
+	var lib, std []time.Duration
+	for range b.N {
+		l, r := besideCPUBoundTasks(b, 2*time.Second)
+		lib, std = append(lib, l...), append(std, r...)
+	}
+	for _, side := range []struct {
+		name string
+		late []time.Duration
+	}{{"s", lib}, {"time", std}} {
+		slices.Sort(side.late)
+		if len(side.late) > 0 {
+			b.ReportMetric(float64(side.late[len(side.late)/2])/1e6, side.name+"-p50-ms")
+			b.ReportMetric(float64(side.late[len(side.late)*99/100])/1e6, side.name+"-p99-ms")
+		}
+	}
+}
+
+// spinFor keeps the CPU busy for d.
+func spinFor(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+// besideCPUBoundTasks runs one window of
+// BenchmarkSmallTimersBesideCPUBoundTasks and returns how late the small
+// timers ran on the Scheduler and on time.AfterFunc.
+func besideCPUBoundTasks(b *testing.B, window time.Duration) (lib, std []time.Duration) {
+	s, err := shardwheel.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var quit atomic.Bool
+	var hogs sync.WaitGroup
+	for range 4 {
+		hogs.Go(func() {
+			for !quit.Load() {
+				spinFor(100 * time.Microsecond)
+			}
+		})
+	}
+	var mu sync.Mutex
+	record := func(to *[]time.Duration, due time.Time) func() {
+		return func() {
+			l := time.Since(due)
+			mu.Lock()
+			*to = append(*to, l)
+			mu.Unlock()
+		}
+	}
+	end := time.Now().Add(window)
+	var load sync.WaitGroup
+	load.Go(func() { // the long tasks
+		for i := 0; time.Now().Before(end); i++ {
+			d := time.Duration(2+i*7%19) * time.Millisecond
+			if _, err := s.Schedule(uint64(i%8), time.Millisecond, func() { spinFor(d) }); err != nil {
+				b.Error(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	load.Go(func() { // the small timers, both sides
+		for time.Now().Before(end) {
+			due := time.Now().Add(time.Millisecond)
+			if _, err := s.AfterFunc(time.Millisecond, record(&lib, due)); err != nil {
+				b.Error(err)
+			}
+			time.AfterFunc(time.Millisecond, record(&std, due))
+			time.Sleep(time.Millisecond)
+		}
+	})
+	load.Wait()
+	quit.Store(true)
+	hogs.Wait()
+	s.Stop() // the tasks handed out return first
+	time.Sleep(50 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(lib), slices.Clone(std)
 }

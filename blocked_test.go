@@ -2,6 +2,7 @@ package shardwheel_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -202,4 +203,100 @@ func TestMaxBlockedTasksBoundsTheGoroutines(t *testing.T) {
 	release1()
 	release0()
 	require.Eventually(t, func() bool { return ran.Load() == 18 }, waitFor, pollEvery)
+}
+
+// TestStopDuringBlockedAndPreemptedTasks stops schedulers, with Stop or a
+// Shutdown whose context ends first, while tasks block (their runners left
+// behind, their keys held), spin (preempted on a busy host, their runs
+// moved on), schedule more timers, and GOMAXPROCS changes: Stop never
+// hangs, returns once every task has returned, and every accepted timer
+// ended exactly one way. Run it under the stress tag, whose yields inside
+// the engine force the interleavings, and under -race.
+func TestStopDuringBlockedAndPreemptedTasks(t *testing.T) {
+	rounds := 20
+	if testing.Short() || raceEnabled {
+		rounds = 6
+	}
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	for round := range rounds {
+		s := newUnstopped(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
+			shardwheel.WithMaxBlockedTasks(1+round%3))
+		release := make(chan struct{})
+		var fates sync.Map // *fate by id
+		var next atomic.Int64
+		var spinning, blocked atomic.Int64
+		schedule := func(key uint64, delay time.Duration, body func()) {
+			f := &fate{}
+			id := next.Add(1)
+			fates.Store(id, f)
+			tm, err := s.Schedule(key, delay, func() { f.ran.Add(1); body() })
+			if err != nil {
+				fates.Delete(id) // refused after Stop: never accepted
+				return
+			}
+			f.handle = tm
+		}
+		for i := range 60 {
+			key := uint64(i % 7)
+			switch i % 4 {
+			case 0:
+				schedule(key, time.Duration(i%5)*time.Millisecond, func() {
+					blocked.Add(1)
+					<-release
+				})
+			case 1:
+				schedule(key, time.Duration(i%6)*time.Millisecond, func() {
+					spinning.Add(1)
+					for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
+					}
+				})
+			case 2:
+				schedule(key, time.Duration(i%9)*time.Millisecond, func() {
+					schedule(key+1, time.Millisecond, func() {})
+				})
+			default:
+				schedule(key, time.Duration(i%20)*time.Millisecond, func() {})
+			}
+		}
+		if round%2 == 1 {
+			runtime.GOMAXPROCS(1 + round%3)
+		}
+		require.Eventually(t, func() bool { return blocked.Load() > 0 }, waitFor, pollEvery, "a task blocks")
+		var stopped []shardwheel.Timeout
+		within(t, fmt.Sprintf("round %d: Stop", round), func() {
+			if round%3 == 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+				out, err := s.Shutdown(ctx)
+				cancel()
+				assert.ErrorIs(t, err, context.DeadlineExceeded, "tasks still blocked")
+				stopped = out
+				close(release)
+				assert.Empty(t, s.Stop(), "a later Stop returns nothing, once the tasks have returned")
+				return
+			}
+			go func() { time.Sleep(5 * time.Millisecond); close(release) }()
+			stopped = s.Stop()
+		})
+		runtime.GOMAXPROCS(procs)
+		for _, tm := range stopped {
+			fates.Range(func(_, v any) bool {
+				if f := v.(*fate); f.handle == tm {
+					f.stopped.Add(1)
+				}
+				return true
+			})
+		}
+		fates.Range(func(id, v any) bool {
+			f := v.(*fate)
+			if f.handle.Cancel() {
+				f.cancelled.Add(1)
+			}
+			ends := f.ran.Load() + f.cancelled.Load() + f.stopped.Load()
+			assert.EqualValues(t, 1, ends, "round %d, timer %d: ran %d, cancelled %d, stopped %d",
+				round, id, f.ran.Load(), f.cancelled.Load(), f.stopped.Load())
+			return true
+		})
+		assert.Zero(t, s.Pending(), "round %d", round)
+	}
 }

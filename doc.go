@@ -10,7 +10,10 @@
 // on; one scheduled with a key (Schedule, ScheduleKey) runs on the shard
 // its key hashes to, and crosses to that shard only near its deadline. The
 // returned Timeout remembers the shard that filed its timer, so that
-// Cancel and Reset go straight to it.
+// Cancel and Reset go straight to it. A shard's goroutine never runs a
+// task: it hands the due ones, in deadline order, to the shard's runner, a
+// goroutine that runs them one at a time, so that the tasks of one key run
+// one at a time, in deadline order (WithExecutor hands them elsewhere).
 //
 // # Two kinds of timers
 //
@@ -28,16 +31,18 @@
 //
 //   - Never early: a task runs no earlier than the moment Schedule (or
 //     Reset) was called plus its delay, on the monotonic clock.
-//   - Bounded lateness: a task runs less than a tick after its deadline
+//   - Bounded lateness: a task starts less than a tick after its deadline
 //     (deadlines round up to the tick grid) plus its shard's tick lag, which
-//     is near zero unless the shard's goroutine waits for a CPU or runs long
-//     tasks (a task past WithBlockedAfter, a tick by default, hands the
-//     wheel to a new goroutine, so its other timers wait about two ticks at
-//     most; see WithBlockedAfter); Stats shows it.
+//     is near zero unless the shard's goroutine waits for a CPU, plus its
+//     wait behind the tasks handed to its runner before it: a task that
+//     holds those up for WithBlockedAfter (a tick by default) is left
+//     behind, the others going on on another runner, so they wait about two
+//     ticks at most, but the later timers of its own key wait until it
+//     returns (see WithBlockedAfter); Stats shows it (Lateness).
 //   - Exactly once: every timer Schedule accepted ends in exactly one way:
 //     its task ran once, one Cancel returned true for it, or Stop claimed
-//     it (returned it, or handed it over, or, for a series whose run an
-//     executor holds, left that run as its last: see Stop). Pending counts
+//     it (returned it, or handed it over, or, for a series whose run is
+//     handed out, left that run as its last: see Stop). Pending counts
 //     the timers that have not ended yet.
 //   - Stale handles are inert: once a timer has ended, its Timeout reports
 //     not pending, and Cancel and Reset on it return false, even after the
@@ -46,10 +51,11 @@
 //     tick, unless the call falls exactly on a tick's start); a delay
 //     beyond MaxDelay is clamped to MaxDelay (795 days at a 1ms tick, 21.8
 //     years at 10ms).
-//   - A panicking task is recovered and reported to the panic handler; its
-//     shard keeps running. So does the shard of a task that calls
-//     runtime.Goexit (reported as ErrTaskGoexit), and that of a task that
-//     blocks (WithBlockedAfter).
+//   - A panicking task is recovered and reported to the panic handler; the
+//     tasks behind it run. So do those behind a task that calls
+//     runtime.Goexit (reported as ErrTaskGoexit), and those of other keys
+//     behind a task that blocks (WithBlockedAfter). No task touches the
+//     wheel.
 //
 // # Contexts
 //

@@ -155,7 +155,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		fs.BoolVar(&o.trace, "trace", false, "also record an execution trace of the measured window to trace.out, "+
 			"in which each shard's pass is a region of type shardwheel.pass (go tool trace)")
 		fs.Func("disturb", "disturbances to inject into the measured window, comma-separated, spread evenly over it, "+
-			"to check that the report names their causes: sleep (a task sleeps 50ms on its shard: its wheel is taken over after WithBlockedAfter), hog (2*GOMAXPROCS "+
+			"to check that the report names their causes: sleep (a task sleeps 50ms on its shard's runner: the tasks behind it move on after WithBlockedAfter), hog (2*GOMAXPROCS "+
 			"goroutines spin for up to 1s), gc (GOGC 5, a million live objects and allocating goroutines for up to 1s)",
 			func(s string) error {
 				v, err := parseDisturb(s)

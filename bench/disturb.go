@@ -25,9 +25,9 @@ const (
 	disturbGC    = "gc"    // GOGC 5, a million live objects, goroutines that allocate
 )
 
-// blockFor is how long the sleep disturbance's task sleeps on its shard (its
-// wheel taken over after WithBlockedAfter, the report says so): a
-// lock or a call held that long.
+// blockFor is how long the sleep disturbance's task sleeps on its shard's
+// runner (the tasks behind it move on after WithBlockedAfter, the report
+// says so): a lock or a call held that long.
 const blockFor = 50 * time.Millisecond
 
 // Disturbance is one injected at At into the measured window, for For.

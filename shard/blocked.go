@@ -13,14 +13,16 @@ import (
 
 // blockedRun is the record of a runner left behind its task: written by the
 // shard goroutine before the CAS that leaves the runner, and read by
-// anyone after (Stats, through blockedView); done is set by the runner when
-// the task has returned.
+// anyone after (Stats, through blockedView); ran (how long the task ran
+// from since) and then done are stored by the runner when the task has
+// returned.
 type blockedRun struct {
 	key   uint64
 	keyed bool
 	fn    uintptr       // the task's code, for BlockedTask.Func
 	gid   uint64        // the runner's goroutine id (IsShardGoroutine)
 	since time.Duration // a clock reading at which the task was running already
+	ran   atomic.Int64
 	done  atomic.Bool
 }
 
@@ -84,10 +86,14 @@ func (sh *Shard) Blocked() (running []BlockedTask, longest BlockedTask) {
 	if v == nil {
 		return nil, BlockedTask{}
 	}
+	longest = v.longest
 	for _, b := range v.runs {
 		if !b.done.Load() {
 			running = append(running, b.task())
+		} else if ran := time.Duration(b.ran.Load()); ran > longest.Ran {
+			longest = b.task() // returned, and not yet collected
+			longest.Ran = ran
 		}
 	}
-	return running, v.longest
+	return running, longest
 }

@@ -105,9 +105,12 @@ type execRun struct {
 	series bool
 	// tab and slot are where the run is published (runTable) until its
 	// task has returned; tab stays set until the shard goroutine takes
-	// the execRun back (collectRuns).
+	// the execRun back (collectRuns). g is the token of the goroutine
+	// running the task (gtoken.go), stored by it as the task starts, 0
+	// before.
 	tab  *runTable
 	slot int
+	g    atomic.Uintptr
 	next *execRun // runFree's and runPool.spare's link
 }
 
@@ -130,7 +133,7 @@ func (r *execRun) call() {
 // and for a nil panic only under GODEBUG=panicnil=1, which is then taken
 // for one.
 func (r *execRun) exec() {
-	r.tab.gs[r.slot].Store(goroutineToken())
+	r.g.Store(goroutineToken())
 	returned := false
 	defer func() {
 		if returned {
@@ -166,10 +169,9 @@ func (r *execRun) finish() {
 	if r.series {
 		sh.rearm(r.idx, r.gen)
 	}
-	t, i := r.tab, r.slot
-	t.gs[i].Store(0) // before the word: a slot free for reuse names no goroutine
+	r.g.Store(0) // before the word: a run the word no longer names names no goroutine
 	stress.Point()
-	t.words[i].Store(0)
+	r.tab.words[r.slot].Store(0)
 	sh.wakeWaiters()
 	r.giveBack()
 }
@@ -195,9 +197,8 @@ func (r *execRun) giveBack() {
 // buckets its two hashes name (bucketsOf), the first while it is at most
 // half full, else the one with more free slots (word 0): with two choices
 // a table fills to about 70% before a bucket overflows, where with one it
-// would overflow at 15-30%. gs holds, slot
-// for slot, the token of the goroutine running the task, 0 until it
-// starts. Only the shard goroutine adds words (publishRun), and it never
+// would overflow at 15-30%. runs holds, slot for slot, the execRun whose
+// word it is, which names the goroutine running its task (g). Only the shard goroutine adds words (publishRun), and it never
 // moves one: a run's word stays in its slot until the run, on whatever
 // goroutine, has returned and frees the slot. So a reader looks at two
 // buckets: two lines.
@@ -218,15 +219,16 @@ func (r *execRun) giveBack() {
 // Reader's order: a table is published before any word goes in it, and a
 // word before the CAS that fires its timer: a reader that saw the timer
 // end loads the chain after, and finds the run while it is in flight. A
-// slot's word is 0
-// or a run's, and a reader that finds its word reads the slot's token
-// after: the token is 0 or the token of the goroutine running that task,
-// since a slot's token is cleared before its word, and set only by the
-// goroutine that runs the slot's task.
+// slot's word is 0 or a run's, stored after the slot's run; a reader that
+// finds its word loads the slot's run and that run's g after: g is 0 or
+// the token of the goroutine running that task, since a run's g is cleared
+// before its word, and set only by the goroutine that runs its task. (A
+// slot reused meanwhile names another run, which cannot be the caller's:
+// the caller, inside its own run, keeps that run's word in place.)
 type runTable struct {
-	words []atomic.Uint64  // per slot: the run word of the run holding it, 0 when free
-	gs    []atomic.Uintptr // per slot: the token of the goroutine running its task, or 0
-	shift uint             // 64 - log2 of the buckets: bucketsOf keeps the top bits of the hash
+	words []atomic.Uint64           // per slot: the run word of the run holding it, 0 when free
+	runs  []atomic.Pointer[execRun] // per slot: the run that published its word there
+	shift uint                      // 64 - log2 of the buckets: bucketsOf keeps the top bits of the hash
 	older atomic.Pointer[runTable]
 	// live counts the runs published here whose execRun the shard
 	// goroutine has not taken back yet (collectRuns): 0 means no word
@@ -249,7 +251,7 @@ const (
 func newRunTable(buckets int) *runTable {
 	return &runTable{
 		words: make([]atomic.Uint64, buckets*runBucket),
-		gs:    make([]atomic.Uintptr, buckets*runBucket),
+		runs:  make([]atomic.Pointer[execRun], buckets*runBucket),
 		shift: uint(64 - bits.TrailingZeros(uint(buckets))),
 	}
 }
@@ -285,7 +287,7 @@ func (t *runTable) has(b int, word uint64, me uintptr) (found, self bool) {
 	for i := b; i < b+runBucket; i++ {
 		if t.words[i].Load() == word {
 			found = true
-			self = self || t.gs[i].Load() == me
+			self = self || t.runs[i].Load().g.Load() == me
 		}
 	}
 	return found, self
@@ -320,6 +322,7 @@ type runPool struct {
 // unlinks the older run tables that no run is published in any more.
 // Shard goroutine.
 func (sh *Shard) collectRuns() {
+	sh.assertGoroutine()
 	emptied := false
 	sh.wrote(lineExecutor)
 	for r := sh.runFree.Swap(nil); r != nil; {
@@ -353,6 +356,7 @@ func (sh *Shard) pruneRuns() {
 // takeRun returns an idle execRun: from the spares, else from those that
 // runs gave back, else a new one. Shard goroutine.
 func (sh *Shard) takeRun() *execRun {
+	sh.assertGoroutine()
 	p := &sh.runs
 	if p.spare == nil {
 		sh.collectRuns()
@@ -391,6 +395,7 @@ func (sh *Shard) publishRun(r *execRun, word uint64) {
 			}
 		}
 		if na > 0 {
+			t.runs[ia].Store(r) // before the word: a reader that finds it finds its run
 			t.words[ia].Store(word)
 			t.live++
 			r.tab, r.slot = t, ia
@@ -420,6 +425,7 @@ func (sh *Shard) replaceRuns(t *runTable, buckets int) *runTable {
 // three windows of its last run returning, plan waking the shard
 // goroutine for them (wake). The shard goroutine, in its pass.
 func (sh *Shard) trimRuns() {
+	sh.assertGoroutine()
 	p, e := &sh.runs, sh.h.w.elapsed
 	if p.made == 0 || e < p.trimAt {
 		return
@@ -447,6 +453,7 @@ func (sh *Shard) trimRuns() {
 // has returned, or until dropRun withdraws it, if that CAS failed. The
 // shard goroutine.
 func (sh *Shard) openRun(r Ref) *execRun {
+	sh.assertGoroutine()
 	x := sh.takeRun()
 	sh.publishRun(x, runWordOf(r))
 	stress.Point()
@@ -456,6 +463,7 @@ func (sh *Shard) openRun(r Ref) *execRun {
 // dropRun withdraws the run openRun published, whose timer a Cancel, Reset
 // or Stop took first, and keeps its execRun. The shard goroutine.
 func (sh *Shard) dropRun(x *execRun) {
+	sh.assertGoroutine()
 	sh.wrote(lineExecutor)
 	x.tab.words[x.slot].Store(0)
 	x.tab.live--

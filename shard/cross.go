@@ -58,9 +58,9 @@ import (
 //     K's that meets p with a stopped frees p alone.
 //
 // K's holder that meets p due with a handed and not queued fires a (CAS
-// handed to fired, the task read from A's slot), runs the task, frees p,
-// and hands a back to A; so does one that meets p with a cancelled (and
-// not queued), without running anything. Handing back pushes a on A's
+// handed to fired, the task read from A's slot), hands the task to K's
+// runner, frees p, and hands a back to A; so does one that meets p with a
+// cancelled (and not queued), without running anything. Handing back pushes a on A's
 // attention queue, whose holder frees it (attend): only A's holders free
 // A's nodes. The timer counts in A's Stats throughout (Scheduled, Fired by
 // crossedFired, Cancelled, Stopped), so each shard's figures add up.

@@ -3,6 +3,7 @@ package shard
 import (
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,6 +133,11 @@ func TestRoutedTimersCrossExactlyOnce(t *testing.T) {
 			return n
 		}
 		require.Eventually(t, func() bool { return live() == 0 }, 10*time.Second, time.Millisecond, "timers left: %d", live())
+		// Fired timers count as not live once their runs are handed to
+		// their runner: wait for those runs.
+		require.Eventually(t, func() bool {
+			return !slices.ContainsFunc(all, func(rt *routedTimer) bool { return rt.ran.Load()+rt.cancelled.Load() == 0 })
+		}, 10*time.Second, time.Millisecond, "fired timers' tasks run")
 		crossed := uint64(0)
 		for _, sh := range shards {
 			crossed += sh.statsNow().Crossed

@@ -13,16 +13,19 @@
 // (Close, Drain); stats.go the counters and what readers see. A holder
 // files timers (node.go), takes its free nodes from its own list, sized by
 // reserve.go, takes in the queue (transfer.go) and earlier Resets
-// (attention.go), pays the sweep its share (sweep.go), and hands timers
-// with a key to their key's shard (cross.go). The shard goroutine runs
-// loop.go (its pass and sleep) and expire.go (due slots, tasks, cascades),
-// periodic.go for series, slack.go for timers with slack, handlers.go for
-// Handler tasks, cancelwait.go for runs in flight and the executor,
-// goexit.go for a task that ends its goroutine, and trace.go for the
-// execution tracer. wheel.go is the wheel itself, state.go the node state
+// (attention.go), pays the sweep its share (sweep.go, ahead.go), and hands
+// timers with a key to their key's shard (cross.go). The shard goroutine
+// runs loop.go (its pass, plan and sleep) and expire.go (due slots,
+// cascades), periodic.go for series, slack.go for timers with slack, and
+// trace.go for the execution tracer; it never runs a task: it hands each
+// due one to the shard's runner (runner.go), publishing the run for
+// CancelWait first (cancelwait.go), holds back a blocked task's key
+// (held.go) and shows blocked tasks (blocked.go). handlers.go is the table
+// of Handler tasks. wheel.go is the wheel itself, state.go the node state
 // machine every side shares, ticks.go Refs and the clock arithmetic,
 // clock.go the clocks, proc.go the P a goroutine runs on, goid.go and
-// gtoken*.go goroutine identities, verify*.go the invariants.
+// gtoken*.go goroutine identities, lines.go who writes which cache line,
+// verify*.go the invariants.
 //
 // # Time and the wheel
 //
@@ -70,7 +73,7 @@
 // timers per tick.
 //
 // A timer with a key (Request.Routed) belongs to the shard its key routes
-// to: its task runs on that shard's goroutine. It is filed on the
+// to: its task runs on that shard's runner. It is filed on the
 // caller's wheel all the same, and crosses only when it comes near its
 // deadline (cross.go): most such timers are cancelled long before, and
 // never cross. Periodic timers with a key (Every) are filed on their
@@ -88,9 +91,11 @@
 // old slot and moves it on. Reset to an earlier one pushes it on the
 // attention stack, which holders take in like the queue.
 //
-// The shard goroutine holds the wheel for its passes: it runs what is due,
-// moves higher slots down, takes in the queue and pays a share of the
-// sweep. It sleeps until the next tick the wheel needs (a due slot, or a
+// The shard goroutine holds the wheel for its passes: it fires what is due
+// and hands the tasks to the runner, moves higher slots down, takes in the
+// queue and pays a share of the sweep. No user code runs in a pass, so a
+// pass's work is bounded, and the shard goroutine is one goroutine for the
+// shard's whole life. It sleeps until the next tick the wheel needs (a due slot, or a
 // cascade window's opening and the ticks in it while the window holds more
 // than one share), or parks untimed with nothing filed; a holder that files
 // a timer due before the goroutine's planned wake re-arms its alarm
@@ -128,7 +133,7 @@
 //	                                       or handing them back; holders (the
 //	                                       goroutine among them) taking it in
 //	plan       sleepUntil plannedAt        the goroutine, each pass; holders and any
-//	                                       goroutine whose wakeFor lowers it
+//	           runnerUntil                 goroutine whose wakeFor lowers sleepUntil
 //	starved    starved                     producers whose lane ran low (other shards'
 //	                                       holders crossing timers here among them);
 //	                                       the holder that feeds it, the goroutine too
@@ -177,7 +182,9 @@
 //   - Expire: the shard goroutine (on whichever P runs it: it follows
 //     whoever wakes it) holds the wheel: owner, the holder's and wheel's
 //     lines, the nodes due (written by their schedulers), their task
-//     slots, runs (twice per timer).
+//     slots, a run record and its slot of the run table, the runner's ring;
+//     the runner (another goroutine, often on another P) the run record,
+//     the task, and the executor lines as it gives the record back.
 //   - A timer with a key, near its deadline, crossing to shard K: a node
 //     of K's arena from the crossing P's lane of K's free lists, K's queue
 //     (a CAS), K's plan (wakeFor); K's holder takes it in (its backlog,
@@ -195,13 +202,14 @@
 // # Lateness
 //
 // Rounding to the tick grid adds less than one tick: with the shard
-// goroutine on time, a timer runs between 0 and 1 tick after its deadline.
-// What comes on top is that goroutine's own lateness (tick lag): its
-// timer's wake-up latency, the tasks it runs, and the processor it waits
-// for. The last is the large one when producers keep every P busy, since
-// Go preempts a running goroutine only after 10ms: a producer that finds
-// the shard goroutine behind a tick therefore yields its P, once per tick
-// (see yieldIfBehind). As the holders file, cancel and sweep, the shard
-// goroutine's work is only the timers that come due, so it keeps up however
-// many goroutines schedule.
+// goroutine on time, a timer fires between 0 and 1 tick after its
+// deadline. What comes on top is that goroutine's own lateness (tick lag):
+// its timer's wake-up latency and the processor it waits for, the large
+// one when producers keep every P busy, since Go preempts a running
+// goroutine only after 10ms: a producer that finds the shard goroutine
+// behind a tick therefore yields its P, once per tick (see yieldIfBehind).
+// As the holders file, cancel and sweep, the shard goroutine's work is
+// only the timers that come due, so it keeps up however many goroutines
+// schedule. Then a task waits on its runner behind the tasks handed before
+// it: runner.go bounds that wait for other keys' tasks.
 package shard

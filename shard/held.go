@@ -24,6 +24,7 @@ type heldKey struct{ head, tail uint32 }
 
 // holdKey holds key back. The shard goroutine.
 func (sh *Shard) holdKey(key uint64) {
+	sh.assertGoroutine()
 	if sh.heldKeys == nil {
 		sh.heldKeys = map[uint64]*heldKey{}
 	}
@@ -61,6 +62,7 @@ func (sh *Shard) holdBack(hk *heldKey, idx uint32, n *pool.Node) {
 // deadlines keep the order they were met in), where the next pass meets
 // them first. The shard goroutine, holding the wheel.
 func (sh *Shard) releaseKey(key uint64) {
+	sh.assertGoroutine()
 	sh.assertHolder()
 	hk := sh.heldKeys[key]
 	if hk == nil {

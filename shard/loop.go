@@ -179,6 +179,13 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	stress.Point()
 	sh.wrote(linePlan)
 	sh.plannedAt.Store(w.elapsed)
+	until := uint64(math.MaxUint64)
+	if r := sh.runner; r != nil && r.word.Load()>>runShift < r.handed {
+		until = w.elapsed
+	}
+	if sh.runnerUntil.Load() != until {
+		sh.runnerUntil.Store(until)
+	}
 	if timed {
 		sh.sleepUntil.Store(next)
 	} else {

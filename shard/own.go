@@ -19,11 +19,12 @@ import (
 // Two kinds of goroutines hold it. Producers file their own timers, take
 // back a timer cancelled at once, and pay the sweep its share; they hold
 // the wheel pinned to their P (procPin), so that the runtime cannot preempt
-// them in the middle, for a few hundred nanoseconds, and never run a task
-// or anything else that may block. The shard goroutine holds it, unpinned,
-// for its passes: it runs due tasks, which may block, and calls
-// Config.Unindex. (holder.goroutine tells the two apart: a pinned holder
-// leaves the index's work to the shard goroutine; see freeNode.)
+// them in the middle, for a few hundred nanoseconds, and never call
+// anything that may block. The shard goroutine holds it, unpinned, for its
+// passes: it hands due tasks to the runner (it runs none) and calls
+// Config.Unindex, which takes a lock of the key index. (holder.goroutine
+// tells the two apart: a pinned holder leaves the index's work to the
+// shard goroutine; see freeNode.)
 //
 // The handshake with the queue, step by step:
 //

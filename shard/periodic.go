@@ -129,7 +129,7 @@ func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
 // from its grid, adopting a Reset's, and returns the state s with that
 // tick, ns, which the caller CASes in (with whatever status change it
 // makes). Whoever owns the series' schedule: the holder, or the run of
-// its task on an executor's goroutine (rearm).
+// its task, on the goroutine that ran it (rearm).
 func (sh *Shard) seriesFileTick(rec *pool.Series, n *pool.Node, s state) (state, uint64) {
 	adopt(rec, genOf(n, s))
 	t := sh.seriesTick(rec)

@@ -264,14 +264,15 @@ func (sh *Shard) undo(r Ref, l *lane) bool {
 
 // yieldIfBehind gives up the caller's processor, at most once per tick per
 // lane, while the shard goroutine has not started a tick before t, the
-// clock's. A producer in a tight loop otherwise keeps its P until Go preempts
-// it, up to 10ms later, and the shard goroutine, whose timer that P must
-// run and which is readied on it, waits as long: every timer of the shard
-// runs late. It never waits for the shard goroutine: runtime.Gosched
-// returns as soon as the scheduler has looked at the other runnable
-// goroutines.
+// clock's, or its runner had runs it had not started at the end of the
+// last pass before t (runnerUntil). A producer in a tight loop otherwise
+// keeps its P until Go preempts it, up to 10ms later, and the shard
+// goroutine, whose timer that P must run and which is readied on it, waits
+// as long (and so does a runner readied there): every timer of the shard
+// runs late. It never waits for either: runtime.Gosched returns as soon as
+// the scheduler has looked at the other runnable goroutines.
 func (sh *Shard) yieldIfBehind(l *lane, t uint64) {
-	if t <= sh.sleepUntil.Load() || l.yielded.Load() == t {
+	if t <= min(sh.sleepUntil.Load(), sh.runnerUntil.Load()) || l.yielded.Load() == t {
 		return
 	}
 	l.yielded.Store(t)

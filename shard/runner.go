@@ -2,7 +2,9 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -150,11 +152,43 @@ func (sh *Shard) newRunner() *runner {
 	}
 }
 
+// assertGoroutine panics, with the verify tag, when code documented as the
+// shard goroutine's runs on another goroutine. Before Start (tests that
+// play the shard goroutine) g is 0, and so it is after the goroutine ends.
+func (sh *Shard) assertGoroutine() {
+	if g := sh.g.Load(); debug && g != 0 && g != goroutineToken() {
+		panic("shardwheel: shard-goroutine code called by another goroutine")
+	}
+}
+
+// verifyRunners checks the runners' invariants, for verify: the current
+// runner has been handed (tail) every run the shard goroutine wrote, has
+// claimed no more, and is not left; every held key is the key of a blocked
+// run of its own, and the runners left are within MaxBlocked. The shard
+// goroutine, between passes.
+func (sh *Shard) verifyRunners() {
+	if r := sh.runner; r != nil {
+		w := r.word.Load()
+		if t := r.tail.Load(); t != r.handed || w>>runShift > t || w&runLeft != 0 {
+			panic(fmt.Sprintf("shardwheel: runner: handed %d, tail %d, word %#x", r.handed, t, w))
+		}
+	}
+	for key := range sh.heldKeys {
+		if !slices.ContainsFunc(sh.blocked, func(b *blockedRun) bool { return b.keyed && b.key == key }) {
+			panic(fmt.Sprintf("shardwheel: runner: key %d held with no blocked run of its own", key))
+		}
+	}
+	if sh.cfg.BlockedAfter > 0 && len(sh.blocked) > sh.cfg.MaxBlocked {
+		panic(fmt.Sprintf("shardwheel: runner: %d runners left, MaxBlocked %d", len(sh.blocked), sh.cfg.MaxBlocked))
+	}
+}
+
 // makeRoom reports whether the current runner has fewer than runBacklog
 // runs it has not started, and sets room to how many more it may be
 // handed; when it has not, it publishes the runs handed so far. The shard
 // goroutine.
 func (sh *Shard) makeRoom() bool {
+	sh.assertGoroutine()
 	r := sh.runner
 	if r == nil {
 		sh.room = runBacklog
@@ -171,6 +205,7 @@ func (sh *Shard) makeRoom() bool {
 // hand queues run x on the current runner, after the runs handed before
 // it; flushRuns publishes it. The shard goroutine.
 func (sh *Shard) hand(x *execRun) {
+	sh.assertGoroutine()
 	sh.room--
 	r := sh.runner
 	if r == nil {
@@ -209,6 +244,7 @@ func (r *runner) grow(g *runRing, from, t uint64) *runRing {
 // flush, and wakes it if it is parked. The shard goroutine, after each
 // list of due timers.
 func (sh *Shard) flushRuns() {
+	sh.assertGoroutine()
 	r := sh.runner
 	if r == nil || r.handed == r.tail.Load() {
 		return
@@ -282,6 +318,7 @@ func (r *runner) loop() {
 // its blocked task, once that task has returned (see the top of this
 // file). The runner's goroutine.
 func (r *runner) runKept() {
+	r.rec.ran.Store(int64(max(r.sh.clock.Now()-r.rec.since, time.Nanosecond)))
 	r.rec.done.Store(true)
 	for i, x := range r.kept {
 		r.kept[i] = nil
@@ -311,21 +348,19 @@ func (r *runner) giveBack() {
 // run starts run x: its task, or, with an executor, the executor's run
 // call with it. With Stats, it records the task's lateness (from its
 // deadline tick to its start) and its time, one clock read a task (see
-// now). A panic is recovered and reported; a runtime.Goexit (the task's,
-// or the panic handler's) finishes the run and goes on through loop. The
-// runner's goroutine.
+// now; a task that ends its goroutine is not timed). A panic is recovered
+// and reported; a runtime.Goexit (the task's, or the panic handler's)
+// finishes the run and goes on through loop. The runner's goroutine.
 func (r *runner) run(x *execRun) {
 	sh := r.sh
+	var start time.Duration
 	if sh.cfg.Stats {
 		if !r.fresh {
 			r.now = sh.clock.Now()
 		}
-		start := r.now
+		start = r.now
 		r.late.Record(int64(start - sh.tickTime(x.tick)))
-		defer func() {
-			r.now, r.fresh = sh.clock.Now(), true
-			r.took.Record(int64(r.now - start))
-		}()
+		r.fresh = false // a Goexit skips the end: the next run reads the clock
 	}
 	if sh.cfg.Run != nil {
 		// The run reports and finishes itself (exec); here only a
@@ -333,9 +368,10 @@ func (r *runner) run(x *execRun) {
 		if v := call(func() { sh.cfg.Run(x.do) }); v != nil {
 			sh.report(v)
 		}
+		r.ended(start)
 		return
 	}
-	x.tab.gs[x.slot].Store(r.token)
+	x.g.Store(r.token)
 	returned, reporting := false, false
 	defer func() {
 		if !returned { // a Goexit: the task's, or the panic handler's
@@ -352,6 +388,17 @@ func (r *runner) run(x *execRun) {
 	}
 	returned = true
 	x.finish()
+	r.ended(start)
+}
+
+// ended records, with Stats, the time of the run that started at clock
+// reading start, whose end starts the next (see now). The runner's
+// goroutine.
+func (r *runner) ended(start time.Duration) {
+	if sh := r.sh; sh.cfg.Stats {
+		r.now, r.fresh = sh.clock.Now(), true
+		r.took.Record(int64(r.now - start))
+	}
 }
 
 // call calls f and returns the value of its panic, or nil if it returned.
@@ -376,6 +423,7 @@ func call(f func()) (panicked any) {
 // and leaves it behind a task that has run BlockedAfter (see the top of
 // this file). The shard goroutine, in its pass, after its hand-offs.
 func (sh *Shard) watchRunner(now time.Duration) {
+	sh.assertGoroutine()
 	r := sh.runner
 	if r == nil || sh.cfg.BlockedAfter <= 0 {
 		return
@@ -413,6 +461,7 @@ func (sh *Shard) runnerWake() (uint64, bool) {
 // MaxBlocked runners are left (OnRefused hears of it: one look in
 // BlockedAfter). The shard goroutine.
 func (sh *Shard) leave(r *runner, w uint64, now time.Duration) {
+	sh.assertGoroutine()
 	b := sh.cfg.Blocked
 	if b.Add(1) > int64(sh.cfg.MaxBlocked) {
 		b.Add(-1)
@@ -463,13 +512,13 @@ func (sh *Shard) leave(r *runner, w uint64, now time.Duration) {
 // kept runs: it lets their keys' held timers go, forgets their records,
 // and keeps the runners as spares. The shard goroutine, in its pass.
 func (sh *Shard) collectReturned() {
+	sh.assertGoroutine()
 	if sh.returned.Load() == nil {
 		return
 	}
-	now := sh.clock.Now()
 	for r := sh.returned.Swap(nil); r != nil; {
 		next, rec := r.next, r.rec
-		if ran := max(now-rec.since, time.Nanosecond); ran > sh.longest.Ran {
+		if ran := time.Duration(rec.ran.Load()); ran > sh.longest.Ran {
 			sh.longest = rec.task()
 			sh.longest.Ran = ran
 		}

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -23,7 +24,7 @@ func settleRuns(t testing.TB, sh *Shard) {
 		return
 	}
 	deadline := time.Now().Add(settleWithin)
-	for {
+	for spins := 0; ; spins++ {
 		w := r.word.Load()
 		if w&runLeft != 0 || (w&runIdle != 0 && w>>runShift == r.tail.Load()) {
 			return
@@ -35,7 +36,11 @@ func settleRuns(t testing.TB, sh *Shard) {
 			}
 			t.Fatal(msg)
 		}
-		time.Sleep(10 * time.Microsecond)
+		if spins < 1000 {
+			runtime.Gosched() // the runner is usually a few microseconds from done
+		} else {
+			time.Sleep(10 * time.Microsecond)
+		}
 	}
 }
 

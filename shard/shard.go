@@ -174,7 +174,12 @@ type Shard struct {
 	// it a tick late yields (see yieldIfBehind).
 	sleepUntil atomic.Uint64
 	plannedAt  atomic.Uint64 // the elapsed tick when the goroutine planned it
-	_          [pad.CacheLineSize]byte
+	// runnerUntil is the last tick for which the runner is not behind:
+	// MaxUint64, or, while runs it has not started are left at a pass's
+	// end, the tick that pass reached: producers then yield once a tick
+	// too (see yieldIfBehind). Written by the goroutine each pass.
+	runnerUntil atomic.Uint64
+	_           [pad.CacheLineSize]byte
 
 	// starved is set by a producer that does not hold the wheel, when its
 	// lane ran dry or took shareMin nodes, and cleared by the holder that
@@ -273,7 +278,7 @@ type holder struct {
 	// reads it from any goroutine.
 	by        atomic.Uintptr
 	w         *wheel
-	goroutine bool // the holder is the shard goroutine, which may block (tasks, Config.Unindex)
+	goroutine bool // the holder is the shard goroutine, which may block (Config.Unindex)
 	// free lists (through the nodes' Next) the free nodes below limit
 	// that only the holder hands out, with no atomic operation; nfree
 	// counts them. Producers that do not hold the wheel take theirs from
@@ -400,6 +405,7 @@ func New(cfg Config) (*Shard, error) {
 	sh.maxDelay = time.Duration(min(maxDelayTicks-2, math.MaxInt64/4/sh.tick) * sh.tick)
 	sh.sweepCheck = uint64(max(int64(time.Second)/sh.tick, 1))
 	sh.sleepUntil.Store(math.MaxUint64)
+	sh.runnerUntil.Store(math.MaxUint64)
 	return sh, nil
 }
 

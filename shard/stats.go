@@ -389,7 +389,7 @@ func (sh *Shard) recordTick(now time.Duration, target uint64) {
 }
 
 // recordPass accounts for the work of the pass that started at clock
-// reading start: the pass's time and its tasks', the slowest pass, and the
+// reading start: the pass's time, the slowest pass, and the
 // recent peaks. Shard goroutine, holding the wheel.
 func (sh *Shard) recordPass(start time.Duration) {
 	c, w := &sh.h.counts, sh.work

@@ -9,7 +9,7 @@ import (
 )
 
 // Stopping. Close and Drain are called by the goroutine that stops the
-// scheduler (possibly a task on some shard goroutine); Exited, Quiet and
+// scheduler (possibly a task on some shard's runner); Exited, Stopped and
 // Claimed by any goroutine.
 
 // Close stops the shard goroutine at its next safe point and makes

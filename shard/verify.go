@@ -23,8 +23,12 @@ import "fmt"
 //     slot (producers may move deadlines later, or earlier with the node
 //     queued, at any time);
 //   - coarse slots (slack.go) follow the same rules, but for cascade
-//     deadlines: they have none, and none is due now.
+//     deadlines: they have none, and none is due now;
+//   - the runners' (verifyRunners): the current one has every run handed
+//     and is not left, every held key has a blocked run of its own, and
+//     at most MaxBlocked runners are left.
 func (sh *Shard) verify() {
+	sh.verifyRunners()
 	w := sh.h.w
 	linked := 0
 	for l := 0; l < w.levels; l++ {
