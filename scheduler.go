@@ -76,8 +76,8 @@ type Scheduler struct {
 	_   [pad.CacheLineSize]byte
 	dry atomic.Bool
 	_   [pad.CacheLineSize - 1]byte
-	// blocked counts the tasks takeovers left running, for all shards
-	// (shard/takeover.go); warnedRefused is set by the first takeover the
+	// blocked counts the runners left behind a blocked task, for all
+	// shards (shard/blocked.go); warnedRefused is set by the first look the
 	// bound refused, which logs.
 	blocked       atomic.Int64
 	warnedRefused atomic.Bool

@@ -467,12 +467,10 @@ func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 
 // TestShutdownClaimsTheOtherTimersOfTheHungTick: Shutdown returns ctx's
 // error when a task hangs, yet claims every pending timer, the hung
-// shard's included, even those due in the very tick of the hung task that
-// the shard had not started: each timer either ran or was returned, once.
-// BlockedRuns off: with them the wheel's successor runs the tick's other
-// timers (TestShutdownFromATaskWhileAnotherBlocks).
+// shard's included; the timers fired in the hung task's tick run, on
+// another runner: each timer either ran or was returned, once.
 func TestShutdownClaimsTheOtherTimersOfTheHungTick(t *testing.T) {
-	s := newUnstopped(t, shardwheel.WithShards(1), stall)
+	s := newUnstopped(t, shardwheel.WithShards(1))
 	release := make(chan struct{})
 	var started, runs atomic.Int32
 	const n = 5

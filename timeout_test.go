@@ -81,7 +81,7 @@ func TestDeadlineIsWithinATickAfterCallPlusDelay(t *testing.T) {
 // (scheduled, cancelled) show at once, without a pass.
 func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 	withGOMAXPROCS(1, func() { // one P: every call is on shard 0's P
-		s := newScheduler(t, shardwheel.WithShards(1), stall)
+		s := newScheduler(t, shardwheel.WithShards(1))
 		h, err := s.NewHandler(func(uint64) { t.Error("cancelled Handler timer ran") })
 		require.NoError(t, err)
 		base := s.Stats().Total

@@ -1,15 +1,28 @@
 package shard
 
 import (
+	"cmp"
 	"reflect"
 	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardwheel/shardwheel/internal/stress"
+	"github.com/shardwheel/shardwheel/pool"
 )
 
-// What Stats shows of the tasks whose runner the shard left behind
-// (runner.go).
+// Runners left behind a blocked task (see runner.go), and what Stats shows
+// of them.
+//
+// Blocked runners are noticed by the shard goroutine, in its pass: it
+// looks at the current runner's word while runs wait behind its task; if
+// the word is the same as at a look at least BlockedAfter earlier, the
+// task has run that long (or its goroutine waited that long for a CPU:
+// nothing here tells the two apart) and the runner is left behind it, if
+// fewer than Config.MaxBlocked runners are (Config.Blocked counts them for
+// all the shards of a Scheduler); else OnRefused hears of it and the runs
+// wait. plan wakes the goroutine for the next look while runs wait.
 
 // blockedRun is the record of a runner left behind its task: written by the
 // shard goroutine before the CAS that leaves the runner, and read by
@@ -96,4 +109,237 @@ func (sh *Shard) Blocked() (running []BlockedTask, longest BlockedTask) {
 		}
 	}
 	return running, longest
+}
+
+// watchRunner looks at the current runner while runs wait behind its task,
+// and leaves it behind a task that has run BlockedAfter (see the top of
+// this file). The shard goroutine, in its pass, after its hand-offs.
+func (sh *Shard) watchRunner(now time.Duration) {
+	sh.assertGoroutine()
+	r := sh.runner
+	if r == nil || sh.cfg.BlockedAfter <= 0 {
+		return
+	}
+	w := r.word.Load()
+	if w&runIdle != 0 || w>>runShift == 0 || w>>runShift == r.handed {
+		// Parked, not started (its goroutine waits for a CPU: no task
+		// holds the runs up), or nothing waits behind its task.
+		r.looked = false
+		return
+	}
+	if !r.looked || w != r.lookWord {
+		r.looked, r.lookWord, r.lookAt = true, w, now
+		return
+	}
+	if now-r.lookAt >= sh.cfg.BlockedAfter {
+		sh.leave(r, w, now)
+	}
+}
+
+// runnerWake returns the tick at which the shard goroutine looks at its
+// runner next, if runs wait behind its task. The shard goroutine.
+func (sh *Shard) runnerWake() (uint64, bool) {
+	r := sh.runner
+	if r == nil || !r.looked || sh.cfg.BlockedAfter <= 0 {
+		return 0, false
+	}
+	return sh.ceilTick(r.lookAt + sh.cfg.BlockedAfter), true
+}
+
+// leave leaves runner r, whose word the shard goroutine saw at w twice
+// BlockedAfter apart, behind its task: its key's waiting runs stay with it,
+// the rest go to a new current runner (see the top of this file), and the
+// key's later timers are held back until r returns. Refused while
+// MaxBlocked runners are left (OnRefused hears of it: one look in
+// BlockedAfter). The shard goroutine.
+func (sh *Shard) leave(r *runner, w uint64, now time.Duration) {
+	sh.assertGoroutine()
+	b := sh.cfg.Blocked
+	if b.Add(1) > int64(sh.cfg.MaxBlocked) {
+		b.Add(-1)
+		sh.refused.Add(1)
+		r.lookAt = now
+		if sh.cfg.OnRefused != nil {
+			sh.cfg.OnRefused()
+		}
+		return
+	}
+	g := r.ring.Load()
+	c := w >> runShift
+	cur := g.e[(c-1)&g.mask] // the run in progress: claimed, and its ring slot not written since
+	moved := sh.moved[:0]
+	for i := c; i < r.handed; i++ {
+		x := g.e[i&g.mask]
+		if cur.keyed && x.keyed && x.key == cur.key {
+			r.kept = append(r.kept, x)
+		} else {
+			moved = append(moved, x)
+		}
+	}
+	r.rec = &blockedRun{key: cur.key, keyed: cur.keyed, fn: sh.taskCode(cur.task), gid: r.gid.Load(), since: r.lookAt}
+	stress.Point()
+	if !r.word.CompareAndSwap(w, w|runLeft) {
+		b.Add(-1) // it went on meanwhile
+		clear(r.kept)
+		r.kept, r.rec = r.kept[:0], nil
+		sh.moved = moved[:0]
+		return
+	}
+	sh.blocked = append(sh.blocked, r.rec)
+	sh.publishBlocked()
+	if cur.keyed {
+		sh.holdKey(cur.key)
+	}
+	sh.h.counts[cBlockedRuns]++
+	sh.runner, sh.room = nil, 0 // room is the new runner's: makeRoom counts it again
+	for i, x := range moved {
+		sh.hand(x)
+		moved[i] = nil
+	}
+	sh.moved = moved[:0]
+	sh.flushRuns()
+}
+
+// collectReturned takes back the runners left behind that have run their
+// kept runs: it lets their keys' held timers go, forgets their records,
+// and keeps the runners as spares. The shard goroutine, in its pass.
+func (sh *Shard) collectReturned() {
+	sh.assertGoroutine()
+	if sh.returned.Load() == nil {
+		return
+	}
+	for r := sh.returned.Swap(nil); r != nil; {
+		next, rec := r.next, r.rec
+		if ran := time.Duration(rec.ran.Load()); ran > sh.longest.Ran {
+			sh.longest = rec.task()
+			sh.longest.Ran = ran
+		}
+		if rec.keyed {
+			sh.releaseKey(rec.key)
+		}
+		for i, b := range sh.blocked {
+			if b == rec {
+				sh.blocked = append(sh.blocked[:i], sh.blocked[i+1:]...)
+				break
+			}
+		}
+		r.rec, r.looked, r.handed = nil, false, 0
+		r.tail.Store(0)
+		r.word.Store(0)
+		r.next, sh.spare = sh.spare, r
+		r = next
+	}
+	sh.publishBlocked()
+}
+
+// runKept runs, in order, the runs the shard goroutine left with r behind
+// its blocked task, once that task has returned (see the top of this
+// file). The runner's goroutine.
+func (r *runner) runKept() {
+	r.rec.ran.Store(int64(max(r.sh.clock.Now()-r.rec.since, time.Nanosecond)))
+	r.rec.done.Store(true)
+	for i, x := range r.kept {
+		r.kept[i] = nil
+		r.run(x)
+	}
+	r.kept = r.kept[:0]
+}
+
+// giveBack ends a runner left behind, once its kept runs are done: it
+// hands it back to the shard goroutine (returned), which lets the blocked
+// key's held timers go and keeps the runner as a spare. The runner's
+// goroutine, its last steps.
+func (r *runner) giveBack() {
+	sh := r.sh
+	sh.cfg.Blocked.Add(-1)
+	for {
+		head := sh.returned.Load()
+		r.next = head
+		if sh.returned.CompareAndSwap(head, r) {
+			break
+		}
+	}
+	sh.signal()
+	sh.goroutineEnded()
+}
+
+// Keys held back behind a blocked task (see runner.go): while a routed
+// timer's task blocks, the shard goroutine keeps the key's later due
+// timers pending, out of the wheel, and puts them in the due-now slot, in
+// deadline order, when the task and the key's runs kept behind it have
+// returned. Held timers stay pending: a Cancel or Reset of one works as
+// in the wheel, and Stop claims them.
+
+// heldOut is Node.Prev of a timer held back behind a blocked task of its
+// key: out of the wheel, on its key's held list (linked through Next).
+const heldOut = detached - 1
+
+// heldKey is a key held back behind a blocked task of its: the timers met
+// due meanwhile, oldest first, linked through Next. The shard goroutine's.
+type heldKey struct{ head, tail uint32 }
+
+// holdKey holds key back. The shard goroutine.
+func (sh *Shard) holdKey(key uint64) {
+	sh.assertGoroutine()
+	if sh.heldKeys == nil {
+		sh.heldKeys = map[uint64]*heldKey{}
+	}
+	if sh.heldKeys[key] == nil {
+		sh.heldKeys[key] = &heldKey{}
+	}
+}
+
+// heldFor returns the held list of key if it is held back and the timer in
+// state s has a key (routed), else nil: a map lookup only while some key
+// is held. The shard goroutine.
+func (sh *Shard) heldFor(s state, key uint64) *heldKey {
+	if len(sh.heldKeys) == 0 || !s.routed() {
+		return nil
+	}
+	return sh.heldKeys[key]
+}
+
+// holdBack keeps node idx (n), a timer of a held key met due and out of
+// every slot, pending on the key's held list. The shard goroutine, holding
+// the wheel.
+func (sh *Shard) holdBack(hk *heldKey, idx uint32, n *pool.Node) {
+	sh.assertHolder()
+	n.Prev, n.Next = heldOut, 0
+	if hk.tail == 0 {
+		hk.head = idx
+	} else {
+		sh.arena.Node(hk.tail).Next = idx
+	}
+	hk.tail = idx
+}
+
+// releaseKey lets key go: its held timers go to the due-now slot in
+// deadline order (a Reset may have moved one since it was met; equal
+// deadlines keep the order they were met in), where the next pass meets
+// them first. The shard goroutine, holding the wheel.
+func (sh *Shard) releaseKey(key uint64) {
+	sh.assertGoroutine()
+	sh.assertHolder()
+	hk := sh.heldKeys[key]
+	if hk == nil {
+		return
+	}
+	delete(sh.heldKeys, key)
+	w := sh.h.w
+	type heldTimer struct {
+		idx  uint32
+		tick uint64 // read once: a Reset may move it meanwhile
+	}
+	var held []heldTimer
+	for idx := hk.head; idx != 0; {
+		n := sh.arena.Node(idx)
+		held = append(held, heldTimer{idx, unwrapTicks(state(n.State.Load()).ticks38(), w.elapsed)})
+		idx = n.Next
+	}
+	slices.SortStableFunc(held, func(a, b heldTimer) int { return cmp.Compare(a.tick, b.tick) })
+	for _, h := range held {
+		n := sh.arena.Node(h.idx)
+		n.Prev, n.Next = 0, 0
+		w.insertDue(h.idx)
+	}
 }

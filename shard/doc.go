@@ -6,26 +6,28 @@
 //
 // # Reading order
 //
-// shard.go is the Shard, its Config and New; own.go says who may touch the
-// wheel: whoever holds it, having taken the owner word with one CAS.
-// producer.go is what any goroutine calls (Schedule, Cancel, Reset,
-// Pending, Deadline); tokens.go the pending limit; stop.go Stop's side
-// (Close, Drain); stats.go the counters and what readers see. A holder
-// files timers (node.go), takes its free nodes from its own list, sized by
-// reserve.go, takes in the queue (transfer.go) and earlier Resets
-// (attention.go), pays the sweep its share (sweep.go, ahead.go), and hands
-// timers with a key to their key's shard (cross.go). The shard goroutine
-// runs loop.go (its pass, plan and sleep) and expire.go (due slots,
-// cascades), periodic.go for series, slack.go for timers with slack, and
-// trace.go for the execution tracer; it never runs a task: it hands each
-// due one to the shard's runner (runner.go), publishing the run for
-// CancelWait first (cancelwait.go), holds back a blocked task's key
-// (held.go) and shows blocked tasks (blocked.go). handlers.go is the table
-// of Handler tasks. wheel.go is the wheel itself, state.go the node state
-// machine every side shares, ticks.go Refs and the clock arithmetic,
-// clock.go the clocks, proc.go the P a goroutine runs on, goid.go and
-// gtoken*.go goroutine identities, lines.go who writes which cache line,
-// verify*.go the invariants.
+// shard.go is the Shard and New, config.go its Config; own.go says who may
+// touch the wheel: whoever holds it, having taken the owner word with one
+// CAS. producer.go is what any goroutine calls to file a timer (Schedule,
+// Pending, Deadline), cancel.go to end or move one (Cancel, Reset);
+// tokens.go the pending limit; stop.go Stop's side (Close, Drain);
+// stats.go the counters and what readers see. A holder files timers
+// (node.go), takes its free nodes from its own list, sized by reserve.go,
+// takes in the queue (transfer.go) and earlier Resets (attention.go), pays
+// the sweep its share (sweep.go, ahead.go), and hands timers with a key to
+// their key's shard (cross.go), where proxies stand for them (proxy.go).
+// The shard goroutine runs loop.go (its pass, plan and sleep) and
+// expire.go (due slots, cascades), periodic.go for series, slack.go for
+// timers with slack, and passes.go, which records its passes (and shows
+// them to the execution tracer). It never runs a task: it hands each due
+// one to the shard's runner (runner.go), which runs it (run.go, with the
+// table of Handler tasks), the run published for CancelWait first
+// (cancelwait.go, runtable.go); a runner held up by a blocked task is left
+// behind it, the task's key held back (blocked.go). wheel.go is the wheel
+// itself and next.go what it needs next, state.go the node state machine
+// every side shares, clock.go the clocks and the tick arithmetic, Refs
+// among it, gtoken.go goroutine identities and the P a goroutine runs on,
+// verify*.go the invariants and who writes which cache line.
 //
 // # Time and the wheel
 //
@@ -111,7 +113,7 @@
 // They are grouped by who writes them, each group on lines of its own
 // (TestLineTable reads this table and checks it against the offsets, and
 // TestLineWriters, with the verify tag, its writers against those that a
-// mixed load recorded: lines.go):
+// mixed load recorded: verify.go):
 //
 //	group      fields                      written by
 //	fixed      cfg tick ticks origin       New; Close (closed), from any goroutine;

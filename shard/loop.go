@@ -78,7 +78,7 @@ const passBudget = 8192
 
 // pass does one round of work, holding the wheel: attention, transfer,
 // expiry, cascades, a share of the sweep. While the execution tracer runs,
-// the pass is a region of the trace (trace.go); otherwise that costs one
+// the pass is a region of the trace (passes.go); otherwise that costs one
 // atomic load.
 func (sh *Shard) pass() {
 	if trace.IsEnabled() {

@@ -116,7 +116,7 @@ func (sh *Shard) releaseNode(idx uint32, n *pool.Node, s state) {
 // inWheel reports whether a node whose Prev is prev is linked in a slot:
 // not 0 (in no list of the wheel), detached (out of the wheel, on the
 // attention queue or with its run) or heldOut (held back behind its key's
-// blocked task: held.go).
+// blocked task: blocked.go).
 func inWheel(prev uint32) bool { return prev != 0 && prev != detached && prev != heldOut }
 
 // freeNode frees a node whose timer has ended (fired or cancelled) and

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/shardwheel/shardwheel/internal/stress"
 )
@@ -266,4 +267,48 @@ func (sh *Shard) armAlarm() uint64 {
 			return until
 		}
 	}
+}
+
+// holder is the state the goroutine holding the wheel works with.
+type holder struct {
+	// by is the holding goroutine's token (gtoken.go), kept with the
+	// verify tag only, for assertHolder and wrote; atomic, since wrote
+	// reads it from any goroutine.
+	by        atomic.Uintptr
+	w         *wheel
+	goroutine bool // the holder is the shard goroutine, which may block (Config.Unindex)
+	// free lists (through the nodes' Next) the free nodes below limit
+	// that only the holder hands out, with no atomic operation; nfree
+	// counts them. Producers that do not hold the wheel take theirs from
+	// the arena's shared lists, which the holder feeds when they run dry
+	// (share). limit, sort, nsort, back, lowFree and reviewAt size the
+	// list to what the wheel uses and give a spike's blocks back
+	// (reserve.go).
+	free     uint32
+	nfree    int
+	limit    uint32
+	sort     uint32
+	nsort    int
+	back     uint32 // free nodes taken back from a lane, linked by their Link words
+	backLane int    // the lane takeBackLane looks at first
+	lowFree  int
+	shared   int // nodes share moved to the arena's lanes since the last review
+	// sharedBefore: the last review's interval shared nodes, so the next
+	// review, which may take a lane back, is worth waking for.
+	sharedBefore bool
+	reviewAt     uint64
+	lastFiled    uint32 // the node the last Schedule filed, published in own
+	// tick is the clock's tick as the holder knows it, which the transfer
+	// cap counts against: the pass's for the shard goroutine, the call's
+	// for a Schedule or Reset, else the last pass's (lastTick, which the
+	// shard goroutine writes holding the wheel).
+	tick    uint64
+	capTick uint64 // the tick whose transfer budget capUsed counts
+	capUsed int
+	sweep   sweeper
+	// unindex lists (through the nodes' Next) ended indexed nodes a
+	// pinned holder could not free: Config.Unindex may block, so the
+	// shard goroutine, which holds the wheel unpinned, frees them.
+	unindex uint32
+	counts  [numCounters]uint64 // see stats.go
 }

@@ -1,10 +1,6 @@
 package shard
 
 import (
-	"errors"
-	"fmt"
-	"runtime"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +37,7 @@ import (
 // written before the CAS that sets runLeft, read by the runner after it
 // sees it), in order, to run after the blocked one; every other run goes to
 // a new current runner, in order. While the blocked task runs, its key's
-// later timers are held back, pending, out of the wheel (held.go), and go
+// later timers are held back, pending, out of the wheel (blocked.go), and go
 // back to the due-now slot when the runner has run its kept runs and
 // returned (collectReturned). A runner that was only preempted costs one
 // runner start.
@@ -54,25 +50,12 @@ import (
 // runs: a runner that claimed run i reads the ring after loading a tail
 // above i, so it finds run i in whichever ring it loads.
 //
-// Blocked runners are noticed by the shard goroutine, in its pass: it
-// looks at the current runner's word while runs wait behind its task; if
-// the word is the same as at a look at least BlockedAfter earlier, the
-// task has run that long (or its goroutine waited that long for a CPU:
-// nothing here tells the two apart) and the runner is left behind it, if
-// fewer than Config.MaxBlocked runners are (Config.Blocked counts them for
-// all the shards of a Scheduler); else OnRefused hears of it and the runs
-// wait. plan wakes the goroutine for the next look while runs wait.
-//
 // A panic in a task is recovered by its runner and reported (report); a
 // runtime.Goexit ends the runner's goroutine after the run finishes, and a
 // new goroutine takes up the runner where it was. Neither touches the
 // wheel. A runner's goroutine counts in Shard.goroutines; the current
 // runner ends when the shard goroutine has exited and its queue is empty,
 // a runner left behind once it has run its kept runs.
-
-// ErrGoexit is the value the panic handler receives for a task that called
-// runtime.Goexit instead of returning.
-var ErrGoexit = errors.New("shardwheel: task called runtime.Goexit")
 
 // Bits of runner.word.
 const (
@@ -158,28 +141,6 @@ func (sh *Shard) newRunner() *runner {
 func (sh *Shard) assertGoroutine() {
 	if g := sh.g.Load(); debug && g != 0 && g != goroutineToken() {
 		panic("shardwheel: shard-goroutine code called by another goroutine")
-	}
-}
-
-// verifyRunners checks the runners' invariants, for verify: the current
-// runner has been handed (tail) every run the shard goroutine wrote, has
-// claimed no more, and is not left; every held key is the key of a blocked
-// run of its own, and the runners left are within MaxBlocked. The shard
-// goroutine, between passes.
-func (sh *Shard) verifyRunners() {
-	if r := sh.runner; r != nil {
-		w := r.word.Load()
-		if t := r.tail.Load(); t != r.handed || w>>runShift > t || w&runLeft != 0 {
-			panic(fmt.Sprintf("shardwheel: runner: handed %d, tail %d, word %#x", r.handed, t, w))
-		}
-	}
-	for key := range sh.heldKeys {
-		if !slices.ContainsFunc(sh.blocked, func(b *blockedRun) bool { return b.keyed && b.key == key }) {
-			panic(fmt.Sprintf("shardwheel: runner: key %d held with no blocked run of its own", key))
-		}
-	}
-	if sh.cfg.BlockedAfter > 0 && len(sh.blocked) > sh.cfg.MaxBlocked {
-		panic(fmt.Sprintf("shardwheel: runner: %d runners left, MaxBlocked %d", len(sh.blocked), sh.cfg.MaxBlocked))
 	}
 }
 
@@ -312,251 +273,4 @@ func (r *runner) loop() {
 		case <-sh.ownerExited:
 		}
 	}
-}
-
-// runKept runs, in order, the runs the shard goroutine left with r behind
-// its blocked task, once that task has returned (see the top of this
-// file). The runner's goroutine.
-func (r *runner) runKept() {
-	r.rec.ran.Store(int64(max(r.sh.clock.Now()-r.rec.since, time.Nanosecond)))
-	r.rec.done.Store(true)
-	for i, x := range r.kept {
-		r.kept[i] = nil
-		r.run(x)
-	}
-	r.kept = r.kept[:0]
-}
-
-// giveBack ends a runner left behind, once its kept runs are done: it
-// hands it back to the shard goroutine (returned), which lets the blocked
-// key's held timers go and keeps the runner as a spare. The runner's
-// goroutine, its last steps.
-func (r *runner) giveBack() {
-	sh := r.sh
-	sh.cfg.Blocked.Add(-1)
-	for {
-		head := sh.returned.Load()
-		r.next = head
-		if sh.returned.CompareAndSwap(head, r) {
-			break
-		}
-	}
-	sh.signal()
-	sh.goroutineEnded()
-}
-
-// run starts run x: its task, or, with an executor, the executor's run
-// call with it. With Stats, it records the task's lateness (from its
-// deadline tick to its start) and its time, one clock read a task (see
-// now; a task that ends its goroutine is not timed). A panic is recovered
-// and reported; a runtime.Goexit (the task's, or the panic handler's)
-// finishes the run and goes on through loop. The runner's goroutine.
-func (r *runner) run(x *execRun) {
-	sh := r.sh
-	var start time.Duration
-	if sh.cfg.Stats {
-		if !r.fresh {
-			r.now = sh.clock.Now()
-		}
-		start = r.now
-		r.late.Record(int64(start - sh.tickTime(x.tick)))
-		r.fresh = false // a Goexit skips the end: the next run reads the clock
-	}
-	if sh.cfg.Run != nil {
-		// The run reports and finishes itself (exec); here only a
-		// panic or Goexit of the executor's own.
-		if v := call(func() { sh.cfg.Run(x.do) }); v != nil {
-			sh.report(v)
-		}
-		r.ended(start)
-		return
-	}
-	x.g.Store(r.token)
-	returned, reporting := false, false
-	defer func() {
-		if !returned { // a Goexit: the task's, or the panic handler's
-			defer x.finish() // run by the handler's own Goexit too
-			if !reporting {
-				sh.report(ErrGoexit)
-			}
-		}
-	}()
-	if v := call(x.call); v != nil {
-		reporting = true
-		sh.report(v)
-		reporting = false
-	}
-	returned = true
-	x.finish()
-	r.ended(start)
-}
-
-// ended records, with Stats, the time of the run that started at clock
-// reading start, whose end starts the next (see now). The runner's
-// goroutine.
-func (r *runner) ended(start time.Duration) {
-	if sh := r.sh; sh.cfg.Stats {
-		r.now, r.fresh = sh.clock.Now(), true
-		r.took.Record(int64(r.now - start))
-	}
-}
-
-// call calls f and returns the value of its panic, or nil if it returned.
-// A nil panic reports a *runtime.PanicNilError, which recover returns for
-// it, or, where GODEBUG=panicnil=1 makes recover return nil, one made
-// here. A Goexit never returns from call.
-func call(f func()) (panicked any) {
-	returned := false
-	defer func() {
-		if !returned {
-			if panicked = recover(); panicked == nil {
-				panicked = new(runtime.PanicNilError)
-			}
-		}
-	}()
-	f()
-	returned = true
-	return nil
-}
-
-// watchRunner looks at the current runner while runs wait behind its task,
-// and leaves it behind a task that has run BlockedAfter (see the top of
-// this file). The shard goroutine, in its pass, after its hand-offs.
-func (sh *Shard) watchRunner(now time.Duration) {
-	sh.assertGoroutine()
-	r := sh.runner
-	if r == nil || sh.cfg.BlockedAfter <= 0 {
-		return
-	}
-	w := r.word.Load()
-	if w&runIdle != 0 || w>>runShift == 0 || w>>runShift == r.handed {
-		// Parked, not started (its goroutine waits for a CPU: no task
-		// holds the runs up), or nothing waits behind its task.
-		r.looked = false
-		return
-	}
-	if !r.looked || w != r.lookWord {
-		r.looked, r.lookWord, r.lookAt = true, w, now
-		return
-	}
-	if now-r.lookAt >= sh.cfg.BlockedAfter {
-		sh.leave(r, w, now)
-	}
-}
-
-// runnerWake returns the tick at which the shard goroutine looks at its
-// runner next, if runs wait behind its task. The shard goroutine.
-func (sh *Shard) runnerWake() (uint64, bool) {
-	r := sh.runner
-	if r == nil || !r.looked || sh.cfg.BlockedAfter <= 0 {
-		return 0, false
-	}
-	return sh.ceilTick(r.lookAt + sh.cfg.BlockedAfter), true
-}
-
-// leave leaves runner r, whose word the shard goroutine saw at w twice
-// BlockedAfter apart, behind its task: its key's waiting runs stay with it,
-// the rest go to a new current runner (see the top of this file), and the
-// key's later timers are held back until r returns. Refused while
-// MaxBlocked runners are left (OnRefused hears of it: one look in
-// BlockedAfter). The shard goroutine.
-func (sh *Shard) leave(r *runner, w uint64, now time.Duration) {
-	sh.assertGoroutine()
-	b := sh.cfg.Blocked
-	if b.Add(1) > int64(sh.cfg.MaxBlocked) {
-		b.Add(-1)
-		sh.refused.Add(1)
-		r.lookAt = now
-		if sh.cfg.OnRefused != nil {
-			sh.cfg.OnRefused()
-		}
-		return
-	}
-	g := r.ring.Load()
-	c := w >> runShift
-	cur := g.e[(c-1)&g.mask] // the run in progress: claimed, and its ring slot not written since
-	moved := sh.moved[:0]
-	for i := c; i < r.handed; i++ {
-		x := g.e[i&g.mask]
-		if cur.keyed && x.keyed && x.key == cur.key {
-			r.kept = append(r.kept, x)
-		} else {
-			moved = append(moved, x)
-		}
-	}
-	r.rec = &blockedRun{key: cur.key, keyed: cur.keyed, fn: sh.taskCode(cur.task), gid: r.gid.Load(), since: r.lookAt}
-	stress.Point()
-	if !r.word.CompareAndSwap(w, w|runLeft) {
-		b.Add(-1) // it went on meanwhile
-		clear(r.kept)
-		r.kept, r.rec = r.kept[:0], nil
-		sh.moved = moved[:0]
-		return
-	}
-	sh.blocked = append(sh.blocked, r.rec)
-	sh.publishBlocked()
-	if cur.keyed {
-		sh.holdKey(cur.key)
-	}
-	sh.h.counts[cBlockedRuns]++
-	sh.runner, sh.room = nil, 0 // room is the new runner's: makeRoom counts it again
-	for i, x := range moved {
-		sh.hand(x)
-		moved[i] = nil
-	}
-	sh.moved = moved[:0]
-	sh.flushRuns()
-}
-
-// collectReturned takes back the runners left behind that have run their
-// kept runs: it lets their keys' held timers go, forgets their records,
-// and keeps the runners as spares. The shard goroutine, in its pass.
-func (sh *Shard) collectReturned() {
-	sh.assertGoroutine()
-	if sh.returned.Load() == nil {
-		return
-	}
-	for r := sh.returned.Swap(nil); r != nil; {
-		next, rec := r.next, r.rec
-		if ran := time.Duration(rec.ran.Load()); ran > sh.longest.Ran {
-			sh.longest = rec.task()
-			sh.longest.Ran = ran
-		}
-		if rec.keyed {
-			sh.releaseKey(rec.key)
-		}
-		for i, b := range sh.blocked {
-			if b == rec {
-				sh.blocked = append(sh.blocked[:i], sh.blocked[i+1:]...)
-				break
-			}
-		}
-		r.rec, r.looked, r.handed = nil, false, 0
-		r.tail.Store(0)
-		r.word.Store(0)
-		r.next, sh.spare = sh.spare, r
-		r = next
-	}
-	sh.publishBlocked()
-}
-
-// report counts v, the value of a task's panic or ErrGoexit, in Panics (by
-// aborts: countAborts adds it up in the shard goroutine's next pass, which
-// it wakes for) and hands it to the panic handler. A handler that calls
-// runtime.Goexit ends the goroutine as a task's Goexit would. The goroutine
-// that ran the task.
-func (sh *Shard) report(v any) {
-	sh.wrote(lineExecutor)
-	sh.aborts.Add(1)
-	sh.signal()
-	reportPanic(sh.cfg.OnPanic, v)
-}
-
-// reportPanic hands v to the panic handler. A handler that panics itself
-// must not kill the runner either: its panic is recovered and dropped, as
-// there is nobody left to report it to. A handler's runtime.Goexit cannot
-// be stopped: the callers see it.
-func reportPanic(onPanic func(any), v any) {
-	defer func() { _ = recover() }()
-	onPanic(v)
 }

@@ -13,98 +13,6 @@ import (
 	"github.com/shardwheel/shardwheel/ring"
 )
 
-// Config configures a Shard. Tick, WheelSize, TransferCap and OnPanic are
-// required; the other fields may be left zero. Package shardwheel validates
-// user input before it gets here.
-type Config struct {
-	Tick        time.Duration
-	WheelSize   int // a power of two, >= 2
-	TransferCap int // timers moved from the queue into the wheel per tick, >= 1
-	// FirstBlock is the number of nodes the arena allocates when the shard
-	// gets its first timer (see pool.New); later blocks double.
-	FirstBlock int
-	// Clock is the time source; nil means the one NewClock returns.
-	Clock Clock
-	// Epoch is the wall-clock time at which Clock read zero, and Skew the
-	// uncertainty of that (see NewClock); Time and Reading use them to
-	// turn clock readings into time.Time and back. Ignored when Clock is
-	// nil.
-	Epoch time.Time
-	Skew  time.Duration
-	// Limited makes the shard keep pending tokens (tokens.go): Tokens is
-	// the number of timers it may hold before Schedule fails, and tokens
-	// move between shards with TakeTokens. Without a limit it keeps none.
-	Limited bool
-	Tokens  int64
-	// Dry, shared by the shards whose tokens move between them, is set
-	// when a search for spare tokens found none (see tokens.go); nil gives
-	// the shard a flag of its own.
-	Dry *atomic.Bool
-	// Lanes is the number of producer lanes, rounded up to a power of
-	// two; runtime.GOMAXPROCS(0) is the natural value.
-	Lanes int
-	// ID and Shards place the shard among its Scheduler's: P p's own
-	// shard is number p modulo Shards, where its Schedules file timers
-	// themselves; a Schedule from another P leaves its timer in the
-	// shard's queue, for the shard's own P (or its goroutine) to file, so
-	// that a timer crossing cores touches one line of the other core, not
-	// the wheel. Shards 0 means 1.
-	ID, Shards int
-	// Home is the lane of this shard's own P, taken modulo the lane count:
-	// a holder filing a timer that finds no node of its own (takeFree)
-	// takes one from the arena (Arena.Get): from that lane's shared list
-	// first, else another lane's, else a never-used node, and sweeps for
-	// one only when all of those fail. Freed nodes go to the holder's own
-	// list, not to a lane (share feeds the lanes from it).
-	Home int
-	// Run executes an expired task; nil runs it on the shard's runner
-	// (runner.go). The runner calls it with the method value of a
-	// pooled record of the run (cancelwait.go's execRun), which runs the
-	// task and tells the shard it has returned; Run must call each func
-	// it is given exactly once.
-	Run func(task func())
-	// Group, optional, is the shards routed timers cross between
-	// (cross.go); without one, a routed timer is a plain one.
-	Group *Group
-	// Capacity, when positive, lowers the timers the shard's arena holds
-	// below pool.Capacity: tests fill a shard with it.
-	Capacity int
-	// Handlers, required for handler timers, is the table of handlers
-	// their tasks name; shards of one scheduler share it.
-	Handlers *Handlers
-	// OnPanic receives the value of a panicking task (or Run), and
-	// ErrGoexit for a task that calls runtime.Goexit, on the goroutine
-	// that ran it (runner.go). Required.
-	OnPanic func(v any)
-	// Stats turns on the latency histograms (tick lag, lateness, pass
-	// time, task time), which cost a clock read per pass, per task run
-	// and per sampled task. Counters are always kept.
-	Stats bool
-	// Unindex, optional, is called once with the key and Ref of each
-	// indexed timer (Request.Indexed) when its node is freed: after the
-	// timer ran or was cancelled, before the node can be reused, and for
-	// a timer that fires before its task runs. Not reported: timers
-	// claimed by Stop and timers CancelUnindexed stopped (their caller
-	// removed the entry). It runs on the shard goroutine, holding the
-	// wheel, and must not block for long.
-	Unindex func(key uint64, r Ref)
-	// Pin, optional, is called on the shard goroutine after it has
-	// locked its OS thread; an error goes to OnPinError and the goroutine
-	// carries on.
-	Pin        func() error
-	OnPinError func(error)
-	// BlockedAfter, when positive, is how long a task may hold up the
-	// runs behind it before the shard leaves its runner behind it and
-	// hands them to a new one (runner.go); 0 never does. MaxBlocked
-	// bounds the runners left behind at once, counted in Blocked, which
-	// the shards of one Scheduler share; OnRefused, optional, hears of a
-	// look refused at that bound.
-	BlockedAfter time.Duration
-	MaxBlocked   int
-	Blocked      *atomic.Int64
-	OnRefused    func()
-}
-
 // Shard is one timer wheel, the goroutine that drives it, and the lanes
 // by which the rest of the process reaches it. All exported methods are
 // safe for concurrent use. A Shard must be created with New and must not
@@ -134,7 +42,7 @@ type Shard struct {
 	wake       chan struct{} // capacity 1: anyone signals, the shard goroutine receives
 	done       chan struct{} // closed by Close
 	exited     chan struct{} // closed when the shard goroutine and its runners have returned
-	lines      *lineWriters  // who wrote which lines, with the verify tag (lines.go)
+	lines      *lineWriters  // who wrote which lines, with the verify tag (verify.go)
 	// alarm is the timer the shard goroutine sleeps on, reset by it and
 	// by a wakeFor that lowers sleepUntil (own.go).
 	alarm Timer
@@ -253,7 +161,7 @@ type Shard struct {
 	lastPass    PassWork // what the last pass did, for recordRecent
 	// The runners' (runner.go): runner is the current one, spare those
 	// returned for reuse, moved leave's scratch; blocked the runners left
-	// behind, heldKeys the keys held back behind them (held.go), longest
+	// behind, heldKeys the keys held back behind them (blocked.go), longest
 	// the longest of their tasks that returned.
 	runner   *runner
 	room     int // runs the runner may be handed before its backlog is full (makeRoom)
@@ -263,56 +171,12 @@ type Shard struct {
 	heldKeys map[uint64]*heldKey
 	longest  BlockedTask
 	runs     runPool // the execRuns it holds (cancelwait.go)
-	trace    tracer  // the execution tracer's view of passes (trace.go)
+	trace    tracer  // the execution tracer's view of passes (passes.go)
 
 	// largePad keeps a Shard over 32 KiB, a large allocation, which the
 	// runtime places at the start of a page: its fields' cache lines
 	// follow from their offsets (see doc.go's table).
 	largePad [7 << 10]byte
-}
-
-// holder is the state the goroutine holding the wheel works with.
-type holder struct {
-	// by is the holding goroutine's token (gtoken.go), kept with the
-	// verify tag only, for assertHolder and wrote; atomic, since wrote
-	// reads it from any goroutine.
-	by        atomic.Uintptr
-	w         *wheel
-	goroutine bool // the holder is the shard goroutine, which may block (Config.Unindex)
-	// free lists (through the nodes' Next) the free nodes below limit
-	// that only the holder hands out, with no atomic operation; nfree
-	// counts them. Producers that do not hold the wheel take theirs from
-	// the arena's shared lists, which the holder feeds when they run dry
-	// (share). limit, sort, nsort, back, lowFree and reviewAt size the
-	// list to what the wheel uses and give a spike's blocks back
-	// (reserve.go).
-	free     uint32
-	nfree    int
-	limit    uint32
-	sort     uint32
-	nsort    int
-	back     uint32 // free nodes taken back from a lane, linked by their Link words
-	backLane int    // the lane takeBackLane looks at first
-	lowFree  int
-	shared   int // nodes share moved to the arena's lanes since the last review
-	// sharedBefore: the last review's interval shared nodes, so the next
-	// review, which may take a lane back, is worth waking for.
-	sharedBefore bool
-	reviewAt     uint64
-	lastFiled    uint32 // the node the last Schedule filed, published in own
-	// tick is the clock's tick as the holder knows it, which the transfer
-	// cap counts against: the pass's for the shard goroutine, the call's
-	// for a Schedule or Reset, else the last pass's (lastTick, which the
-	// shard goroutine writes holding the wheel).
-	tick    uint64
-	capTick uint64 // the tick whose transfer budget capUsed counts
-	capUsed int
-	sweep   sweeper
-	// unindex lists (through the nodes' Next) ended indexed nodes a
-	// pinned holder could not free: Config.Unindex may block, so the
-	// shard goroutine, which holds the wheel unpinned, frees them.
-	unindex uint32
-	counts  [numCounters]uint64 // see stats.go
 }
 
 // lane is the part of a shard that goroutines running on one P use: their
