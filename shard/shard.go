@@ -173,10 +173,10 @@ type Shard struct {
 	runs     runPool // the execRuns it holds (cancelwait.go)
 	trace    tracer  // the execution tracer's view of passes (passes.go)
 
-	// largePad keeps a Shard over 32 KiB, a large allocation, which the
+	// Padding keeps a Shard over 32 KiB, a large allocation, which the
 	// runtime places at the start of a page: its fields' cache lines
 	// follow from their offsets (see doc.go's table).
-	largePad [7 << 10]byte
+	_ [7 << 10]byte
 }
 
 // lane is the part of a shard that goroutines running on one P use: their
