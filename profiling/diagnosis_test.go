@@ -118,7 +118,8 @@ func TestDiagnoseBlockedTaskLeftBehind(t *testing.T) {
 		return 101, nil // the other 100 ran while it blocks
 	})
 	joined := strings.Join(d.lines, "\n")
-	assert.Contains(t, joined, "blocked tasks: 1 task held up the tasks behind them past WithBlockedAfter, which went on on another runner")
+	// A task preempted as long on a busy host counts too: 1 or more.
+	assert.Regexp(t, `blocked tasks: \d+ tasks? held up the tasks behind them past WithBlockedAfter, which went on on another runner`, joined)
 	assert.Regexp(t, `1 still running, the longest \S+TestDiagnoseBlockedTaskLeftBehind\S* \(key 7\), ran \S+`, joined)
 	assert.GreaterOrEqual(t, durationAfter(t, joined, "(key 7), ran "), 20*time.Millisecond, joined)
 }
