@@ -2,19 +2,23 @@ package shardwheel
 
 import "context"
 
-// CancelWait is Cancel that also waits for the task if it is running.
-// It returns true when it cancelled the timer before its task started;
-// otherwise it returns false once the task has returned, waiting for it
-// if it is running: inline on its shard's goroutine, or, with
-// WithExecutor, on whatever goroutine the executor runs it (it waits for
-// the task itself, not for the executor's run call). It returns ctx.Err()
-// if ctx is done before the task has returned; a task that was not
-// running needs no wait, and then ctx is not looked at.
+// CancelWait is Cancel that also waits for the task if it is in flight.
+// It returns true when it cancelled the timer before it fired; otherwise
+// it returns false once the task has returned, waiting for it if it is in
+// flight: fired and queued on its shard's runner behind the tasks handed
+// before it, or running there, or, with WithExecutor, on whatever
+// goroutine the executor runs it (it waits for the task itself, not for
+// the executor's run call). It returns ctx.Err() if ctx is done before the
+// task has returned; a task that was not in flight needs no wait, and then
+// ctx is not looked at.
 //
 // Called from inside the timer's own task it does not wait (the task
 // cannot wait for itself): it returns Cancel's result at once, with a nil
 // error: false for a one-shot timer, whose task has started; for a
-// periodic series, true if the series was still live.
+// periodic series, true if the series was still live. So it does from a
+// task of the runner that has the timer's task queued behind it (a timer
+// of the same key fired meanwhile), which starts only after the caller
+// returns.
 //
 // On a periodic timer (Every) it ends the series and waits for a run in
 // progress, returning true iff the series was still live; with ctx done
@@ -28,10 +32,10 @@ import "context"
 // Waiting never blocks the shard of the timer waited for: the shard
 // publishes each run while it is in flight, and wakes waiters, if there
 // are any, when one ends. (A task that calls CancelWait on another timer
-// blocks its own shard's goroutine while it waits, as any blocking task
-// does.) Timers nobody waits for still pay for that publication: with
-// WithExecutor each run goes through a pooled record, tens of nanoseconds
-// (BENCHMARKS.md).
+// holds up the tasks queued behind it on its runner while it waits, as any
+// blocking task does.) Timers nobody waits for still pay for that
+// publication: each run goes through a pooled record published in a
+// table, tens of nanoseconds (BENCHMARKS.md).
 func (t Timeout) CancelWait(ctx context.Context) (bool, error) {
 	if t.sh == nil {
 		return false, nil

@@ -82,7 +82,9 @@ func TestEveryAcrossAStalledShard(t *testing.T) {
 					}
 					assert.Zero(t, overlaps.Load(), "runs overlapped")
 					st := s.Stats().Total
-					assert.EqualValues(t, len(starts), st.PeriodicRuns)
+					// A run handed over and not started when CancelWait ended
+					// the series counts, and never starts.
+					assert.Contains(t, []uint64{uint64(len(starts)), uint64(len(starts)) + 1}, st.PeriodicRuns)
 					assert.NotZero(t, st.PeriodicMissed)
 					assert.EqualValues(t, 3, st.Fired, "only the stalling timers fired")
 				})

@@ -425,7 +425,9 @@ func TestHandlerExpiryAllocatesNothing(t *testing.T) {
 			return after.Mallocs - before.Mallocs
 		}
 		burst() // makes the run records
-		return float64(burst()) / n
+		// The least of two: a slow host may give some records back
+		// between two bursts (trimRuns looks once a second).
+		return float64(min(burst(), burst())) / n
 	}
 	inline := perTimer(false)
 	withExecutor := perTimer(true)

@@ -192,10 +192,11 @@ func WithMaxPending(n int) Option {
 	}
 }
 
-// WithExecutor sets where expired tasks run: the shard calls run(task) for
-// each one. The default runs tasks inline on the shard goroutine, which is
-// fastest for short tasks; a long task then delays every timer of its shard.
-// run must not be nil, and must call each task it is given exactly once:
+// WithExecutor sets where expired tasks run: the shard's runner calls
+// run(task) for each one, in deadline order, instead of running it. The
+// default runs them on the runner itself, one at a time (see
+// WithBlockedAfter for a task that holds up the others). run must not be
+// nil, and must call each task it is given exactly once:
 // the task it gets tells the shard when the timer's own task has returned
 // (for CancelWait, and to run a periodic timer again), so a task that is
 // dropped leaves CancelWait waiting (until its context ends) and a
@@ -217,15 +218,15 @@ func WithExecutor(run func(task func())) Option {
 
 // WithPanicHandler sets the function called with the value of a task that
 // panics (or of an executor that does), and with ErrTaskGoexit for a task
-// that calls runtime.Goexit. The shard recovers and keeps running. The
+// that calls runtime.Goexit. The runner recovers and runs the next task. The
 // default logs the value and stack at error level, to the WithLogger
-// logger. h must not be nil. h runs on the shard goroutine, or, for a
-// Goexit of a task an executor runs on another goroutine, on that one; it
-// should not panic, and if it does, its panic is recovered and dropped. If
-// it calls runtime.Goexit (t.Fatal in a test's handler), that ends the
-// goroutine it runs on, as a task's Goexit would: the shard goes on with
-// a new goroutine, the value counted and reported once, and a run on an
-// executor's goroutine still finishes.
+// logger. h must not be nil. h runs on the goroutine that ran the task
+// (the shard's runner, or an executor's goroutine); it should not panic,
+// and if it does, its panic is recovered and dropped. If it calls
+// runtime.Goexit (t.Fatal in a test's handler), that ends the goroutine it
+// runs on, as a task's Goexit would: a new goroutine takes the runner up,
+// the value counted and reported once, and a run on an executor's
+// goroutine still finishes.
 // Panics of tasks that an executor (WithExecutor) runs on other goroutines
 // never reach the shard: that executor must recover them.
 func WithPanicHandler(h func(v any)) Option {

@@ -110,9 +110,11 @@ type ShardStats struct {
 	// own goroutines aside: their panics are the executor's), and tasks
 	// that called runtime.Goexit (ErrTaskGoexit), wherever they ran.
 	Panics uint64 `json:"panics"`
-	// PeriodicRuns counts the runs of periodic timers' tasks (Every):
-	// Fired does not count them, since a series is one timer however
-	// often it runs.
+	// PeriodicRuns counts the runs of periodic timers' tasks (Every) as
+	// they are handed to the runner: Fired does not count them, since a
+	// series is one timer however often it runs. A run whose series is
+	// cancelled while it waits behind other tasks is counted and does not
+	// start.
 	PeriodicRuns uint64 `json:"periodic_runs"`
 	// PeriodicMissed counts the grid points periodic timers missed:
 	// points that came while their series was behind (its previous run
@@ -122,7 +124,7 @@ type ShardStats struct {
 	// Crossed counts the timers with a key (Schedule, ScheduleKey,
 	// ScheduleWithin and their Handler forms) that this shard filed and
 	// handed over to the shard their key routes to, as they came near
-	// their deadline, for that shard's goroutine to run. A timer
+	// their deadline, for that shard's runner to run. A timer
 	// cancelled before it comes near never crosses. It counts in the
 	// Scheduled, Fired, Cancelled or Stopped of the shard that filed it.
 	Crossed uint64 `json:"crossed"`

@@ -16,10 +16,12 @@ type Timeout struct {
 }
 
 // Cancel stops the timer from running and reports whether this call did so:
-// true at most once per timer, and never after its task started, it was
-// cancelled, or Stop returned it. On a periodic timer (Every) it ends the
-// series: true iff the series was still live; a run in progress finishes,
-// and none starts after it (CancelWait also waits for that run). Cancel is
+// true at most once per timer, and never after it fired (its task handed
+// to its shard's runner, started or queued behind the tasks handed before
+// it), was cancelled, or Stop returned it. On a periodic timer (Every) it
+// ends the series: true iff the series was still live; a run in progress
+// finishes, a run queued and not started does not start, and none starts
+// after it (CancelWait also waits for a run in progress). Cancel is
 // lock-free and O(1): it marks the timer cancelled and drops its task, so
 // that the closure can be collected at once. The timer's node (its 32
 // bytes) stays in the wheel until the wheel meets it or a sweep frees it

@@ -223,7 +223,7 @@ func (sh *Shard) collectReturned() {
 				break
 			}
 		}
-		r.rec, r.looked, r.handed = nil, false, 0
+		r.rec, r.looked, r.handed, r.fresh = nil, false, 0, false
 		r.tail.Store(0)
 		r.word.Store(0)
 		r.next, sh.spare = sh.spare, r
@@ -236,13 +236,17 @@ func (sh *Shard) collectReturned() {
 // its blocked task, once that task has returned (see the top of this
 // file). The runner's goroutine.
 func (r *runner) runKept() {
-	r.rec.ran.Store(int64(max(r.sh.clock.Now()-r.rec.since, time.Nanosecond)))
-	r.rec.done.Store(true)
-	for i, x := range r.kept {
-		r.kept[i] = nil
+	if !r.rec.done.Load() { // else a kept run's Goexit restarted the goroutine
+		r.rec.ran.Store(int64(max(r.sh.clock.Now()-r.rec.since, time.Nanosecond)))
+		r.rec.done.Store(true)
+	}
+	for r.keptAt < len(r.kept) {
+		x := r.kept[r.keptAt]
+		r.kept[r.keptAt] = nil
+		r.keptAt++ // first: a Goexit in x goes on from the next
 		r.run(x)
 	}
-	r.kept = r.kept[:0]
+	r.kept, r.keptAt = r.kept[:0], 0
 }
 
 // giveBack ends a runner left behind, once its kept runs are done: it
@@ -313,10 +317,11 @@ func (sh *Shard) holdBack(hk *heldKey, idx uint32, n *pool.Node) {
 	hk.tail = idx
 }
 
-// releaseKey lets key go: its held timers go to the due-now slot in
-// deadline order (a Reset may have moved one since it was met; equal
-// deadlines keep the order they were met in), where the next pass meets
-// them first. The shard goroutine, holding the wheel.
+// releaseKey lets key go: its held timers go to the head of the due-now
+// slot in deadline order (a Reset may have moved one since it was met;
+// equal deadlines keep the order they were met in), ahead of the key's
+// timers a full backlog may have left there, which are due later: the
+// next pass meets them first. The shard goroutine, holding the wheel.
 func (sh *Shard) releaseKey(key uint64) {
 	sh.assertGoroutine()
 	sh.assertHolder()
@@ -337,9 +342,9 @@ func (sh *Shard) releaseKey(key uint64) {
 		idx = n.Next
 	}
 	slices.SortStableFunc(held, func(a, b heldTimer) int { return cmp.Compare(a.tick, b.tick) })
-	for _, h := range held {
-		n := sh.arena.Node(h.idx)
+	for i := len(held) - 1; i >= 0; i-- { // last first: each goes ahead of the one before
+		n := sh.arena.Node(held[i].idx)
 		n.Prev, n.Next = 0, 0
-		w.insertDue(h.idx)
+		w.insertDueFirst(held[i].idx)
 	}
 }

@@ -110,7 +110,18 @@ type execRun struct {
 	tab  *runTable
 	slot int
 	g    atomic.Uintptr
+	// on is the runner the run was last handed to (push), for a waiter
+	// that is that runner's goroutine: the run starts only after it.
+	on   atomic.Pointer[runner]
 	next *execRun // runFree's and runPool.spare's link
+}
+
+// live reports whether a series' run is still its series' (its node
+// running, in the generation the run began): a Cancel or Stop while the run
+// was queued ends it before it starts.
+func (r *execRun) live() bool {
+	s, mine := load(r.sh.arena.Node(r.idx), r.gen)
+	return mine && s.status() == statusRunning
 }
 
 // call runs the task: its closure, or its handler with its key.
@@ -120,6 +131,17 @@ func (r *execRun) call() {
 	} else {
 		r.sh.cfg.Handlers.Func(r.task.Handler)(r.key)
 	}
+}
+
+// queuedBehind reports whether the run has not started and is queued on
+// the runner whose goroutine's token is me: a waiter that is that goroutine
+// would wait for itself.
+func (r *execRun) queuedBehind(me uintptr) bool {
+	if r.g.Load() != 0 {
+		return false
+	}
+	on := r.on.Load()
+	return on != nil && on.token.Load() == me
 }
 
 // exec is the run an executor (Config.Run) gets: it runs the task and
@@ -236,8 +258,10 @@ func (sh *Shard) inFlight(word uint64, me uintptr) (running, self bool) {
 
 // WaitRun waits until no run of the timer r is in flight, and returns nil,
 // or ctx.Err() if ctx is done first. Called from inside that timer's own
-// task it returns nil at once: the task cannot wait for itself. It never
-// blocks the shard goroutine, and parks rather than spins.
+// task it returns nil at once: the task cannot wait for itself; so it does
+// from a task of the runner that has the run queued behind it, which starts
+// it only after that task returns. It never blocks the shard goroutine,
+// and parks rather than spins.
 func (sh *Shard) WaitRun(ctx context.Context, r Ref) error {
 	word, me := runWordOf(r), goroutineToken()
 	running, self := sh.inFlight(word, me)

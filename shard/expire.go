@@ -74,6 +74,7 @@ func (sh *Shard) runList(first, last uint32) bool {
 	for idx := first; idx != 0; {
 		if sh.room <= 0 && !sh.makeRoom() {
 			w.putBackDue(idx, last)
+			sh.full = true
 			return false
 		}
 		n := sh.arena.Node(idx)

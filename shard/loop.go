@@ -106,7 +106,7 @@ func (sh *Shard) passBody() {
 		// target and runs in this pass, as it would have while ticking.
 		w.setElapsed(target - 1)
 	}
-	sh.work = passWork{}
+	sh.work, sh.full = passWork{}, false
 	sh.h.counts[cWakeups] = sh.wakeups
 	sh.collectReturned()
 	sh.unindexEnded()
@@ -146,6 +146,11 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	park = !busy && (!any || t > next)
 	if park && any {
 		next = t
+	}
+	if sh.full && !sh.more {
+		// The runner's backlog stopped the pass behind the clock: look
+		// again at the next tick, not at once (elapsed+1 has passed).
+		next, park = max(next, sh.floorTick(sh.clock.Now())+1), false
 	}
 	floor := uint64(math.MaxUint64) // the earliest wake planned for other than the wheel
 	if park {

@@ -33,6 +33,12 @@ func (r *runner) run(x *execRun) {
 		r.late.Record(int64(start - sh.tickTime(x.tick)))
 		r.fresh = false // a Goexit skips the end: the next run reads the clock
 	}
+	if x.series && !x.live() {
+		// Cancelled (or stopped) while queued: the series runs no more.
+		x.finish()
+		r.ended(start)
+		return
+	}
 	if sh.cfg.Run != nil {
 		// The run reports and finishes itself (exec); here only a
 		// panic or Goexit of the executor's own.
@@ -42,7 +48,7 @@ func (r *runner) run(x *execRun) {
 		r.ended(start)
 		return
 	}
-	x.g.Store(r.token)
+	x.g.Store(r.token.Load())
 	returned, reporting := false, false
 	defer func() {
 		if !returned { // a Goexit: the task's, or the panic handler's

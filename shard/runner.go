@@ -95,9 +95,12 @@ type runner struct {
 	wake chan struct{} // capacity 1: the shard goroutine sends, the runner receives
 	kept []*execRun
 	rec  *blockedRun
+	// keptAt is the next kept run to start (runKept): a kept run's
+	// Goexit restarts the goroutine there. The runner's.
+	keptAt int
 
 	gid   atomic.Uint64  // for IsShardGoroutine: a task that calls Stop
-	token uintptr        // the runner's goroutine token (gtoken.go), for CancelWait
+	token atomic.Uintptr // the runner's goroutine token (gtoken.go), for CancelWait
 	all   *runner        // Shard.runners' link, set before it is published
 	next  *runner        // Shard.returned's and Shard.spare's link
 	late  hist.Histogram // lateness of the tasks it started
@@ -187,6 +190,7 @@ func (sh *Shard) push(r *runner, x *execRun) {
 		g = r.grow(g, max(w, 1)-1, t)
 	}
 	g.e[t&g.mask] = x
+	x.on.Store(r)
 	r.handed = t + 1
 }
 
@@ -228,7 +232,7 @@ func (sh *Shard) flushRuns() {
 func (r *runner) loop() {
 	sh := r.sh
 	r.gid.Store(GoroutineID())
-	r.token = goroutineToken()
+	r.token.Store(goroutineToken())
 	ended := false
 	defer func() {
 		if !ended {

@@ -247,8 +247,9 @@ func TestCloseDoesNotWaitForTasks(t *testing.T) {
 
 // TestARunnersBacklogIsBounded: behind a blocked task (WithBlockedAfter
 // 0), the shard hands the runner runBacklog runs and leaves the other due
-// timers pending in the wheel, which costs a pass O(1) for them; once the
-// task returns, every timer runs, once.
+// timers pending in the wheel, which costs a pass O(1) for them, and it
+// looks again a tick later, not at once; once the task returns, every
+// timer runs, once.
 func TestARunnersBacklogIsBounded(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.FirstBlock = 1 << 17 })
 	release, started := make(chan struct{}), make(chan struct{})
@@ -270,6 +271,9 @@ func TestARunnersBacklogIsBounded(t *testing.T) {
 	r := h.sh.runner
 	assert.Equal(t, uint64(runBacklog+1), r.handed, "the blocked run and runBacklog behind it")
 	assert.EqualValues(t, n-runBacklog, h.sh.Live(), "the rest pending")
+	next, _, timed := h.sh.planHeld()
+	assert.True(t, timed)
+	assert.Greater(t, h.sh.tickTime(next), h.clock.Now(), "it looks again at the next tick, not at once")
 	close(release)
 	eventually(t, func() bool { return ran.Load() == runBacklog }, "the backlog runs")
 	h.step(2 * testTick)
@@ -309,4 +313,56 @@ func TestNilPanicIsReportedUnderPanicnil(t *testing.T) {
 	require.Len(t, reported, 1)
 	assert.IsType(t, (*runtime.PanicNilError)(nil), reported[0])
 	assert.Equal(t, gids[0].Load(), gids[1].Load(), "no Goexit: the same runner goroutine")
+}
+
+// TestGoexitInAKeptRun: a run kept behind its key's blocked task that
+// calls runtime.Goexit is reported, and the kept runs after it run once
+// each, on the goroutine that takes the runner up.
+func TestGoexitInAKeptRun(t *testing.T) {
+	var reported atomic.Int32
+	h := newHarness(t, func(c *Config) {
+		c.BlockedAfter, c.MaxBlocked = 2*testTick, 4
+		c.OnPanic = func(any) { reported.Add(1) }
+	})
+	var o order
+	release, started := make(chan struct{}), make(chan struct{})
+	schedKeyed(t, h.sh, 7, testTick, func() { close(started); <-release })
+	schedKeyed(t, h.sh, 7, testTick, runtime.Goexit)
+	schedKeyed(t, h.sh, 7, testTick, o.task("after"))
+	schedKeyed(t, h.sh, 8, testTick, o.task("other key"))
+	h.clock.Advance(testTick)
+	h.passAsync()
+	<-started
+	for range 3 {
+		h.clock.Advance(testTick)
+		h.passAsync()
+	}
+	require.Equal(t, uint64(1), h.sh.Stats().BlockedRuns)
+	close(release)
+	eventually(t, func() bool { return h.sh.returned.Load() != nil }, "the left runner hands itself back")
+	assert.Equal(t, []string{"other key", "after"}, o.get())
+	assert.Equal(t, int32(1), reported.Load())
+}
+
+// TestACancelledSeriesQueuedBehindATaskDoesNotRun: a series whose run is
+// queued behind a blocked task (WithBlockedAfter 0) and is cancelled
+// before it starts runs no more: the Cancel ends it (true) and the queued
+// run finds it ended.
+func TestACancelledSeriesQueuedBehindATaskDoesNotRun(t *testing.T) {
+	h := newHarness(t)
+	release, started := make(chan struct{}), make(chan struct{})
+	_, rej := sched(h.sh, 1, testTick, func() { close(started); <-release })
+	require.Equal(t, Accepted, rej)
+	var runs atomic.Int32
+	r, rej := schedSeries(h.sh, 2, testTick, SkipMissed, func() { runs.Add(1) })
+	require.Equal(t, Accepted, rej)
+	h.clock.Advance(testTick)
+	h.passAsync() // both handed: the series' run behind the blocked task
+	<-started
+	require.True(t, h.sh.Cancel(r), "the series is live")
+	close(release)
+	settleRuns(t, h.sh)
+	h.step(3 * testTick)
+	assert.Zero(t, runs.Load(), "the queued run did not start")
+	assert.Zero(t, h.pending())
 }

@@ -103,7 +103,8 @@ func (t *runTable) has(b int, word uint64, me uintptr) (found, self bool) {
 	for i := b; i < b+runBucket; i++ {
 		if t.words[i].Load() == word {
 			found = true
-			self = self || t.runs[i].Load().g.Load() == me
+			x := t.runs[i].Load()
+			self = self || x.g.Load() == me || x.queuedBehind(me)
 		}
 	}
 	return found, self

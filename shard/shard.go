@@ -164,7 +164,8 @@ type Shard struct {
 	// behind, heldKeys the keys held back behind them (blocked.go), longest
 	// the longest of their tasks that returned.
 	runner   *runner
-	room     int // runs the runner may be handed before its backlog is full (makeRoom)
+	room     int  // runs the runner may be handed before its backlog is full (makeRoom)
+	full     bool // the runner's backlog stopped this pass (runList)
 	spare    *runner
 	moved    []*execRun
 	blocked  []*blockedRun
@@ -176,7 +177,7 @@ type Shard struct {
 	// Padding keeps a Shard over 32 KiB, a large allocation, which the
 	// runtime places at the start of a page: its fields' cache lines
 	// follow from their offsets (see doc.go's table).
-	_ [7 << 10]byte
+	_ [8 << 10]byte
 }
 
 // lane is the part of a shard that goroutines running on one P use: their

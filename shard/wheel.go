@@ -156,6 +156,27 @@ func (w *wheel) insertDue(idx uint32) {
 	w.link(idx, w.arena.Node(idx), w.slotIndex(0, w.elapsed))
 }
 
+// insertDueFirst files node idx at the head of the due-now slot, ahead of
+// what it holds: a held key's timers, due before whatever a full backlog
+// left there (releaseKey).
+func (w *wheel) insertDueFirst(idx uint32) {
+	si := w.slotIndex(0, w.elapsed)
+	sl := &w.slots[si]
+	n := w.arena.Node(idx)
+	n.Prev = slotEnd | si
+	if sl.head == 0 {
+		n.Next = slotEnd | si
+		sl.tail = idx
+		w.mark(si, true)
+	} else {
+		n.Next = sl.head
+		w.arena.Node(sl.head).Prev = idx
+	}
+	sl.head = idx
+	sl.filed = min(sl.filed+1, math.MaxUint32)
+	w.count++
+}
+
 // dueNow reports whether the due-now slot holds anything.
 func (w *wheel) dueNow() bool {
 	return w.slots[w.slotIndex(0, w.elapsed)].head != 0
