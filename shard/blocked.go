@@ -255,6 +255,7 @@ func (r *runner) runKept() {
 // goroutine, its last steps.
 func (r *runner) giveBack() {
 	sh := r.sh
+	r.token.Store(0) // before the push: the runtime may give this goroutine's g to another
 	sh.cfg.Blocked.Add(-1)
 	for {
 		head := sh.returned.Load()

@@ -219,6 +219,7 @@ func (r *execRun) giveBack() {
 func (sh *Shard) openRun(r Ref) *execRun {
 	sh.assertGoroutine()
 	x := sh.takeRun()
+	x.on.Store(nil) // its runner's, once handed (push): none from a past run
 	sh.publishRun(x, runWordOf(r))
 	stress.Point()
 	return x

@@ -100,7 +100,7 @@ type runner struct {
 	keptAt int
 
 	gid   atomic.Uint64  // for IsShardGoroutine: a task that calls Stop
-	token atomic.Uintptr // the runner's goroutine token (gtoken.go), for CancelWait
+	token atomic.Uintptr // the runner's goroutine token (gtoken.go), for CancelWait; 0 once it ends
 	all   *runner        // Shard.runners' link, set before it is published
 	next  *runner        // Shard.returned's and Shard.spare's link
 	late  hist.Histogram // lateness of the tasks it started
@@ -236,7 +236,8 @@ func (r *runner) loop() {
 	ended := false
 	defer func() {
 		if !ended {
-			go r.loop() // a task's runtime.Goexit ended this goroutine
+			r.token.Store(0) // the runtime may give this goroutine's g to another
+			go r.loop()      // a task's runtime.Goexit ended this goroutine
 		}
 	}()
 	for {
@@ -261,6 +262,7 @@ func (r *runner) loop() {
 			// ownerExited: a tail loaded now holds every run.
 			if c >= r.tail.Load() {
 				ended = true
+				r.token.Store(0)
 				sh.goroutineEnded()
 				return
 			}
