@@ -163,15 +163,12 @@ func (w *wheel) insertDueFirst(idx uint32) {
 	si := w.slotIndex(0, w.elapsed)
 	sl := &w.slots[si]
 	n := w.arena.Node(idx)
-	n.Prev = slotEnd | si
 	if sl.head == 0 {
-		n.Next = slotEnd | si
-		sl.tail = idx
-		w.mark(si, true)
-	} else {
-		n.Next = sl.head
-		w.arena.Node(sl.head).Prev = idx
+		w.link(idx, n, si)
+		return
 	}
+	n.Prev, n.Next = slotEnd|si, sl.head
+	w.arena.Node(sl.head).Prev = idx
 	sl.head = idx
 	sl.filed = min(sl.filed+1, math.MaxUint32)
 	w.count++
