@@ -160,7 +160,8 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 	sp := st.Total.SlowestPass
 	// the slowest pass is the largest recorded pass time (histogram error < 1/64)
 	assert.InEpsilon(t, float64(st.Total.PassTime.Max()), float64(sp.Duration), 1.0/32)
-	assert.Positive(t, sp.Transferred+sp.Refiled+sp.Fired, "the slowest pass did nothing?")
+	// The slowest pass may be one that only swept or slept on the CPU:
+	// no task runs in a pass, so no pass is slow for its tasks.
 	assert.LessOrEqual(t, sp.Ago, time.Since(began), "it ended within the test")
 	assert.Equal(t, sp, st.Total.Recent.SlowestPass, "within the last minute")
 	assert.GreaterOrEqual(t, st.Total.QueuedPeak, st.Total.Recent.QueuedPeak)
