@@ -348,3 +348,24 @@ func TestMissedPoliciesAfterAStall(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryWithTheLongestPeriodNeverRunsEarly: a period beyond MaxDelay
+// (math.MaxInt64 among them) is clamped to it, for the series' grid as for
+// its first run: with every policy the series stays pending and never runs
+// early (its grid arithmetic once overflowed, and such a series ran at
+// once, again and again).
+func TestEveryWithTheLongestPeriodNeverRunsEarly(t *testing.T) {
+	for _, policy := range missedPolicies {
+		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+		for _, period := range []time.Duration{1<<63 - 1, 1 << 62, s.MaxDelay() + 1} {
+			s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+			var ran atomic.Int32
+			tm, err := s.Every(7, period, policy, func() { ran.Add(1) })
+			require.NoError(t, err)
+			time.Sleep(20 * time.Millisecond)
+			assert.Zero(t, ran.Load(), "policy %v, period %v: ran early", policy, period)
+			assert.True(t, tm.Pending())
+			assert.Contains(t, s.Stop(), tm)
+		}
+	}
+}

@@ -70,11 +70,11 @@ const (
 )
 
 // startSeries makes the timer r describes, whose node is slot's and whose
-// generation is gen, periodic: rec, made for it, gets the grid from r.Now
-// with period r.Period (clamped already), and its progress begins there.
-// The producer, before it publishes the node.
+// generation is gen, periodic: rec, made for it with its period (r.Period
+// clamped to MaxDelay by Schedule), gets the grid from r.Now, and its
+// progress begins there. The producer, before it publishes the node.
 func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64) {
-	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: int64(r.Period)}
+	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: rec.First.Period}
 	rec.Seen, rec.Base, rec.Policy = &rec.First, rec.First.Anchor, r.Missed
 	rec.Grid.Store(&rec.First)
 	slot.SetSeries(rec)

@@ -67,8 +67,10 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var rec *pool.Series
 	switch {
 	case r.Period > 0:
-		t = sh.ceilTick(r.Now + sh.clampDelay(r.Period))
-		rec = new(pool.Series) // before the pin: pinned goroutines should not allocate
+		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
+		t = sh.ceilTick(r.Now + period)
+		// Before the pin: pinned goroutines should not allocate.
+		rec = &pool.Series{First: pool.Grid{Period: int64(period)}}
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
 	default:
