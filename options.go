@@ -203,7 +203,7 @@ func WithMaxPending(n int) Option {
 // periodic timer stalled (its Cancel still ends it). Handing a task over
 // costs the same however many are in flight, and allocates nothing on
 // amd64, arm64 and 386 once the shard has had as many in flight before (a
-// burst of more allocates a record of about 180 bytes for each, which the
+// burst of more allocates 230-250 bytes for each, its record and tables, which the
 // shard gives back within seconds after it); elsewhere it allocates a
 // little more, to name the goroutine that runs it (for CancelWait).
 func WithExecutor(run func(task func())) Option {

@@ -191,6 +191,7 @@ func (r *execRun) finish() {
 		sh.rearm(r.idx, r.gen)
 	}
 	r.g.Store(0) // before the word: a run the word no longer names names no goroutine
+	r.on.Store(nil)
 	stress.Point()
 	r.tab.words[r.slot].Store(0)
 	sh.wakeWaiters()
@@ -218,8 +219,7 @@ func (r *execRun) giveBack() {
 // shard goroutine.
 func (sh *Shard) openRun(r Ref) *execRun {
 	sh.assertGoroutine()
-	x := sh.takeRun()
-	x.on.Store(nil) // its runner's, once handed (push): none from a past run
+	x := sh.takeRun() // its on is nil: finish cleared it
 	sh.publishRun(x, runWordOf(r))
 	stress.Point()
 	return x

@@ -88,6 +88,24 @@ func TestPanicAndGoexitEndARunNotTheRunner(t *testing.T) {
 	assert.Equal(t, uint64(2), h.sh.Stats().Panics)
 }
 
+// blockKey schedules a task of key that blocks until the returned release
+// is closed, due a tick on; the caller schedules what waits behind it.
+func blockKey(t *testing.T, h *harness, key uint64) (release, started chan struct{}) {
+	t.Helper()
+	release, started = make(chan struct{}), make(chan struct{})
+	schedKeyed(t, h.sh, key, testTick, func() { close(started); <-release })
+	return release, started
+}
+
+// passTicks moves the clock n ticks, a pass after each, without waiting
+// for the runner (its task blocks).
+func (h *harness) passTicks(n int) {
+	for range n {
+		h.clock.Advance(testTick)
+		h.passAsync()
+	}
+}
+
 // blockedHarness is a harness whose shard leaves a runner behind a task
 // that has held up the runs behind it for two ticks.
 func blockedHarness(t *testing.T) *harness {
@@ -115,13 +133,9 @@ func TestABlockedTaskLeavesItsRunner(t *testing.T) {
 	late := schedKeyed(t, h.sh, 7, 6*testTick, o.task("7-late"))
 	later := schedKeyed(t, h.sh, 7, 7*testTick, o.task("7-later"))
 
-	h.clock.Advance(testTick)
-	h.passAsync()
+	h.passTicks(1)
 	<-started
-	for range 3 { // looks a tick apart: the runner is left at the third
-		h.clock.Advance(testTick)
-		h.passAsync()
-	}
+	h.passTicks(3)      // looks a tick apart: the runner is left at the third
 	settleRuns(t, h.sh) // the new runner
 	assert.Equal(t, []string{"8", "plain"}, o.get(), "the other runs went on")
 	st := h.sh.Stats()
@@ -157,17 +171,12 @@ func TestABlockedTaskLeavesItsRunner(t *testing.T) {
 func TestAHeldTimerCanBeCancelled(t *testing.T) {
 	h := blockedHarness(t)
 	var o order
-	release, started := make(chan struct{}), make(chan struct{})
-	schedKeyed(t, h.sh, 7, testTick, func() { close(started); <-release })
+	release, started := blockKey(t, h, 7)
 	schedKeyed(t, h.sh, 7, testTick, o.task("7b")) // waits behind it: a look leaves the runner
 	held := schedKeyed(t, h.sh, 7, 5*testTick, o.task("held"))
-	h.clock.Advance(testTick)
-	h.passAsync()
+	h.passTicks(1)
 	<-started
-	for range 6 {
-		h.clock.Advance(testTick)
-		h.passAsync()
-	}
+	h.passTicks(6)
 	require.Equal(t, uint64(1), h.sh.Stats().BlockedRuns)
 	require.True(t, h.sh.Pending(held))
 	require.True(t, h.sh.Cancel(held))
@@ -194,13 +203,9 @@ func TestLeavingIsBounded(t *testing.T) {
 	schedKeyed(t, h.sh, 1, testTick, block)
 	schedKeyed(t, h.sh, 2, testTick, block)
 	schedKeyed(t, h.sh, 3, testTick, o.task("3"))
-	h.clock.Advance(testTick)
-	h.passAsync()
+	h.passTicks(1)
 	<-started
-	for range 3 {
-		h.clock.Advance(testTick)
-		h.passAsync()
-	}
+	h.passTicks(3)
 	<-started // key 2's task, on the second runner, blocks too
 	for range 4 {
 		h.clock.Advance(testTick)
@@ -325,18 +330,13 @@ func TestGoexitInAKeptRun(t *testing.T) {
 		c.OnPanic = func(any) { reported.Add(1) }
 	})
 	var o order
-	release, started := make(chan struct{}), make(chan struct{})
-	schedKeyed(t, h.sh, 7, testTick, func() { close(started); <-release })
+	release, started := blockKey(t, h, 7)
 	schedKeyed(t, h.sh, 7, testTick, runtime.Goexit)
 	schedKeyed(t, h.sh, 7, testTick, o.task("after"))
 	schedKeyed(t, h.sh, 8, testTick, o.task("other key"))
-	h.clock.Advance(testTick)
-	h.passAsync()
+	h.passTicks(1)
 	<-started
-	for range 3 {
-		h.clock.Advance(testTick)
-		h.passAsync()
-	}
+	h.passTicks(3)
 	require.Equal(t, uint64(1), h.sh.Stats().BlockedRuns)
 	close(release)
 	eventually(t, func() bool { return h.sh.returned.Load() != nil }, "the left runner hands itself back")
