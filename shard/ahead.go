@@ -138,24 +138,51 @@ func (sh *Shard) housekeeping() bool {
 // and every timer due meanwhile would wait for it.
 const housekeepSlack = 8
 
-// passStep returns the nodes the pass at tick target sweeps and sorts: a
-// pass's share (sweepPerPass), or, every housekeepEvery while there is
-// housekeeping, the larger housekeepStep, unless the wheel needs a tick
-// t within housekeepSlack ticks (a timer, or a cascade window); then it
-// takes the share as any pass, and owes the larger step to the first pass
-// after t (housekeepAt), which plan wakes for if nothing else does: never
-// at every tick in between. The shard goroutine, holding the wheel.
-func (sh *Shard) passStep(target uint64) int {
-	if target < sh.housekeepAt || !sh.housekeeping() {
-		return sweepPerPass
+// passStep returns the nodes the pass at tick target sweeps and sorts. A
+// pass's share is sweepPerPass of each, but sorting (a cache miss a node)
+// only busySortShare while the wheel needs a tick t within housekeepSlack
+// (a timer, or a cascade window), so that the timers due meanwhile, and
+// the runner that runs their tasks, do not wait for it. Every
+// housekeepEvery while there is housekeeping a pass takes the larger
+// housekeepStep of both, unless the wheel needs such a tick t; then the
+// larger step is owed to the first pass after t (housekeepAt), which plan
+// wakes for if nothing else does: never at every tick in between. The
+// shard goroutine, holding the wheel.
+func (sh *Shard) passStep(target uint64) (sweep, sort int) {
+	if !sh.housekeeping() {
+		return sweepPerPass, sweepPerPass
 	}
-	if t, ok := sh.h.w.nextWake(); ok && t <= target+housekeepSlack {
+	t, busy := sh.h.w.nextWake()
+	busy = busy && t <= target+housekeepSlack
+	switch {
+	case busy && target >= sh.housekeepAt:
 		sh.housekeepAt = t + 1
-		return sweepPerPass
+	case target >= sh.housekeepAt:
+		sh.housekeepAt = target + sh.housekeepTicks()
+		step := sh.housekeepStep()
+		return step, step
 	}
-	sh.housekeepAt = target + sh.housekeepTicks()
-	return sh.housekeepStep()
+	if busy {
+		return sweepPerPass, sh.busySortShare()
+	}
+	return sweepPerPass, sweepPerPass
 }
+
+// busySortShare returns the free nodes a pass sorts while the wheel needs
+// a tick soon: about an eighth of a tick's time at sortNodeCost a node,
+// at least sortShareMin and at most sweepPerPass.
+func (sh *Shard) busySortShare() int {
+	return int(min(max(sh.tick/(8*int64(sortNodeCost)), sortShareMin), sweepPerPass))
+}
+
+const (
+	// sortNodeCost is about what sorting a free node costs: a cache miss.
+	sortNodeCost = 250 * time.Nanosecond
+	// sortShareMin is the fewest free nodes a busy pass sorts: half a
+	// million a second at 1ms ticks, a burst's free list in a second or
+	// two of them.
+	sortShareMin = 512
+)
 
 // housekeepStep returns the nodes a housekeeping pass sweeps or sorts: an
 // eighth of the nodes a sweep visits, so that about a second of

@@ -372,10 +372,10 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 
 // TestHousekeepingStepWaitsForRoom: a housekeeping pass takes its larger
 // step (milliseconds of sorting) only when the wheel needs no tick within
-// housekeepSlack; with a timer due sooner it takes a pass's share, so the
-// timers due meanwhile do not wait for it, and the larger step is owed to
-// the first pass after that timer's tick, without waking the goroutine at
-// every tick before it.
+// housekeepSlack; with a timer due sooner it takes a busy pass's share (a
+// smaller one of sorting), so the timers due meanwhile do not wait for it,
+// and the larger step is owed to the first pass after that timer's tick,
+// without waking the goroutine at every tick before it.
 func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -396,11 +396,15 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 			defer func() { sh.h.sort = 0 }()
 			target := sh.h.w.elapsed
 			sh.housekeepAt = target
+			sweep, sort := sh.passStep(target)
 			if tc.larger {
-				assert.Equal(t, sh.housekeepStep(), sh.passStep(target))
+				assert.Equal(t, []int{sh.housekeepStep(), sh.housekeepStep()}, []int{sweep, sort})
 				assert.Equal(t, target+sh.housekeepTicks(), sh.housekeepAt, "the next one in housekeepEvery")
+				sweep, sort = sh.passStep(target)
+				assert.Equal(t, []int{sweepPerPass, sweepPerPass}, []int{sweep, sort}, "a pass's share until then")
 			} else {
-				assert.Equal(t, sweepPerPass, sh.passStep(target))
+				assert.Equal(t, []int{sweepPerPass, sh.busySortShare()}, []int{sweep, sort})
+				assert.Less(t, sort, sweepPerPass, "a busy pass sorts less")
 				wake, ok := sh.h.w.nextWake()
 				require.True(t, ok)
 				assert.Equal(t, wake+1, sh.housekeepAt, "the larger step is owed to the first pass after the timer's tick")
@@ -409,7 +413,24 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 				assert.Equal(t, wake, next, "the goroutine sleeps until the timer's tick, not each tick before it")
 			}
 			sh.h.sort = 0
-			assert.Equal(t, sweepPerPass, sh.passStep(target), "no housekeeping: a pass's share")
+			sweep, sort = sh.passStep(target)
+			assert.Equal(t, []int{sweepPerPass, sweepPerPass}, []int{sweep, sort}, "no housekeeping: a pass's share")
 		})
+	}
+}
+
+// TestBusySortShare: a busy pass sorts about an eighth of a tick's worth
+// of free nodes, within its bounds.
+func TestBusySortShare(t *testing.T) {
+	for _, tc := range []struct {
+		tick time.Duration
+		want int
+	}{
+		{time.Millisecond, sortShareMin},
+		{10 * time.Millisecond, sweepPerPass},
+		{4 * time.Millisecond, 2000},
+	} {
+		sh := &Shard{tick: int64(tc.tick)}
+		assert.Equal(t, tc.want, sh.busySortShare(), "tick %v", tc.tick)
 	}
 }
