@@ -121,9 +121,9 @@ func (sh *Shard) watchRunner(now time.Duration) {
 		return
 	}
 	w := r.word.Load()
-	if w&runIdle != 0 || w>>runShift == 0 || w>>runShift == r.handed {
-		// Parked, not started (its goroutine waits for a CPU: no task
-		// holds the runs up), or nothing waits behind its task.
+	if w&(runIdle|runWoken) != 0 || w>>runShift == 0 || w>>runShift == r.handed {
+		// Parked, woken or not started (its goroutine waits for a CPU:
+		// no task holds the runs up), or nothing waits behind its task.
 		r.looked = false
 		return
 	}

@@ -21,15 +21,18 @@ import (
 // goroutine, which publishes how many it has handed (tail) once per list
 // of due timers; the runner claims them one at a time by CAS on its word:
 //
-//	word = claimed<<runShift | runLeft | runIdle
+//	word = claimed<<runShift | runWoken | runLeft | runIdle
 //
 //	who        move                   when
-//	runner     claimed → claimed+1    a run is handed and not claimed (clears runIdle)
+//	runner     claimed → claimed+1    a run is handed and not claimed (clears runIdle, runWoken)
 //	runner     set runIdle            nothing to claim: it parks on wake after
-//	goroutine  clear runIdle          it handed a run to a parked runner: sends on wake
+//	goroutine  runIdle → runWoken     it handed a run to a parked runner: sends on wake
 //	goroutine  set runLeft            the runner's task held up runs for BlockedAfter
 //
-// (goroutine: the shard goroutine.)
+// (goroutine: the shard goroutine.) runWoken says that the runner ran
+// every run it claimed and has not claimed since it was woken: runs wait
+// for its goroutine to get a CPU, not behind a task, so watchRunner does
+// not leave it.
 //
 // Once runLeft is set nobody claims again: the runs the runner had not
 // claimed are the shard goroutine's, which wrote them and now splits them
@@ -61,7 +64,8 @@ import (
 const (
 	runIdle  = 1 << 0
 	runLeft  = 1 << 1
-	runShift = 2
+	runWoken = 1 << 2
+	runShift = 3
 	// runRingMin is a new runner's ring: a burst grows it.
 	runRingMin = 256
 	// runBacklog bounds the runs the current runner has not started:
@@ -212,7 +216,7 @@ func (sh *Shard) flushRuns() {
 	}
 	r.tail.Store(r.handed)
 	stress.Point()
-	if w := r.word.Load(); w&runIdle != 0 && r.word.CompareAndSwap(w, w&^runIdle) {
+	if w := r.word.Load(); w&runIdle != 0 && r.word.CompareAndSwap(w, w&^runIdle|runWoken) {
 		select {
 		case r.wake <- struct{}{}:
 		default:

@@ -166,6 +166,43 @@ func TestABlockedTaskLeavesItsRunner(t *testing.T) {
 	assert.Zero(t, h.sh.cfg.Blocked.Load(), "the bound's count is back")
 }
 
+// TestOnlyATaskHoldsUpItsRunner: watchRunner starts timing a runner only
+// while runs wait behind a task it claimed; a runner parked, woken and not
+// yet on a CPU, never started, or with nothing behind its task is no task's
+// fault, and is never left for it.
+func TestOnlyATaskHoldsUpItsRunner(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		word   uint64
+		timing bool
+	}{
+		{"a task runs, runs behind it", 3 << runShift, true},
+		{"parked", 3<<runShift | runIdle, false},
+		{"woken, waiting for a CPU", 3<<runShift | runWoken, false},
+		{"never started", 0, false},
+		{"nothing behind its task", 9 << runShift, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := blockedHarness(t)
+			sh := h.sh
+			r := &runner{sh: sh, handed: 9}
+			r.word.Store(tc.word)
+			sh.runner = r
+			defer func() { sh.runner = nil }()
+			now := h.clock.Now()
+			sh.watchRunner(now)
+			assert.Equal(t, tc.timing, r.looked)
+			if tc.timing {
+				return // TestABlockedTaskLeavesItsRunner goes on from here
+			}
+			sh.watchRunner(now + 4*sh.cfg.BlockedAfter)
+			assert.Same(t, r, sh.runner, "not left")
+			assert.Zero(t, r.word.Load()&runLeft)
+			assert.Zero(t, sh.Stats().BlockedRuns)
+		})
+	}
+}
+
 // TestAHeldTimerCanBeCancelled: a timer held behind its key's blocked task
 // is still pending: a Cancel ends it (true), and it never runs.
 func TestAHeldTimerCanBeCancelled(t *testing.T) {
