@@ -139,37 +139,41 @@ func (sh *Shard) housekeeping() bool {
 const housekeepSlack = 8
 
 // passStep returns the nodes the pass at tick target sweeps and sorts. A
-// pass's share is sweepPerPass of each, but sorting (a cache miss a node)
-// only busySortShare while the wheel needs a tick t within housekeepSlack
-// (a timer, or a cascade window), so that the timers due meanwhile, and
-// the runner that runs their tasks, do not wait for it. Every
-// housekeepEvery while there is housekeeping a pass takes the larger
-// housekeepStep of both, unless the wheel needs such a tick t; then the
-// larger step is owed to the first pass after t (housekeepAt), which plan
-// wakes for if nothing else does: never at every tick in between. The
-// shard goroutine, holding the wheel.
+// pass's share is sweepPerPass of each, but of sorting (a cache miss a
+// node) only busySortShare while the runner has runs it has not started:
+// they wait for a CPU that sorting would hold. Every housekeepEvery while
+// there is housekeeping a pass takes the larger housekeepStep of both,
+// unless the wheel needs a tick t within housekeepSlack (a timer, or a
+// cascade window), when the larger step is owed to the first pass after t
+// (housekeepAt), which plan wakes for if nothing else does, never at every
+// tick in between; or unless the runner has runs it has not started, when
+// it is owed to a pass housekeepSlack ticks later. The shard goroutine,
+// holding the wheel, after its hand-offs.
 func (sh *Shard) passStep(target uint64) (sweep, sort int) {
 	if !sh.housekeeping() {
 		return sweepPerPass, sweepPerPass
 	}
-	t, busy := sh.h.w.nextWake()
-	busy = busy && t <= target+housekeepSlack
+	waiting := sh.runsWaiting()
+	t, soon := sh.h.w.nextWake()
 	switch {
-	case busy && target >= sh.housekeepAt:
+	case target < sh.housekeepAt:
+	case soon && t <= target+housekeepSlack:
 		sh.housekeepAt = t + 1
-	case target >= sh.housekeepAt:
+	case waiting:
+		sh.housekeepAt = target + housekeepSlack
+	default:
 		sh.housekeepAt = target + sh.housekeepTicks()
 		step := sh.housekeepStep()
 		return step, step
 	}
-	if busy {
+	if waiting {
 		return sweepPerPass, sh.busySortShare()
 	}
 	return sweepPerPass, sweepPerPass
 }
 
-// busySortShare returns the free nodes a pass sorts while the wheel needs
-// a tick soon: about an eighth of a tick's time at sortNodeCost a node,
+// busySortShare returns the free nodes a pass sorts while the runner has
+// runs waiting: about an eighth of a tick's time at sortNodeCost a node,
 // at least sortShareMin and at most sweepPerPass.
 func (sh *Shard) busySortShare() int {
 	return int(min(max(sh.tick/(8*int64(sortNodeCost)), sortShareMin), sweepPerPass))
@@ -178,16 +182,17 @@ func (sh *Shard) busySortShare() int {
 const (
 	// sortNodeCost is about what sorting a free node costs: a cache miss.
 	sortNodeCost = 250 * time.Nanosecond
-	// sortShareMin is the fewest free nodes a busy pass sorts: half a
-	// million a second at 1ms ticks, a burst's free list in a second or
-	// two of them.
+	// sortShareMin is the fewest free nodes a pass sorts while the
+	// runner has runs waiting: half a million a second at 1ms ticks.
 	sortShareMin = 512
 )
 
 // housekeepStep returns the nodes a housekeeping pass sweeps or sorts: an
 // eighth of the nodes a sweep visits, so that about a second of
 // housekeeping passes visits them all, but at least sweepStep and at most
-// 2^18, a millisecond or two of work. Holder only.
+// 2^18: a millisecond or two of sweeping, tens of milliseconds of sorting
+// (a cache miss a node), which is why it waits for a pass with no tick due
+// soon and no runs waiting (passStep). Holder only.
 func (sh *Shard) housekeepStep() int {
 	return int(min(max(sh.sweptNodes()/8, sweepStep), 1<<18))
 }

@@ -166,6 +166,13 @@ func (sh *Shard) makeRoom() bool {
 	return true
 }
 
+// runsWaiting reports whether the current runner has runs handed to it
+// that it has not started. The shard goroutine.
+func (sh *Shard) runsWaiting() bool {
+	r := sh.runner
+	return r != nil && r.word.Load()>>runShift < r.handed
+}
+
 // hand queues run x on the current runner, after the runs handed before
 // it; flushRuns publishes it. The shard goroutine.
 func (sh *Shard) hand(x *execRun) {

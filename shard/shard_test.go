@@ -372,19 +372,23 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 
 // TestHousekeepingStepWaitsForRoom: a housekeeping pass takes its larger
 // step (milliseconds of sorting) only when the wheel needs no tick within
-// housekeepSlack; with a timer due sooner it takes a busy pass's share (a
-// smaller one of sorting), so the timers due meanwhile do not wait for it,
-// and the larger step is owed to the first pass after that timer's tick,
-// without waking the goroutine at every tick before it.
+// housekeepSlack and the runner has no runs waiting; with a timer due
+// sooner the larger step is owed to the first pass after that timer's
+// tick, without waking the goroutine at every tick before it; with runs
+// waiting it is owed to a pass housekeepSlack ticks later, and the pass
+// sorts a smaller share, so the runs do not wait for a CPU it holds.
 func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		due    time.Duration
-		larger bool
+		name    string
+		due     time.Duration
+		waiting bool
+		larger  bool
 	}{
-		{"a timer due within the slack", 3 * testTick, false},
-		{"a timer due at the slack", housekeepSlack * testTick, false},
-		{"room", (housekeepSlack + 2) * testTick, true},
+		{"a timer due within the slack", 3 * testTick, false, false},
+		{"a timer due at the slack", housekeepSlack * testTick, false, false},
+		{"room", (housekeepSlack + 2) * testTick, false, true},
+		{"room, runs waiting", (housekeepSlack + 2) * testTick, true, false},
+		{"a timer due within the slack, runs waiting", 3 * testTick, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.WheelSize = 64 })
@@ -394,19 +398,31 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 			defer sh.release()
 			sh.h.sort = 1 // housekeeping pending, as a review leaves it (never popped here)
 			defer func() { sh.h.sort = 0 }()
+			if tc.waiting {
+				sh.runner = &runner{sh: sh, handed: 3} // three runs handed, none started
+				defer func() { sh.runner = nil }()
+			}
 			target := sh.h.w.elapsed
 			sh.housekeepAt = target
 			sweep, sort := sh.passStep(target)
-			if tc.larger {
+			wake, ok := sh.h.w.nextWake()
+			require.True(t, ok)
+			switch {
+			case tc.larger:
 				assert.Equal(t, []int{sh.housekeepStep(), sh.housekeepStep()}, []int{sweep, sort})
 				assert.Equal(t, target+sh.housekeepTicks(), sh.housekeepAt, "the next one in housekeepEvery")
 				sweep, sort = sh.passStep(target)
 				assert.Equal(t, []int{sweepPerPass, sweepPerPass}, []int{sweep, sort}, "a pass's share until then")
-			} else {
+			case tc.waiting:
 				assert.Equal(t, []int{sweepPerPass, sh.busySortShare()}, []int{sweep, sort})
-				assert.Less(t, sort, sweepPerPass, "a busy pass sorts less")
-				wake, ok := sh.h.w.nextWake()
-				require.True(t, ok)
+				assert.Less(t, sort, sweepPerPass, "a pass sorts less while runs wait")
+				if tc.due > housekeepSlack*testTick {
+					assert.Equal(t, target+housekeepSlack, sh.housekeepAt, "owed to a pass housekeepSlack ticks later")
+				} else {
+					assert.Equal(t, wake+1, sh.housekeepAt)
+				}
+			default:
+				assert.Equal(t, []int{sweepPerPass, sweepPerPass}, []int{sweep, sort})
 				assert.Equal(t, wake+1, sh.housekeepAt, "the larger step is owed to the first pass after the timer's tick")
 				next, park, timed := sh.plan()
 				assert.True(t, park && timed)
@@ -419,7 +435,7 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 	}
 }
 
-// TestBusySortShare: a busy pass sorts about an eighth of a tick's worth
+// TestBusySortShare: a pass with runs waiting sorts about an eighth of a tick's worth
 // of free nodes, within its bounds.
 func TestBusySortShare(t *testing.T) {
 	for _, tc := range []struct {
