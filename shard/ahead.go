@@ -140,50 +140,59 @@ const housekeepSlack = 8
 
 // passStep returns the nodes the pass at tick target sweeps and sorts. A
 // pass's share is sweepPerPass of each, but of sorting (a cache miss a
-// node) only busySortShare while the runner has runs it has not started:
-// they wait for a CPU that sorting would hold. Every housekeepEvery while
-// there is housekeeping a pass takes the larger housekeepStep of both,
-// unless the wheel needs a tick t within housekeepSlack (a timer, or a
-// cascade window), when the larger step is owed to the first pass after t
-// (housekeepAt), which plan wakes for if nothing else does, never at every
-// tick in between; or unless the runner has runs it has not started, when
-// it is owed to a pass housekeepSlack ticks later. The shard goroutine,
-// holding the wheel, after its hand-offs.
+// node) only busySortShare while the runner has a burst's runs it has not
+// started (busyRuns or more): they wait for a CPU that sorting would hold.
+// Every housekeepEvery while there is housekeeping a pass takes the larger
+// housekeepStep of both, unless the wheel needs a tick t within
+// housekeepSlack (a timer, or a cascade window), when the larger step is
+// owed to the first pass after t (housekeepAt), which plan wakes for if
+// nothing else does, never at every tick in between; or unless the runner
+// has runs it has not started, when it is owed to a pass housekeepSlack
+// ticks later. The shard goroutine, holding the wheel, after its
+// hand-offs.
 func (sh *Shard) passStep(target uint64) (sweep, sort int) {
 	if !sh.housekeeping() {
 		return sweepPerPass, sweepPerPass
 	}
 	waiting := sh.runsWaiting()
+	sort = sweepPerPass
+	if waiting >= busyRuns {
+		sort = sh.busySortShare()
+	}
 	t, soon := sh.h.w.nextWake()
 	switch {
 	case target < sh.housekeepAt:
 	case soon && t <= target+housekeepSlack:
 		sh.housekeepAt = t + 1
-	case waiting:
+	case waiting > 0:
 		sh.housekeepAt = target + housekeepSlack
 	default:
 		sh.housekeepAt = target + sh.housekeepTicks()
 		step := sh.housekeepStep()
 		return step, step
 	}
-	if waiting {
-		return sweepPerPass, sh.busySortShare()
-	}
-	return sweepPerPass, sweepPerPass
+	return sweepPerPass, sort
 }
 
-// busySortShare returns the free nodes a pass sorts while the runner has
-// runs waiting: about an eighth of a tick's time at sortNodeCost a node,
-// at least sortShareMin and at most sweepPerPass.
+// busySortShare returns the free nodes a pass sorts while the runner has a
+// burst's runs waiting: about an eighth of a tick's time at sortNodeCost a
+// node, at least sortShareMin and at most sweepPerPass.
 func (sh *Shard) busySortShare() int {
 	return int(min(max(sh.tick/(8*int64(sortNodeCost)), sortShareMin), sweepPerPass))
 }
 
 const (
+	// busyRuns is the runs waiting for the runner that make a pass sort
+	// less: a burst's (a million timers over two seconds hand about 250
+	// a tick to each of two shards), not the few a proxy's churn fires,
+	// whose passes sort at the full share so that a spike's memory
+	// comes back as fast with the churn running as without.
+	busyRuns = 64
 	// sortNodeCost is about what sorting a free node costs: a cache miss.
 	sortNodeCost = 250 * time.Nanosecond
 	// sortShareMin is the fewest free nodes a pass sorts while the
-	// runner has runs waiting: half a million a second at 1ms ticks.
+	// runner has a burst's runs waiting: half a million a second at 1ms
+	// ticks.
 	sortShareMin = 512
 )
 

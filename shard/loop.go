@@ -185,7 +185,7 @@ func (sh *Shard) plan() (next uint64, park, timed bool) {
 	sh.wrote(linePlan)
 	sh.plannedAt.Store(w.elapsed)
 	until := uint64(math.MaxUint64)
-	if sh.runsWaiting() {
+	if sh.runsWaiting() > 0 {
 		until = w.elapsed
 	}
 	if sh.runnerUntil.Load() != until {

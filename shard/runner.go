@@ -166,11 +166,13 @@ func (sh *Shard) makeRoom() bool {
 	return true
 }
 
-// runsWaiting reports whether the current runner has runs handed to it
-// that it has not started. The shard goroutine.
-func (sh *Shard) runsWaiting() bool {
-	r := sh.runner
-	return r != nil && r.word.Load()>>runShift < r.handed
+// runsWaiting returns how many runs handed to the current runner it has
+// not started. The shard goroutine.
+func (sh *Shard) runsWaiting() uint64 {
+	if r := sh.runner; r != nil {
+		return r.handed - min(r.word.Load()>>runShift, r.handed)
+	}
+	return 0
 }
 
 // hand queues run x on the current runner, after the runs handed before

@@ -375,20 +375,22 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 // housekeepSlack and the runner has no runs waiting; with a timer due
 // sooner the larger step is owed to the first pass after that timer's
 // tick, without waking the goroutine at every tick before it; with runs
-// waiting it is owed to a pass housekeepSlack ticks later, and the pass
-// sorts a smaller share, so the runs do not wait for a CPU it holds.
+// waiting it is owed to a pass housekeepSlack ticks later, and with a
+// burst's runs waiting the pass sorts a smaller share, so the runs do not
+// wait for a CPU it holds.
 func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		due     time.Duration
-		waiting bool
-		larger  bool
+		name   string
+		due    time.Duration
+		runs   uint64 // handed to the runner, not started
+		larger bool
 	}{
-		{"a timer due within the slack", 3 * testTick, false, false},
-		{"a timer due at the slack", housekeepSlack * testTick, false, false},
-		{"room", (housekeepSlack + 2) * testTick, false, true},
-		{"room, runs waiting", (housekeepSlack + 2) * testTick, true, false},
-		{"a timer due within the slack, runs waiting", 3 * testTick, true, false},
+		{"a timer due within the slack", 3 * testTick, 0, false},
+		{"a timer due at the slack", housekeepSlack * testTick, 0, false},
+		{"room", (housekeepSlack + 2) * testTick, 0, true},
+		{"room, a burst's runs waiting", (housekeepSlack + 2) * testTick, busyRuns, false},
+		{"room, a few runs waiting", (housekeepSlack + 2) * testTick, 3, false},
+		{"a timer due within the slack, a burst's runs waiting", 3 * testTick, busyRuns, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.WheelSize = 64 })
@@ -398,8 +400,8 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 			defer sh.release()
 			sh.h.sort = 1 // housekeeping pending, as a review leaves it (never popped here)
 			defer func() { sh.h.sort = 0 }()
-			if tc.waiting {
-				sh.runner = &runner{sh: sh, handed: 3} // three runs handed, none started
+			if tc.runs > 0 {
+				sh.runner = &runner{sh: sh, handed: tc.runs}
 				defer func() { sh.runner = nil }()
 			}
 			target := sh.h.w.elapsed
@@ -413,9 +415,13 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 				assert.Equal(t, target+sh.housekeepTicks(), sh.housekeepAt, "the next one in housekeepEvery")
 				sweep, sort = sh.passStep(target)
 				assert.Equal(t, []int{sweepPerPass, sweepPerPass}, []int{sweep, sort}, "a pass's share until then")
-			case tc.waiting:
-				assert.Equal(t, []int{sweepPerPass, sh.busySortShare()}, []int{sweep, sort})
-				assert.Less(t, sort, sweepPerPass, "a pass sorts less while runs wait")
+			case tc.runs > 0:
+				want := sweepPerPass
+				if tc.runs >= busyRuns {
+					want = sh.busySortShare()
+					assert.Less(t, want, sweepPerPass, "a pass sorts less while a burst's runs wait")
+				}
+				assert.Equal(t, []int{sweepPerPass, want}, []int{sweep, sort})
 				if tc.due > housekeepSlack*testTick {
 					assert.Equal(t, target+housekeepSlack, sh.housekeepAt, "owed to a pass housekeepSlack ticks later")
 				} else {
@@ -435,7 +441,7 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 	}
 }
 
-// TestBusySortShare: a pass with runs waiting sorts about an eighth of a tick's worth
+// TestBusySortShare: a pass with a burst's runs waiting sorts about an eighth of a tick's worth
 // of free nodes, within its bounds.
 func TestBusySortShare(t *testing.T) {
 	for _, tc := range []struct {
