@@ -301,8 +301,8 @@ func WithMaxBlockedTasks(n int) Option {
 
 // WithStats turns the latency histograms of Stats (tick lag, timer lateness,
 // pass time, task run time) on or off; they are on by default. They cost one
-// clock read per pass and one per task run, which times the task and starts
-// the next (BenchmarkStatsOverhead measures Schedule and Cancel with them on
+// clock read per pass and about one per task run, which times the task and
+// starts the next (BenchmarkStatsOverhead measures Schedule and Cancel with them on
 // and off). Counters are kept either way.
 func WithStats(on bool) Option {
 	return func(c *config) error {

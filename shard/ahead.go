@@ -140,23 +140,25 @@ const housekeepSlack = 8
 
 // passStep returns the nodes the pass at tick target sweeps and sorts. A
 // pass's share is sweepPerPass of each, but of sorting (a cache miss a
-// node) only busySortShare while the runner has a burst's runs it has not
-// started (busyRuns or more): they wait for a CPU that sorting would hold.
-// Every housekeepEvery while there is housekeeping a pass takes the larger
-// housekeepStep of both, unless the wheel needs a tick t within
-// housekeepSlack (a timer, or a cascade window), when the larger step is
-// owed to the first pass after t (housekeepAt), which plan wakes for if
-// nothing else does, never at every tick in between; or unless the runner
-// has runs it has not started, when it is owed to a pass housekeepSlack
-// ticks later. The shard goroutine, holding the wheel, after its
-// hand-offs.
+// node) only busySortShare while the runner works through a burst's runs
+// (busyRuns or more not started, and it is moving: runnerMoving): they
+// wait for a CPU that sorting would hold. Every housekeepEvery while there
+// is housekeeping a pass takes the larger housekeepStep of both, unless
+// the wheel needs a tick t within housekeepSlack (a timer, or a cascade
+// window), when the larger step is owed to the first pass after t
+// (housekeepAt), which plan wakes for if nothing else does, never at every
+// tick in between; or unless the runner is moving with runs not started,
+// when it is owed to a pass housekeepSlack ticks later. A runner held by
+// its task (blocked, or on a CPU of its own) defers nothing. The shard
+// goroutine, holding the wheel, after its hand-offs.
 func (sh *Shard) passStep(target uint64) (sweep, sort int) {
 	if !sh.housekeeping() {
 		return sweepPerPass, sweepPerPass
 	}
 	waiting := sh.runsWaiting()
+	moving := waiting > 0 && sh.runnerMoving()
 	sort = sweepPerPass
-	if waiting >= busyRuns {
+	if moving && waiting >= busyRuns {
 		sort = sh.busySortShare()
 	}
 	t, soon := sh.h.w.nextWake()
@@ -164,7 +166,7 @@ func (sh *Shard) passStep(target uint64) (sweep, sort int) {
 	case target < sh.housekeepAt:
 	case soon && t <= target+housekeepSlack:
 		sh.housekeepAt = t + 1
-	case waiting > 0:
+	case moving:
 		sh.housekeepAt = target + housekeepSlack
 	default:
 		sh.housekeepAt = target + sh.housekeepTicks()
@@ -174,8 +176,8 @@ func (sh *Shard) passStep(target uint64) (sweep, sort int) {
 	return sweepPerPass, sort
 }
 
-// busySortShare returns the free nodes a pass sorts while the runner has a
-// burst's runs waiting: about an eighth of a tick's time at sortNodeCost a
+// busySortShare returns the free nodes a pass sorts while the runner works
+// through a burst's runs: about an eighth of a tick's time at sortNodeCost a
 // node, at least sortShareMin and at most sweepPerPass.
 func (sh *Shard) busySortShare() int {
 	return int(min(max(sh.tick/(8*int64(sortNodeCost)), sortShareMin), sweepPerPass))

@@ -18,8 +18,10 @@ import (
 // Blocked runners are noticed by the shard goroutine, in its pass: it
 // looks at the current runner's word while runs wait behind its task; if
 // the word is the same as at a look at least BlockedAfter earlier, the
-// task has run that long (or its goroutine waited that long for a CPU:
-// nothing here tells the two apart) and the runner is left behind it, if
+// task has run that long (or, in its task, its goroutine waited that
+// long for a CPU: nothing here tells the two apart; a runner woken and not
+// yet scheduled is told apart, by runWoken) and the runner is left behind
+// it, if
 // fewer than Config.MaxBlocked runners are (Config.Blocked counts them for
 // all the shards of a Scheduler); else OnRefused hears of it and the runs
 // wait. plan wakes the goroutine for the next look while runs wait.

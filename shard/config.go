@@ -69,8 +69,8 @@ type Config struct {
 	// that ran it (runner.go). Required.
 	OnPanic func(v any)
 	// Stats turns on the latency histograms (tick lag, lateness, pass
-	// time, task time), which cost a clock read per pass and per task
-	// run. Counters are always kept.
+	// time, task time), which cost a clock read per pass and about one
+	// per task run. Counters are always kept.
 	Stats bool
 	// Unindex, optional, is called once with the key and Ref of each
 	// indexed timer (Request.Indexed) when its node is freed: after the

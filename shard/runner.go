@@ -27,12 +27,13 @@ import (
 //	runner     claimed → claimed+1    a run is handed and not claimed (clears runIdle, runWoken)
 //	runner     set runIdle            nothing to claim: it parks on wake after
 //	goroutine  runIdle → runWoken     it handed a run to a parked runner: sends on wake
+//	runner     set runWoken           a task's runtime.Goexit ended its goroutine: another goes on
 //	goroutine  set runLeft            the runner's task held up runs for BlockedAfter
 //
 // (goroutine: the shard goroutine.) runWoken says that the runner ran
-// every run it claimed and has not claimed since it was woken: runs wait
-// for its goroutine to get a CPU, not behind a task, so watchRunner does
-// not leave it.
+// every run it claimed and has not claimed since it was woken (or since a
+// new goroutine took it up): runs wait for its goroutine to get a CPU, not
+// behind a task, so watchRunner does not leave it.
 //
 // Once runLeft is set nobody claims again: the runs the runner had not
 // claimed are the shard goroutine's, which wrote them and now splits them
@@ -175,6 +176,22 @@ func (sh *Shard) runsWaiting() uint64 {
 	return 0
 }
 
+// runnerMoving reports whether the current runner needs a CPU for the runs
+// it has not started: it has started one since the last call, or it is
+// woken and waiting for its goroutine to be scheduled. A runner whose task
+// has held it since the last call (blocked, or busy on a CPU of its own)
+// is not moving. The shard goroutine, once a pass (passStep).
+func (sh *Shard) runnerMoving() bool {
+	r := sh.runner
+	if r == nil {
+		return false
+	}
+	w := r.word.Load()
+	moved := r != sh.lookRunner || w>>runShift != sh.lookClaimed || w&runWoken != 0
+	sh.lookRunner, sh.lookClaimed = r, w>>runShift
+	return moved
+}
+
 // hand queues run x on the current runner, after the runs handed before
 // it; flushRuns publishes it. The shard goroutine.
 func (sh *Shard) hand(x *execRun) {
@@ -245,8 +262,12 @@ func (r *runner) loop() {
 	ended := false
 	defer func() {
 		if !ended {
+			// A task's runtime.Goexit ended this goroutine, after its
+			// run finished: another takes the runner up.
 			r.token.Store(0) // the runtime may give this goroutine's g to another
-			go r.loop()      // a task's runtime.Goexit ended this goroutine
+			for w := r.word.Load(); !r.word.CompareAndSwap(w, w|runWoken); w = r.word.Load() {
+			}
+			go r.loop()
 		}
 	}()
 	for {

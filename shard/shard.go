@@ -155,6 +155,10 @@ type Shard struct {
 	// housekeepAt is the tick from which a pass does a housekeeping step
 	// (ahead.go).
 	housekeepAt uint64
+	// lookRunner and lookClaimed are the runner and the runs it had
+	// claimed at the last runnerMoving.
+	lookRunner  *runner
+	lookClaimed uint64
 	wakeups     uint64   // sleeps that ended: published at the next pass (cWakeups)
 	wakeTick    uint64   // the tick the goroutine last planned to process next
 	lastTick    uint64   // the last tick a pass reached; written holding the wheel

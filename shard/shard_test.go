@@ -372,25 +372,29 @@ func TestNodeFreedWhileQueuedStartsNextLifeClean(t *testing.T) {
 
 // TestHousekeepingStepWaitsForRoom: a housekeeping pass takes its larger
 // step (milliseconds of sorting) only when the wheel needs no tick within
-// housekeepSlack and the runner has no runs waiting; with a timer due
-// sooner the larger step is owed to the first pass after that timer's
-// tick, without waking the goroutine at every tick before it; with runs
-// waiting it is owed to a pass housekeepSlack ticks later, and with a
-// burst's runs waiting the pass sorts a smaller share, so the runs do not
-// wait for a CPU it holds.
+// housekeepSlack and the runner is not working through runs it has not
+// started; with a timer due sooner the larger step is owed to the first
+// pass after that timer's tick, without waking the goroutine at every
+// tick before it; with the runner moving through runs it is owed to a pass
+// housekeepSlack ticks later, which the goroutine wakes for, and with a
+// burst's runs the pass sorts a smaller share, so the runs do not wait for
+// a CPU it holds. A runner held by a blocked task defers nothing.
 func TestHousekeepingStepWaitsForRoom(t *testing.T) {
+	room := (housekeepSlack + 2) * testTick
 	for _, tc := range []struct {
-		name   string
-		due    time.Duration
-		runs   uint64 // handed to the runner, not started
-		larger bool
+		name    string
+		due     time.Duration
+		runs    uint64 // handed to the runner, not started
+		blocked bool   // the runner started none since the last look
+		larger  bool
 	}{
-		{"a timer due within the slack", 3 * testTick, 0, false},
-		{"a timer due at the slack", housekeepSlack * testTick, 0, false},
-		{"room", (housekeepSlack + 2) * testTick, 0, true},
-		{"room, a burst's runs waiting", (housekeepSlack + 2) * testTick, busyRuns, false},
-		{"room, a few runs waiting", (housekeepSlack + 2) * testTick, 3, false},
-		{"a timer due within the slack, a burst's runs waiting", 3 * testTick, busyRuns, false},
+		{"a timer due within the slack", 3 * testTick, 0, false, false},
+		{"a timer due at the slack", housekeepSlack * testTick, 0, false, false},
+		{"room", room, 0, false, true},
+		{"room, a burst's runs waiting", room, busyRuns, false, false},
+		{"room, a few runs waiting", room, 3, false, false},
+		{"room, a burst's runs behind a blocked task", room, busyRuns, true, true},
+		{"a timer due within the slack, a burst's runs waiting", 3 * testTick, busyRuns, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.WheelSize = 64 })
@@ -402,7 +406,10 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 			defer func() { sh.h.sort = 0 }()
 			if tc.runs > 0 {
 				sh.runner = &runner{sh: sh, handed: tc.runs}
-				defer func() { sh.runner = nil }()
+				defer func() { sh.runner, sh.lookRunner = nil, nil }()
+				if tc.blocked {
+					sh.lookRunner, sh.lookClaimed = sh.runner, 0 // a look before: no run started since
+				}
 			}
 			target := sh.h.w.elapsed
 			sh.housekeepAt = target
@@ -424,6 +431,9 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 				assert.Equal(t, []int{sweepPerPass, want}, []int{sweep, sort})
 				if tc.due > housekeepSlack*testTick {
 					assert.Equal(t, target+housekeepSlack, sh.housekeepAt, "owed to a pass housekeepSlack ticks later")
+					next, park, timed := sh.plan()
+					assert.True(t, park && timed)
+					assert.Equal(t, sh.housekeepAt, next, "the goroutine wakes for it")
 				} else {
 					assert.Equal(t, wake+1, sh.housekeepAt)
 				}
@@ -439,6 +449,26 @@ func TestHousekeepingStepWaitsForRoom(t *testing.T) {
 			assert.Equal(t, []int{sweepPerPass, sweepPerPass}, []int{sweep, sort}, "no housekeeping: a pass's share")
 		})
 	}
+}
+
+// TestRunnerMoving: a runner needs a CPU for its waiting runs when it
+// started one since the last look, or is woken and not yet scheduled; not
+// while one task holds it.
+func TestRunnerMoving(t *testing.T) {
+	h := newHarness(t)
+	sh := h.sh
+	r := &runner{sh: sh, handed: 10}
+	sh.runner = r
+	defer func() { sh.runner, sh.lookRunner = nil, nil }()
+	assert.True(t, sh.runnerMoving(), "a runner not looked at before")
+	assert.False(t, sh.runnerMoving(), "no run started since")
+	r.word.Store(2 << runShift)
+	assert.True(t, sh.runnerMoving(), "two runs started")
+	r.word.Store(2<<runShift | runWoken)
+	assert.True(t, sh.runnerMoving(), "woken, waiting for a CPU")
+	r.word.Store(3 << runShift)
+	assert.True(t, sh.runnerMoving())
+	assert.False(t, sh.runnerMoving(), "its task holds it")
 }
 
 // TestBusySortShare: a pass with a burst's runs waiting sorts about an eighth of a tick's worth
