@@ -18,13 +18,11 @@ import (
 // Blocked runners are noticed by the shard goroutine, in its pass: it
 // looks at the current runner's word while runs wait behind its task; if
 // the word is the same as at a look at least BlockedAfter earlier, the
-// task has run that long (or, in its task, its goroutine waited that
-// long for a CPU: nothing here tells the two apart; a runner woken and not
-// yet scheduled is told apart, by runWoken) and the runner is left behind
-// it, if
-// fewer than Config.MaxBlocked runners are (Config.Blocked counts them for
-// all the shards of a Scheduler); else OnRefused hears of it and the runs
-// wait. plan wakes the goroutine for the next look while runs wait.
+// task has run that long (or waited that long for a CPU: nothing tells the
+// two apart) and the runner is left behind it, if fewer than
+// Config.MaxBlocked runners are (Config.Blocked counts them for all the
+// shards of a Scheduler); else OnRefused hears of it and the runs wait.
+// plan wakes the goroutine for the next look while runs wait.
 
 // blockedRun is the record of a runner left behind its task: written by the
 // shard goroutine before the CAS that leaves the runner, and read by
@@ -113,9 +111,8 @@ func (sh *Shard) Blocked() (running []BlockedTask, longest BlockedTask) {
 	return running, longest
 }
 
-// watchRunner looks at the current runner while runs wait behind its task,
-// and leaves it behind a task that has run BlockedAfter (see the top of
-// this file). The shard goroutine, in its pass, after its hand-offs.
+// watchRunner leaves the current runner behind a task that has held up the
+// runs behind it for BlockedAfter (see above). The shard goroutine, in its pass.
 func (sh *Shard) watchRunner(now time.Duration) {
 	sh.assertGoroutine()
 	r := sh.runner
