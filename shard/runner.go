@@ -154,12 +154,7 @@ func (sh *Shard) assertGoroutine() {
 // goroutine.
 func (sh *Shard) makeRoom() bool {
 	sh.assertGoroutine()
-	r := sh.runner
-	if r == nil {
-		sh.room = runBacklog
-		return true
-	}
-	sh.room = runBacklog - int(r.handed-r.word.Load()>>runShift)
+	sh.room = runBacklog - int(sh.runsWaiting())
 	if sh.room <= 0 {
 		sh.flushRuns()
 		return false
@@ -171,7 +166,7 @@ func (sh *Shard) makeRoom() bool {
 // not started. The shard goroutine.
 func (sh *Shard) runsWaiting() uint64 {
 	if r := sh.runner; r != nil {
-		return r.handed - min(r.word.Load()>>runShift, r.handed)
+		return r.handed - r.word.Load()>>runShift
 	}
 	return 0
 }
@@ -265,8 +260,7 @@ func (r *runner) loop() {
 			// A task's runtime.Goexit ended this goroutine, after its
 			// run finished: another takes the runner up.
 			r.token.Store(0) // the runtime may give this goroutine's g to another
-			for w := r.word.Load(); !r.word.CompareAndSwap(w, w|runWoken); w = r.word.Load() {
-			}
+			r.word.Or(runWoken)
 			go r.loop()
 		}
 	}()
