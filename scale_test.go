@@ -73,11 +73,19 @@ func TestScale(t *testing.T) {
 			st := s.Stats().Total
 			return st.Resident == st.HeldCancelled && st.HeldCancelled < (resident+expiring)/32
 		}, time.Minute, pollEvery, "cycle %d: cancelled timers still held", cycle)
-		heap[cycle] = heapInUse()
+		if cycle == 0 {
+			heap[0] = heapInUse()
+		}
 	}
 	// The second cycle reuses the first one's nodes, or blocks given back
-	// since: the heap does not grow.
-	assert.LessOrEqual(t, float64(heap[1]), 1.05*float64(heap[0]), "heap after cycle 1: %d, after cycle 2: %d", heap[0], heap[1])
+	// since: the heap does not grow. How much of their free space the
+	// shards still hold when the sweep is done varies from run to run (by
+	// up to a sixth, measured), and comes down as housekeeping gives blocks
+	// back; a leak of the first cycle's nodes would not.
+	assert.Eventually(t, func() bool {
+		heap[1] = heapInUse()
+		return float64(heap[1]) <= 1.05*float64(heap[0])
+	}, time.Minute, 100*time.Millisecond, "heap after cycle 1: %d, after cycle 2: %d", heap[0], heap[1])
 	st := s.Stats()
 	assert.EqualValues(t, 2*expiring, st.Total.Fired)
 	assert.EqualValues(t, 2*resident, st.Total.Cancelled)
