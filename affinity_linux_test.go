@@ -61,7 +61,7 @@ func TestAffinitySchedulerRuns(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Stop()
 	ran := make(chan struct{})
-	_, err = s.Schedule(1, time.Millisecond, func() { close(ran) })
+	_, err = s.AfterFunc(time.Millisecond, func() { close(ran) }, ByKey(1))
 	require.NoError(t, err)
 	select {
 	case <-ran:

@@ -60,7 +60,7 @@ func besideABlockedTask(b *testing.B, kind string, moveOn bool) []time.Duration 
 	}
 	release, started := make(chan struct{}), make(chan struct{})
 	keys := keysFor(s, 1, 201)
-	if _, err := s.Schedule(keys[0], 0, func() { close(started); <-release }); err != nil {
+	if _, err := s.AfterFunc(0, func() { close(started); <-release }, shardwheel.ByKey(keys[0])); err != nil {
 		b.Fatal(err)
 	}
 	<-started
@@ -89,7 +89,7 @@ func besideABlockedTask(b *testing.B, kind string, moveOn bool) []time.Duration 
 				var err error
 				switch kind {
 				case "keyed":
-					_, err = s.Schedule(healthy[g*10+i], time.Millisecond, f)
+					_, err = s.AfterFunc(time.Millisecond, f, shardwheel.ByKey(healthy[g*10+i]))
 				case "AfterFunc":
 					_, err = s.AfterFunc(time.Millisecond, f)
 				default:
@@ -157,11 +157,11 @@ func besideASleepyKey(b *testing.B, moveOn bool, window time.Duration) []time.Du
 	var sleepy func()
 	sleepy = func() {
 		time.Sleep(50 * time.Millisecond)
-		if _, err := s.Schedule(sleepyKey, 50*time.Millisecond, sleepy); err != nil && err != shardwheel.ErrStopped {
+		if _, err := s.AfterFunc(50*time.Millisecond, sleepy, shardwheel.ByKey(sleepyKey)); err != nil && err != shardwheel.ErrStopped {
 			b.Error(err)
 		}
 	}
-	if _, err := s.Schedule(sleepyKey, 50*time.Millisecond, sleepy); err != nil {
+	if _, err := s.AfterFunc(50*time.Millisecond, sleepy, shardwheel.ByKey(sleepyKey)); err != nil {
 		b.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -178,12 +178,12 @@ func besideASleepyKey(b *testing.B, moveOn bool, window time.Duration) []time.Du
 				}
 				d := time.Duration(5+(i*7+g)%16) * time.Millisecond
 				due := time.Now().Add(d)
-				_, err := s.Schedule(uint64(i*2+g), d, func() {
+				_, err := s.AfterFunc(d, func() {
 					l := time.Since(due)
 					mu.Lock()
 					late = append(late, l)
 					mu.Unlock()
-				})
+				}, shardwheel.ByKey(uint64(i*2+g)))
 				if err != nil {
 					b.Error(err)
 				}
@@ -263,7 +263,7 @@ func besideCPUBoundTasks(b *testing.B, window time.Duration) (lib, std []time.Du
 	load.Go(func() { // the long tasks
 		for i := 0; time.Now().Before(end); i++ {
 			d := time.Duration(2+i*7%19) * time.Millisecond
-			if _, err := s.Schedule(uint64(i%8), time.Millisecond, func() { spinFor(d) }); err != nil {
+			if _, err := s.AfterFunc(time.Millisecond, func() { spinFor(d) }, shardwheel.ByKey(uint64(i%8))); err != nil {
 				b.Error(err)
 			}
 			time.Sleep(5 * time.Millisecond)

@@ -58,7 +58,7 @@ func wheelOps(s *shardwheel.Scheduler, keyed bool) churnOps[shardwheel.Timeout] 
 			var t shardwheel.Timeout
 			var err error
 			if keyed {
-				t, err = s.Schedule(key, d, f)
+				t, err = s.AfterFunc(d, f, shardwheel.ByKey(key))
 			} else {
 				t, err = s.AfterFunc(d, f)
 			}
@@ -262,22 +262,22 @@ func BenchmarkChurnFeatures(b *testing.B) {
 	}{
 		{"within/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
 			return func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
-				return s.ScheduleWithin(key, d, time.Second, task)
+				return s.AfterFunc(d, task, shardwheel.ByKey(key), shardwheel.Slack(time.Second))
 			}
 		}},
 		{"within/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
 			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
-				return s.AfterFuncWithin(d, time.Second, task)
+				return s.AfterFunc(d, task, shardwheel.Slack(time.Second))
 			}
 		}},
 		{"every/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
 			return func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
-				return s.Every(key, d, shardwheel.SkipMissed, task)
+				return s.Every(d, task, shardwheel.ByKey(key), shardwheel.OnMissed(shardwheel.SkipMissed))
 			}
 		}},
 		{"every/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
 			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
-				return s.EveryFunc(d, shardwheel.SkipMissed, task)
+				return s.Every(d, task, shardwheel.OnMissed(shardwheel.SkipMissed))
 			}
 		}},
 	} {

@@ -45,7 +45,7 @@ var keyedImpls = []keyedImpl{
 		return keyedOps{
 			schedule: func(key uint64, d time.Duration) {
 				var err error
-				if last, err = s.Schedule(key, d, noop); err != nil {
+				if last, err = s.AfterFunc(d, noop, shardwheel.ByKey(key)); err != nil {
 					b.Fatal(err)
 				}
 			},
@@ -57,7 +57,7 @@ var keyedImpls = []keyedImpl{
 		var m sync.Map
 		return keyedOps{
 			schedule: func(key uint64, d time.Duration) {
-				t, err := s.Schedule(key, d, noop)
+				t, err := s.AfterFunc(d, noop, shardwheel.ByKey(key))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -87,7 +87,7 @@ func BenchmarkScheduleExpire(b *testing.B) {
 		b.Run(fmt.Sprintf("shardwheel/stats=%v", stats), func(b *testing.B) {
 			s := newBenchScheduler(b, shardwheel.WithTick(time.Millisecond), shardwheel.WithStats(stats))
 			runExpire(b, func(i int, task func()) {
-				if _, err := s.Schedule(uint64(i), time.Millisecond, task); err != nil {
+				if _, err := s.AfterFunc(time.Millisecond, task, shardwheel.ByKey(uint64(i))); err != nil {
 					b.Fatal(err)
 				}
 			})
@@ -147,7 +147,7 @@ func scheduleCancelParallel(b *testing.B, s *shardwheel.Scheduler) {
 
 // scheduleCancel is one request timeout cancelled by its response.
 func scheduleCancel(b *testing.B, s *shardwheel.Scheduler, key uint64) {
-	t, err := s.Schedule(key, time.Minute, noop)
+	t, err := s.AfterFunc(time.Minute, noop, shardwheel.ByKey(key))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func scheduleCancel(b *testing.B, s *shardwheel.Scheduler, key uint64) {
 func prefillShardwheel(b *testing.B, s *shardwheel.Scheduler, n int) {
 	b.Helper()
 	for i := range n {
-		if _, err := s.Schedule(uint64(i), time.Hour+time.Duration(i)*time.Microsecond, noop); err != nil {
+		if _, err := s.AfterFunc(time.Hour+time.Duration(i)*time.Microsecond, noop, shardwheel.ByKey(uint64(i))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -181,7 +181,7 @@ func prefillAfterFunc(b *testing.B, n int) {
 func BenchmarkResetLater(b *testing.B) {
 	b.Run("shardwheel/one", func(b *testing.B) {
 		s := newBenchScheduler(b)
-		t, err := s.Schedule(1, time.Minute, noop)
+		t, err := s.AfterFunc(time.Minute, noop, shardwheel.ByKey(1))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func BenchmarkResetLater(b *testing.B) {
 			ts := make([]shardwheel.Timeout, resetTimers)
 			for i := range ts {
 				var err error
-				if ts[i], err = s.Schedule(uint64(i), time.Minute, noop); err != nil {
+				if ts[i], err = s.AfterFunc(time.Minute, noop, shardwheel.ByKey(uint64(i))); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -331,9 +331,9 @@ func residentWheel(b *testing.B, n int, handler bool) {
 		scheduleResident(b, n, !handler, func(i int, d time.Duration, task func()) {
 			var err error
 			if handler {
-				_, err = h.Schedule(uint64(i), d)
+				_, err = h.AfterFunc(uint64(i), d, shardwheel.ByKey(uint64(i)))
 			} else {
-				_, err = s.Schedule(uint64(i), d, task)
+				_, err = s.AfterFunc(d, task, shardwheel.ByKey(uint64(i)))
 			}
 			if err != nil {
 				b.Fatal(err)
@@ -455,14 +455,14 @@ func BenchmarkScheduleAtLimit(b *testing.B) {
 				}
 			})
 			for key := range uint64(limit) {
-				if _, err := s.Schedule(key, time.Hour, noop); err != nil {
+				if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(key)); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.Run("rejected", func(b *testing.B) {
 				b.ReportAllocs()
 				for key := range uint64(b.N) {
-					if _, err := s.Schedule(key, time.Hour, noop); err == nil {
+					if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(key)); err == nil {
 						b.Fatal("accepted beyond the limit")
 					}
 				}

@@ -22,7 +22,7 @@ import (
 func blockOn(t *testing.T, s *shardwheel.Scheduler, key uint64) (tm shardwheel.Timeout, release func()) {
 	t.Helper()
 	started, unblock := make(chan struct{}), make(chan struct{})
-	tm, err := s.Schedule(key, 0, func() { close(started); <-unblock })
+	tm, err := s.AfterFunc(0, func() { close(started); <-unblock }, shardwheel.ByKey(key))
 	require.NoError(t, err)
 	select {
 	case <-started:
@@ -65,7 +65,7 @@ func TestBlockedTaskLeavesOtherTimersToRun(t *testing.T) {
 					for i := range 10 {
 						var err error
 						if tt.keyed {
-							_, err = s.Schedule(healthy[g*10+i], time.Millisecond, func() { ran.Add(1) })
+							_, err = s.AfterFunc(time.Millisecond, func() { ran.Add(1) }, shardwheel.ByKey(healthy[g*10+i]))
 						} else {
 							_, err = s.AfterFunc(time.Millisecond, func() { ran.Add(1) })
 						}
@@ -110,12 +110,12 @@ func TestBlockedTaskHoldsItsKeyBack(t *testing.T) {
 	var mu sync.Mutex
 	var order []int
 	for i := range 3 {
-		_, err := s.Schedule(key, time.Duration(3-i)*5*time.Millisecond, func() {
+		_, err := s.AfterFunc(time.Duration(3-i)*5*time.Millisecond, func() {
 			assert.True(t, returned.Load(), "a task of the blocked key ran before it returned")
 			mu.Lock()
 			order = append(order, 3-i)
 			mu.Unlock()
-		})
+		}, shardwheel.ByKey(key))
 		require.NoError(t, err)
 	}
 	other := make(chan struct{})
@@ -134,7 +134,7 @@ func TestBlockedTaskHoldsItsKeyBack(t *testing.T) {
 		t.Fatal("a timer of another key waited for the blocked task")
 	}
 	require.Eventually(t, func() bool { return s.Stats().Total.BlockedRuns > 0 }, waitFor, pollEvery)
-	cancelled, err := s.Schedule(key, time.Millisecond, func() { t.Error("a cancelled held timer ran") })
+	cancelled, err := s.AfterFunc(time.Millisecond, func() { t.Error("a cancelled held timer ran") }, shardwheel.ByKey(key))
 	require.NoError(t, err)
 	time.Sleep(5 * time.Millisecond) // due, and held
 	require.True(t, cancelled.Cancel(), "a held timer is still pending")
@@ -153,12 +153,12 @@ func TestShutdownFromATaskWhileAnotherBlocks(t *testing.T) {
 	s := newUnstopped(t, shardwheel.WithShards(2))
 	_, release := blockOn(t, s, keysFor(s, 1, 1)[0])
 	done := make(chan error, 1)
-	_, err := s.Schedule(keysFor(s, 0, 1)[0], time.Millisecond, func() {
+	_, err := s.AfterFunc(time.Millisecond, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		_, err := s.Shutdown(ctx)
 		done <- err
-	})
+	}, shardwheel.ByKey(keysFor(s, 0, 1)[0]))
 	require.NoError(t, err)
 	select {
 	case err := <-done:
@@ -183,7 +183,7 @@ func TestMaxBlockedTasksBoundsTheGoroutines(t *testing.T) {
 	var ran atomic.Int64
 	behind := func(shard int) {
 		for _, k := range keysFor(s, shard, 10)[1:] {
-			_, err := s.Schedule(k, time.Millisecond, func() { ran.Add(1) })
+			_, err := s.AfterFunc(time.Millisecond, func() { ran.Add(1) }, shardwheel.ByKey(k))
 			require.NoError(t, err)
 		}
 	}
@@ -230,7 +230,7 @@ func TestStopDuringBlockedAndPreemptedTasks(t *testing.T) {
 			f := &fate{}
 			id := next.Add(1)
 			fates.Store(id, f)
-			tm, err := s.Schedule(key, delay, func() { f.ran.Add(1); body() })
+			tm, err := s.AfterFunc(delay, func() { f.ran.Add(1); body() }, shardwheel.ByKey(key))
 			if err != nil {
 				fates.Delete(id) // refused after Stop: never accepted
 				return

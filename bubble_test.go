@@ -66,9 +66,9 @@ func TestSharedSchedulerInsideABubbleIsNeverEarly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		calls := []func() (shardwheel.Timeout, error){
-			func() (shardwheel.Timeout, error) { return s.Schedule(1, delay, r.task(0)) },
+			func() (shardwheel.Timeout, error) { return s.AfterFunc(delay, r.task(0), shardwheel.ByKey(1)) },
 			func() (shardwheel.Timeout, error) { return s.AfterFunc(delay, r.task(1)) },
-			func() (shardwheel.Timeout, error) { return h.Schedule(2, delay) },
+			func() (shardwheel.Timeout, error) { return h.AfterFunc(2, delay, shardwheel.ByKey(2)) },
 			func() (shardwheel.Timeout, error) { return h.AfterFunc(3, delay) },
 			func() (shardwheel.Timeout, error) { return s.ScheduleKey(4, delay, r.task(4)) },
 		}
@@ -173,7 +173,7 @@ func TestSharedSchedulerStoppedInsideABubble(t *testing.T) {
 			_, err := s.AfterFunc(time.Hour, func() { ran.Add(1) })
 			require.NoError(t, err)
 			synctest.Test(t, func(t *testing.T) {
-				_, err := s.Schedule(7, time.Hour, func() { ran.Add(1) })
+				_, err := s.AfterFunc(time.Hour, func() { ran.Add(1) }, shardwheel.ByKey(7))
 				require.NoError(t, err)
 				var out []shardwheel.Timeout
 				if how == "Stop" {

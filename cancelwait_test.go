@@ -46,7 +46,7 @@ func TestCancelWaitAPI(t *testing.T) {
 	assert.False(t, ok)
 	assert.NoError(t, err)
 	s := newScheduler(t)
-	tm, err := s.Schedule(1, time.Hour, func() { t.Error("ran") })
+	tm, err := s.AfterFunc(time.Hour, func() { t.Error("ran") }, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	done, cancel := context.WithCancel(ctx)
 	cancel()
@@ -57,13 +57,13 @@ func TestCancelWaitAPI(t *testing.T) {
 	assert.False(t, ok)
 	assert.NoError(t, err)
 	ran := make(chan struct{})
-	tm, err = s.Schedule(1, 0, func() { close(ran) })
+	tm, err = s.AfterFunc(0, func() { close(ran) }, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	<-ran
 	ok, err = tm.CancelWait(ctx)
 	assert.False(t, ok)
 	assert.NoError(t, err)
-	tm, err = s.Schedule(1, time.Hour, noop)
+	tm, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	require.Len(t, s.Stop(), 1)
 	ok, err = tm.CancelWait(ctx)
@@ -83,11 +83,11 @@ func TestCancelWaitWaits(t *testing.T) {
 			t.Cleanup(free)
 			started := make(chan struct{})
 			var finished atomic.Bool
-			tm, err := s.Schedule(1, 0, func() {
+			tm, err := s.AfterFunc(0, func() {
 				close(started)
 				<-release
 				finished.Store(true)
-			})
+			}, shardwheel.ByKey(1))
 			require.NoError(t, err)
 			<-started
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -134,9 +134,9 @@ func TestCancelWaitFromTheTask(t *testing.T) {
 				var h shardwheel.Timeout
 				var err error
 				if periodic {
-					h, err = s.Every(1, time.Millisecond, shardwheel.SkipMissed, task)
+					h, err = s.Every(time.Millisecond, task, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 				} else {
-					h, err = s.Schedule(1, time.Millisecond, task)
+					h, err = s.AfterFunc(time.Millisecond, task, shardwheel.ByKey(1))
 				}
 				require.NoError(t, err)
 				tm.Store(&h)
@@ -259,14 +259,14 @@ func TestCancelWaitSeries(t *testing.T) {
 			s := newScheduler(t, opts...)
 			var runs, active atomic.Int32
 			inRun := make(chan struct{}, 1)
-			hb, err := s.Every(1, time.Millisecond, shardwheel.BurstMissed, func() {
+			hb, err := s.Every(time.Millisecond, func() {
 				active.Add(1)
 				defer active.Add(-1)
 				if runs.Add(1) == 3 {
 					inRun <- struct{}{}
 					time.Sleep(5 * time.Millisecond)
 				}
-			})
+			}, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.BurstMissed))
 			require.NoError(t, err)
 			<-inRun
 			ok, err := hb.CancelWait(context.Background())

@@ -607,7 +607,7 @@ func TestContextSurvivesStop(t *testing.T) {
 	expiring, cancelExpiring := s.WithTimeoutCause(context.Background(), timeout, errTooSlow)
 	defer cancelExpiring()
 	cancelled, cancel := s.WithTimeout(context.Background(), time.Hour)
-	kept, err := s.Schedule(1, time.Hour, noop)
+	kept, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 	require.NoError(t, err)
 
 	got := s.Stop()
@@ -897,7 +897,7 @@ func TestContextFallbacksKeepDeadlineAndCause(t *testing.T) {
 	})
 	t.Run("at the limit", func(t *testing.T) {
 		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithMaxPending(1))
-		_, err := s.Schedule(1, time.Hour, noop)
+		_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 		require.NoError(t, err)
 		check(t, s)
 		assert.Equal(t, 1, s.Pending())

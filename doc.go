@@ -7,19 +7,30 @@
 // on stop, a pending limit) and removes its single-thread ceiling: a
 // Scheduler runs N independent wheels (shards), one goroutine each, by
 // default one per P. A timer is filed in the wheel of the P its caller runs
-// on; one scheduled with a key (Schedule, ScheduleKey) runs on the shard
-// its key hashes to, and crosses to that shard only near its deadline. The
+// on; one scheduled with a key (ByKey, ScheduleKey) runs on the shard its
+// key hashes to, and crosses to that shard only near its deadline. The
 // returned Timeout remembers the shard that filed its timer, so that
 // Cancel and Reset go straight to it. A shard's goroutine never runs a
 // task: it hands the due ones, in deadline order, to the shard's runner, a
 // goroutine that runs them one at a time, so that the tasks of one key run
 // one at a time, in deadline order (WithExecutor hands them elsewhere).
 //
+// # Scheduling
+//
+// Two verbs schedule a closure: AfterFunc runs it once, Every periodically;
+// a Handler (a function registered once and called with each timer's
+// argument) has the same two. Per-timer options say where and how
+// precisely the timer runs, and cost nothing: by default it lives on the
+// caller's shard, exact to the tick; ByKey(k) runs it on k's shard, one at
+// a time with k's other tasks; Slack(d) lets a one-shot timer run up to d
+// late where it costs the wheel least; OnMissed(p) says what a series does
+// with the grid points it missed (SkipMissed by default).
+//
 // # Two kinds of timers
 //
-// Schedule and AfterFunc make plain timers: the key only picks the shard,
-// keys need not be unique, and the Timeout handle is the only way to cancel
-// or reset the timer. ScheduleKey makes an indexed timer: the shard the key
+// AfterFunc and Every make plain timers: a key only picks the shard, keys
+// need not be unique, and the Timeout handle is the only way to cancel or
+// reset the timer. ScheduleKey makes an indexed timer: the shard the key
 // routes to also indexes it by key, at most one per key, so that CancelKey,
 // ResetKey and Lookup reach it by key alone (a multiplexed client that
 // learns of a response by its request id needs no map of its own), and
@@ -29,7 +40,7 @@
 //
 // # Guarantees
 //
-//   - Never early: a task runs no earlier than the moment Schedule (or
+//   - Never early: a task runs no earlier than the moment AfterFunc (or
 //     Reset) was called plus its delay, on the monotonic clock.
 //   - Bounded lateness: a task starts less than a tick after its deadline
 //     (deadlines round up to the tick grid) plus its shard's tick lag, which
@@ -39,7 +50,7 @@
 //     behind, the others going on on another runner, so they wait about two
 //     ticks at most, but the later timers of its own key wait until it
 //     returns (see WithBlockedAfter); Stats shows it (Lateness).
-//   - Exactly once: every timer Schedule accepted ends in exactly one way:
+//   - Exactly once: every timer accepted ends in exactly one way:
 //     its task ran once, one Cancel returned true for it, or Stop claimed
 //     it (returned it, or handed it over, or, for a series whose run is
 //     handed out, left that run as its last: see Stop). Pending counts
@@ -69,7 +80,7 @@
 //
 // # Cost
 //
-// Schedule, Cancel and Reset are lock-free and allocate nothing in steady
+// AfterFunc, Cancel and Reset are lock-free and allocate nothing in steady
 // state (the caller's closure aside): nodes live in per-shard pools,
 // pointer-free so that the garbage collector skips them. A Handler, a task
 // registered once and called with each timer's key, removes the closure

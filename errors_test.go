@@ -39,7 +39,7 @@ var sentinels = map[string]struct {
 		return err
 	}},
 	"ErrNilTask": {shardwheel.ErrNilTask, func(t *testing.T) error {
-		_, err := newScheduler(t).Schedule(1, time.Second, nil)
+		_, err := newScheduler(t).AfterFunc(time.Second, nil, shardwheel.ByKey(1))
 		return err
 	}},
 	"ErrTooManyHandlers": {shardwheel.ErrTooManyHandlers, func(t *testing.T) error {
@@ -51,11 +51,7 @@ var sentinels = map[string]struct {
 		}
 	}},
 	"ErrBadPeriod": {shardwheel.ErrBadPeriod, func(t *testing.T) error {
-		_, err := newScheduler(t).Every(1, 0, shardwheel.SkipMissed, noop)
-		return err
-	}},
-	"ErrBadMissed": {shardwheel.ErrBadMissed, func(t *testing.T) error {
-		_, err := newScheduler(t).Every(1, time.Second, shardwheel.Missed(7), noop)
+		_, err := newScheduler(t).Every(0, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 		return err
 	}},
 	"ErrTaskGoexit": {shardwheel.ErrTaskGoexit, func(t *testing.T) error {

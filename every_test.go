@@ -46,7 +46,7 @@ func TestEveryAcrossAStalledShard(t *testing.T) {
 					var starts []time.Duration
 					var active, overlaps atomic.Int32
 					start := time.Now()
-					hb, err := s.Every(1, period, policy, func() {
+					hb, err := s.Every(period, func() {
 						if active.Add(1) > 1 {
 							overlaps.Add(1)
 						}
@@ -58,7 +58,7 @@ func TestEveryAcrossAStalledShard(t *testing.T) {
 						if n%7 == 3 {
 							time.Sleep(25 * time.Millisecond) // a slow run
 						}
-					})
+					}, shardwheel.ByKey(1), shardwheel.OnMissed(policy))
 					require.NoError(t, err)
 					for round := range 3 {
 						time.Sleep(150 * time.Millisecond)
@@ -103,7 +103,7 @@ func TestEveryDoesNotDrift(t *testing.T) {
 		const period = 2300 * time.Microsecond
 		start := time.Now()
 		runs := make(chan time.Duration, 2000)
-		hb, err := s.Every(1, period, shardwheel.SkipMissed, func() { runs <- time.Since(start) })
+		hb, err := s.Every(period, func() { runs <- time.Since(start) }, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 		require.NoError(t, err)
 		for k := 1; k <= 1000; k++ {
 			at := <-runs
@@ -119,15 +119,16 @@ func TestEveryDoesNotDrift(t *testing.T) {
 // form, and Stop returning a live series once.
 func TestEveryAPI(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
-	_, err := s.Every(1, time.Second, shardwheel.SkipMissed, nil)
+	_, err := s.Every(time.Second, nil, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	for _, p := range []time.Duration{0, -time.Second} {
-		_, err = s.Every(1, p, shardwheel.SkipMissed, noop)
+		_, err = s.Every(p, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 		assert.ErrorIs(t, err, shardwheel.ErrBadPeriod)
 	}
-	_, err = s.Every(1, time.Second, shardwheel.Missed(3), noop)
-	assert.ErrorIs(t, err, shardwheel.ErrBadMissed)
-	_, err = (shardwheel.Handler{}).Every(1, time.Second, shardwheel.SkipMissed)
+	_, err = s.Every(time.Second, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.Missed(3)))
+	assert.ErrorIs(t, err, shardwheel.ErrInvalidOption)
+	assert.ErrorContains(t, err, "OnMissed(Missed(3))")
+	_, err = (shardwheel.Handler{}).Every(1, time.Second, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	assert.Equal(t, "BurstMissed", shardwheel.BurstMissed.String())
 	assert.Equal(t, "Missed(9)", shardwheel.Missed(9).String())
@@ -135,13 +136,13 @@ func TestEveryAPI(t *testing.T) {
 	var keys sync.Map
 	h, err := s.NewHandler(func(key uint64) { keys.Store(key, true) })
 	require.NoError(t, err)
-	hs, err := h.Every(42, 2*time.Millisecond, shardwheel.SkipMissed)
+	hs, err := h.Every(42, 2*time.Millisecond, shardwheel.ByKey(42), shardwheel.OnMissed(shardwheel.SkipMissed))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(42), hs.Key())
 	require.Eventually(t, func() bool { _, ok := keys.Load(uint64(42)); return ok }, waitFor, pollEvery)
 	require.True(t, hs.Pending())
 
-	far, err := s.Every(7, time.Hour, shardwheel.DelayMissed, noop)
+	far, err := s.Every(time.Hour, noop, shardwheel.ByKey(7), shardwheel.OnMissed(shardwheel.DelayMissed))
 	require.NoError(t, err)
 	assert.True(t, far.Pending())
 	d := time.Until(far.Deadline())
@@ -160,7 +161,7 @@ func TestEveryAPI(t *testing.T) {
 		assert.False(t, tm.Cancel())
 	}
 	assert.Nil(t, s.Stop())
-	_, err = s.Every(1, time.Second, shardwheel.SkipMissed, noop)
+	_, err = s.Every(time.Second, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 }
 
@@ -172,7 +173,7 @@ func TestEveryAPI(t *testing.T) {
 func TestEveryCountsInStats(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(1))
 	var runs atomic.Int64
-	hb, err := s.Every(1, time.Millisecond, shardwheel.SkipMissed, func() { runs.Add(1) })
+	hb, err := s.Every(time.Millisecond, func() { runs.Add(1) }, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return runs.Load() >= 5 }, waitFor, pollEvery)
 	assert.Equal(t, 1, s.Pending())
@@ -195,11 +196,11 @@ func TestEveryFuncAndAfterFuncWithinStayLocal(t *testing.T) {
 	withGOMAXPROCS(1, func() { // one P: P 0's shard
 		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond))
 		ran := make(chan int, 8)
-		series, err := s.EveryFunc(2*time.Millisecond, shardwheel.SkipMissed, func() { ran <- shardwheel.RunningShard(s) })
+		series, err := s.Every(2*time.Millisecond, func() { ran <- shardwheel.RunningShard(s) }, shardwheel.OnMissed(shardwheel.SkipMissed))
 		require.NoError(t, err)
 		assert.Zero(t, series.Key())
 		assert.Equal(t, 0, shardwheel.FiledOn(series))
-		within, err := s.AfterFuncWithin(time.Millisecond, 5*time.Millisecond, func() { ran <- shardwheel.RunningShard(s) })
+		within, err := s.AfterFunc(time.Millisecond, func() { ran <- shardwheel.RunningShard(s) }, shardwheel.Slack(5*time.Millisecond))
 		require.NoError(t, err)
 		assert.Zero(t, within.Key())
 		assert.Equal(t, 0, shardwheel.FiledOn(within))
@@ -216,10 +217,10 @@ func TestEveryFuncAndAfterFuncWithinStayLocal(t *testing.T) {
 		keys := make(chan uint64, 64)
 		h, err := s.NewHandler(func(k uint64) { keys <- k })
 		require.NoError(t, err)
-		hs, err := h.EveryFunc(7, 2*time.Millisecond, shardwheel.SkipMissed)
+		hs, err := h.Every(7, 2*time.Millisecond)
 		require.NoError(t, err)
 		assert.Equal(t, 0, shardwheel.FiledOn(hs))
-		_, err = h.AfterFuncWithin(9, time.Millisecond, time.Millisecond)
+		_, err = h.AfterFunc(9, time.Millisecond, shardwheel.Slack(time.Millisecond))
 		require.NoError(t, err)
 		got := map[uint64]bool{}
 		for !got[7] || !got[9] {
@@ -234,18 +235,18 @@ func TestEveryFuncAndAfterFuncWithinStayLocal(t *testing.T) {
 		hs.Cancel()
 
 		for _, p := range []time.Duration{0, -time.Second, 999 * time.Microsecond} {
-			_, err = s.EveryFunc(p, shardwheel.SkipMissed, noop)
+			_, err = s.Every(p, noop, shardwheel.OnMissed(shardwheel.SkipMissed))
 			assert.ErrorIs(t, err, shardwheel.ErrBadPeriod, "period %v", p)
-			_, err = s.Every(1, p, shardwheel.SkipMissed, noop)
+			_, err = s.Every(p, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 			assert.ErrorIs(t, err, shardwheel.ErrBadPeriod, "period %v", p)
 		}
-		_, err = s.EveryFunc(time.Second, shardwheel.SkipMissed, nil)
+		_, err = s.Every(time.Second, nil, shardwheel.OnMissed(shardwheel.SkipMissed))
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
-		_, err = s.AfterFuncWithin(time.Second, time.Second, nil)
+		_, err = s.AfterFunc(time.Second, nil, shardwheel.Slack(time.Second))
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
-		_, err = (shardwheel.Handler{}).EveryFunc(1, time.Second, shardwheel.SkipMissed)
+		_, err = (shardwheel.Handler{}).Every(1, time.Second)
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
-		_, err = (shardwheel.Handler{}).AfterFuncWithin(1, time.Second, time.Second)
+		_, err = (shardwheel.Handler{}).AfterFunc(1, time.Second, shardwheel.Slack(time.Second))
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	})
 }
@@ -271,7 +272,7 @@ func TestMissedPoliciesAfterAStall(t *testing.T) {
 			var returned atomic.Int64               // DelayMissed: when it returned, at the latest
 			before := time.Now()
 			since := func() time.Duration { return time.Since(before) }
-			hb, err := s.Every(1, period, policy, func() {
+			hb, err := s.Every(period, func() {
 				at := since()
 				mu.Lock()
 				starts = append(starts, at)
@@ -281,7 +282,7 @@ func TestMissedPoliciesAfterAStall(t *testing.T) {
 					<-finish
 					returned.Store(int64(since()))
 				}
-			})
+			}, shardwheel.ByKey(1), shardwheel.OnMissed(policy))
 			require.NoError(t, err)
 			after := since() // the grid's anchor lies in [0, after]
 			runs := func() int { mu.Lock(); defer mu.Unlock(); return len(starts) }
@@ -364,7 +365,7 @@ func TestEveryWithTheLongestPeriodNeverRunsEarly(t *testing.T) {
 		for _, period := range []time.Duration{1<<63 - 1, 1 << 62, s.MaxDelay() + 1} {
 			s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
 			var ran atomic.Int32
-			tm, err := s.Every(7, period, policy, func() { ran.Add(1) })
+			tm, err := s.Every(period, func() { ran.Add(1) }, shardwheel.ByKey(7), shardwheel.OnMissed(policy))
 			require.NoError(t, err)
 			time.Sleep(20 * time.Millisecond)
 			assert.Zero(t, ran.Load(), "policy %v, period %v: ran early", policy, period)

@@ -10,8 +10,9 @@ import (
 )
 
 // A heartbeat every 10ms, on the grid from the call: one node for the
-// whole series, no re-arming in the task. SkipMissed makes a stalled
-// shard run it once and go on, instead of a burst of catch-up beats.
+// whole series, no re-arming in the task. SkipMissed, the default, makes a
+// stalled shard run it once and go on, instead of a burst of catch-up
+// beats (OnMissed(BurstMissed) would run them all).
 // CancelWait ends the series and waits for a beat in progress.
 func ExampleScheduler_Every() {
 	s, err := shardwheel.New()
@@ -22,7 +23,7 @@ func ExampleScheduler_Every() {
 
 	beats := make(chan time.Time, 16)
 	start := time.Now()
-	hb, err := s.Every(7, 10*time.Millisecond, shardwheel.SkipMissed, func() {
+	hb, err := s.Every(10*time.Millisecond, func() {
 		select {
 		case beats <- time.Now():
 		default:
@@ -47,7 +48,7 @@ func ExampleScheduler_Every() {
 // An idle timeout that may fire up to a second late: the shard files it
 // where it runs without cascading, beside thousands of others, on a shared
 // tick. It never runs early.
-func ExampleScheduler_ScheduleWithin() {
+func ExampleSlack() {
 	s, err := shardwheel.New()
 	if err != nil {
 		panic(err)
@@ -56,7 +57,7 @@ func ExampleScheduler_ScheduleWithin() {
 
 	start := time.Now()
 	closed := make(chan time.Duration, 1)
-	_, err = s.ScheduleWithin(42, 50*time.Millisecond, time.Second, func() { closed <- time.Since(start) })
+	_, err = s.AfterFunc(50*time.Millisecond, func() { closed <- time.Since(start) }, shardwheel.Slack(time.Second))
 	if err != nil {
 		panic(err)
 	}
@@ -78,11 +79,11 @@ func ExampleTimeout_CancelWait() {
 
 	started := make(chan struct{})
 	var flushed atomic.Bool
-	t, err := s.Schedule(1, 0, func() {
+	t, err := s.AfterFunc(0, func() {
 		close(started)
-		time.Sleep(20 * time.Millisecond) // flushing a buffer
+		time.Sleep(20 * time.Millisecond)
 		flushed.Store(true)
-	})
+	}, shardwheel.ByKey(1))
 	if err != nil {
 		panic(err)
 	}
@@ -104,7 +105,7 @@ func ExampleWithBlockedAfter() {
 	}
 	defer s.Stop() // waits for the blocked task, as for any task
 	release, wentOn := make(chan struct{}), make(chan struct{})
-	if _, err := s.Schedule(7, 0, func() { <-release }); err != nil { // blocks its wheel's goroutine
+	if _, err := s.AfterFunc(0, func() { <-release }, shardwheel.ByKey(7)); err != nil { // blocks its wheel's goroutine
 		panic(err)
 	}
 	if _, err := s.AfterFunc(5*time.Millisecond, func() { close(wentOn) }); err != nil {

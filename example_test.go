@@ -13,10 +13,11 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-// A proxy arms a timeout per request, keyed by request id, and cancels it
-// when the response arrives. Cancel reports whether it won: false means the
-// timeout already fired and the request was failed.
-func ExampleScheduler_Schedule() {
+// A proxy arms a timeout per request and cancels it when the response
+// arrives. Cancel reports whether it won: false means the timeout already
+// fired and the request was failed. A request timeout needs no key: the
+// timer lives on the caller's shard, the cheapest place there is.
+func ExampleScheduler_AfterFunc() {
 	s, err := shardwheel.New()
 	if err != nil {
 		panic(err)
@@ -24,7 +25,7 @@ func ExampleScheduler_Schedule() {
 	defer s.Stop()
 
 	const requestID = 1234
-	timeout, err := s.Schedule(requestID, 30*time.Second, func() {
+	timeout, err := s.AfterFunc(30*time.Second, func() {
 		fmt.Println("request", requestID, "timed out")
 	})
 	if err != nil {
@@ -80,7 +81,7 @@ func ExampleScheduler_Stop() {
 		panic(err)
 	}
 	for id := range uint64(3) {
-		if _, err := s.Schedule(id, time.Hour, func() { fmt.Println("retrying request", id) }); err != nil {
+		if _, err := s.AfterFunc(time.Hour, func() { fmt.Println("retrying request", id) }, shardwheel.ByKey(id)); err != nil {
 			panic(err)
 		}
 	}
@@ -92,7 +93,7 @@ func ExampleScheduler_Stop() {
 		}
 	}
 
-	_, err = s.Schedule(4, time.Hour, func() {})
+	_, err = s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(4))
 	fmt.Println(err)
 	// Output:
 	// unprocessed: 3 pending: false
@@ -161,7 +162,7 @@ func ExampleScheduler_Stats() {
 	}
 	defer s.Stop()
 	for i := range uint64(10) {
-		if _, err := s.Schedule(i, time.Hour, func() {}); err != nil {
+		if _, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(i)); err != nil {
 			panic(err)
 		}
 	}

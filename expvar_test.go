@@ -35,12 +35,12 @@ func TestExpvarOneLiner(t *testing.T) {
 
 	var tms []shardwheel.Timeout
 	for k := range uint64(3) {
-		tm, err := s.Schedule(k, time.Hour, noop)
+		tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(k))
 		require.NoError(t, err)
 		tms = append(tms, tm)
 	}
 	require.True(t, tms[0].Cancel())
-	_, err := s.Schedule(7, 0, noop)
+	_, err := s.AfterFunc(0, noop, shardwheel.ByKey(7))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		st := s.Stats().Total // lateness is recorded once the task has run

@@ -20,7 +20,7 @@ const MaxHandlers = 1<<16 - 1
 //
 //	fail, _ := s.NewHandler(func(id uint64) { failRequest(id) })
 //	...
-//	t, err := fail.Schedule(requestID, 30*time.Second)
+//	t, err := fail.AfterFunc(requestID, 30*time.Second)
 //
 // A Handler's timers are timers like any other: Cancel, Reset, Pending
 // and Deadline work on their handles, CancelKey, ResetKey and Lookup on
@@ -59,29 +59,33 @@ func (s *Scheduler) NewHandler(fn func(key uint64)) (Handler, error) {
 	return Handler{s: s, id: id}, nil
 }
 
-// Schedule is Scheduler.Schedule for a timer whose task is the handler's
-// function called with key: it runs fn(key) once, delay from now, on the
-// shard that key routes to. Delays, errors, routing and guarantees are
-// Schedule's; it allocates nothing, closure included.
-func (h Handler) Schedule(key uint64, delay time.Duration) (Timeout, error) {
+// AfterFunc is Scheduler.AfterFunc for a timer whose task is the
+// handler's function called with arg: it runs fn(arg) once, delay from
+// now, on the shard of the P the caller runs on, or, with ByKey(arg), on
+// the shard arg routes to. Without a key it is the cheapest timer there
+// is: no closure, no routing, a node on the caller's own wheel. Its
+// Timeout's Key is arg. Options, delays, errors and guarantees are
+// Scheduler.AfterFunc's, and the zero Handler's calls return ErrNilTask;
+// it allocates nothing, closure included.
+func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	return h.s.scheduleRouted(key, delay, h.task())
+	return h.s.afterFunc("AfterFunc", arg, true, delay, h.task(), opts)
 }
 
-// AfterFunc is Scheduler.AfterFunc for a timer whose task is the handler's
-// function called with key: it runs fn(key) once, delay from now, on the
-// shard of the P the caller runs on, whatever the key: the key is the
-// handler's argument only. It is the cheapest timer there is: no closure,
-// no routing, a node on the caller's own wheel. Its Timeout's Key is key.
-func (h Handler) AfterFunc(key uint64, delay time.Duration) (Timeout, error) {
+// Every is Scheduler.Every for a series whose task is the handler's
+// function called with arg: it runs fn(arg) at the grid points start +
+// k·period, on the shard of the P the caller runs on, or, with
+// ByKey(arg), on the shard arg routes to. Options, periods, policies,
+// errors and guarantees are Scheduler.Every's, and the zero Handler's
+// calls return ErrNilTask; with no closure it allocates only the series'
+// record (80 bytes).
+func (h Handler) Every(arg uint64, period time.Duration, opts ...TimerOption) (Timeout, error) {
 	if h.s == nil {
 		return Timeout{}, ErrNilTask
 	}
-	sh := h.s.localShard()
-	r := h.s.request(key, delay, h.task())
-	return h.s.scheduleOn(sh, &r)
+	return h.s.every("Every", arg, true, period, h.task(), opts)
 }
 
 // task returns the handler as a timer's task.

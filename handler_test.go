@@ -30,8 +30,8 @@ func ExampleHandler() {
 		panic(err)
 	}
 
-	answered, _ := fail.Schedule(1, 30*time.Second)
-	if _, err := fail.Schedule(2, time.Millisecond); err != nil {
+	answered, _ := fail.AfterFunc(1, 30*time.Second, shardwheel.ByKey(1))
+	if _, err := fail.AfterFunc(2, time.Millisecond, shardwheel.ByKey(2)); err != nil {
 		panic(err) // ErrStopped or ErrTooManyPending: shed the request
 	}
 	// Request 1's response arrives in time; request 2's never does.
@@ -64,16 +64,16 @@ func TestHandlerTimersRunWithTheirKey(t *testing.T) {
 	start := time.Now()
 	early := atomic.Int64{}
 	for key := range uint64(n) {
-		_, err := a.Schedule(key, 5*time.Millisecond)
+		_, err := a.AfterFunc(key, 5*time.Millisecond, shardwheel.ByKey(key))
 		require.NoError(t, err)
-		_, err = b.Schedule(key, 2*time.Millisecond)
+		_, err = b.AfterFunc(key, 2*time.Millisecond, shardwheel.ByKey(key))
 		require.NoError(t, err)
-		_, err = s.Schedule(key, 3*time.Millisecond, func() {
+		_, err = s.AfterFunc(3*time.Millisecond, func() {
 			if time.Since(start) < 3*time.Millisecond {
 				early.Add(1)
 			}
 			record("c")(key)
-		})
+		}, shardwheel.ByKey(key))
 		require.NoError(t, err)
 	}
 	waitTasksReturned(t, s)
@@ -97,7 +97,7 @@ func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
 	require.NoError(t, err)
 
 	// Cancel.
-	c, err := h.Schedule(1, time.Hour)
+	c, err := h.AfterFunc(1, time.Hour, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	assert.True(t, c.Pending())
 	assert.False(t, c.Deadline().IsZero())
@@ -106,7 +106,7 @@ func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
 	assert.False(t, c.Pending())
 
 	// Reset to a short delay: it runs with its key.
-	r, err := h.Schedule(2, time.Hour)
+	r, err := h.AfterFunc(2, time.Hour, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	assert.True(t, r.Reset(time.Millisecond))
 	select {
@@ -133,7 +133,7 @@ func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
 
 	// Stop returns pending Handler timers; Task calls the handler with
 	// the key, once per call, and never revives the timer.
-	p, err := h.Schedule(4, time.Hour)
+	p, err := h.AfterFunc(4, time.Hour, shardwheel.ByKey(4))
 	require.NoError(t, err)
 	k5, err := h.ScheduleKey(5, time.Hour)
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
 	assert.Equal(t, map[uint64]bool{4: true, 5: true}, got)
 	assert.False(t, p.Pending())
 	assert.False(t, k5.Pending())
-	_, err = h.Schedule(6, time.Hour)
+	_, err = h.AfterFunc(6, time.Hour, shardwheel.ByKey(6))
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 	_, err = h.ScheduleKey(6, time.Hour)
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
@@ -163,16 +163,16 @@ func TestHandlerErrors(t *testing.T) {
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 
 	var zero shardwheel.Handler
-	_, err = zero.Schedule(1, time.Second)
+	_, err = zero.AfterFunc(1, time.Second, shardwheel.ByKey(1))
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	_, err = zero.ScheduleKey(1, time.Second)
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 
 	h, err := s.NewHandler(func(uint64) {})
 	require.NoError(t, err)
-	_, err = h.Schedule(1, time.Hour)
+	_, err = h.AfterFunc(1, time.Hour, shardwheel.ByKey(1))
 	require.NoError(t, err)
-	_, err = h.Schedule(2, time.Hour)
+	_, err = h.AfterFunc(2, time.Hour, shardwheel.ByKey(2))
 	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 	_, err = h.ScheduleKey(2, time.Hour)
 	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
@@ -200,14 +200,14 @@ func TestHandlerTimersAllocateNothing(t *testing.T) {
 	require.NoError(t, err)
 	// Warm the arena so that block growth is not counted.
 	for key := range uint64(4096) {
-		tm, err := h.Schedule(key, time.Hour)
+		tm, err := h.AfterFunc(key, time.Hour, shardwheel.ByKey(key))
 		require.NoError(t, err)
 		tm.Cancel()
 	}
 	key := uint64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		key++
-		tm, err := h.Schedule(key, time.Hour)
+		tm, err := h.AfterFunc(key, time.Hour, shardwheel.ByKey(key))
 		if err != nil || !tm.Cancel() {
 			t.Fatal("schedule or cancel failed")
 		}
@@ -231,7 +231,7 @@ func TestHandlerWithExecutorAndPanics(t *testing.T) {
 	good, err := s.NewHandler(func(k uint64) { keys <- k })
 	require.NoError(t, err)
 
-	_, err = bad.Schedule(7, 0)
+	_, err = bad.AfterFunc(7, 0, shardwheel.ByKey(7))
 	require.NoError(t, err)
 	select {
 	case v := <-panics:
@@ -239,7 +239,7 @@ func TestHandlerWithExecutorAndPanics(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("panic not reported")
 	}
-	_, err = good.Schedule(8, 0)
+	_, err = good.AfterFunc(8, 0, shardwheel.ByKey(8))
 	require.NoError(t, err)
 	select {
 	case k := <-keys:
@@ -278,9 +278,9 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 				var tm shardwheel.Timeout
 				var err error
 				if id%2 == 0 {
-					tm, err = h.Schedule(id, d)
+					tm, err = h.AfterFunc(id, d, shardwheel.ByKey(id))
 				} else {
-					tm, err = s.Schedule(id, d, func() { ran[id].Add(1) })
+					tm, err = s.AfterFunc(d, func() { ran[id].Add(1) }, shardwheel.ByKey(id))
 				}
 				if err != nil {
 					return // Stop won
@@ -328,7 +328,7 @@ func TestHandlerTimersRouteLikeSchedule(t *testing.T) {
 	h, err := s.NewHandler(func(key uint64) { ranOn <- [2]uint64{key, uint64(shardwheel.RunningShard(s))} })
 	require.NoError(t, err)
 	for key := range uint64(200) {
-		_, err := h.Schedule(key, time.Millisecond)
+		_, err := h.AfterFunc(key, time.Millisecond, shardwheel.ByKey(key))
 		require.NoError(t, err)
 		_, err = h.ScheduleKey(key+1000, 2*time.Millisecond)
 		require.NoError(t, err)
@@ -354,14 +354,14 @@ func TestHandlerTaskIsNilUnlessStopReturnedIt(t *testing.T) {
 	h, err := s.NewHandler(func(k uint64) { ran <- k })
 	require.NoError(t, err)
 
-	pending, err := h.Schedule(1, time.Hour)
+	pending, err := h.AfterFunc(1, time.Hour, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	assert.Nil(t, pending.Task(), "pending")
-	cancelled, err := h.Schedule(2, time.Hour)
+	cancelled, err := h.AfterFunc(2, time.Hour, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	require.True(t, cancelled.Cancel())
 	assert.Nil(t, cancelled.Task(), "cancelled")
-	fired, err := h.Schedule(3, 0)
+	fired, err := h.AfterFunc(3, 0, shardwheel.ByKey(3))
 	require.NoError(t, err)
 	select {
 	case k := <-ran:
@@ -405,14 +405,14 @@ func TestHandlerExpiryAllocatesNothing(t *testing.T) {
 		require.NoError(t, err)
 		// Warm the arena so that its growth is not counted.
 		for key := range uint64(2 * n) {
-			tm, err := h.Schedule(key, time.Hour)
+			tm, err := h.AfterFunc(key, time.Hour, shardwheel.ByKey(key))
 			require.NoError(t, err)
 			tm.Cancel()
 		}
 		burst := func() (mallocs uint64) {
 			var before, after runtime.MemStats
 			for key := range uint64(n) {
-				_, err := h.Schedule(key, 200*time.Millisecond) // none due before the count starts
+				_, err := h.AfterFunc(key, 200*time.Millisecond, shardwheel.ByKey(key)) // none due before the count starts
 				require.NoError(t, err)
 			}
 			runtime.ReadMemStats(&before)
@@ -463,7 +463,7 @@ func TestHandlerTimersNeverRunEarly(t *testing.T) {
 		due[k] = time.Now().Add(delay) // before the call: a lower bound of call+delay
 		var err error
 		if k%2 == 0 {
-			_, err = h.Schedule(k, delay)
+			_, err = h.AfterFunc(k, delay, shardwheel.ByKey(k))
 		} else {
 			_, err = h.ScheduleKey(k, delay)
 		}
@@ -485,7 +485,7 @@ func TestInlineHandlerPanicIsReportedAndCounted(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	_, err = h.Schedule(1, 0)
+	_, err = h.AfterFunc(1, 0, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	select {
 	case v := <-panics:
@@ -493,7 +493,7 @@ func TestInlineHandlerPanicIsReportedAndCounted(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("panic not reported")
 	}
-	after, err := h.Schedule(2, 0)
+	after, err := h.AfterFunc(2, 0, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	// Counters of the shard's work are published once per pass: poll.
 	require.Eventually(t, func() bool { return !after.Pending() && s.Stats().Total.Fired == 2 }, waitFor, pollEvery)

@@ -35,17 +35,17 @@ func TestShardsFloodingEachOtherFromTasks(t *testing.T) {
 			var started sync.WaitGroup
 			started.Add(shards)
 			for i := range shards {
-				_, err := s.Schedule(keysFor(s, i, 1)[0], 0, func() {
+				_, err := s.AfterFunc(0, func() {
 					// Wait until every shard is inside its task, so
 					// that no shard drains while the others flood it.
 					started.Done()
 					started.Wait()
 					for _, k := range targets[i] {
-						if _, err := s.Schedule(k, 0, func() { fired.Add(1) }); err != nil {
+						if _, err := s.AfterFunc(0, func() { fired.Add(1) }, shardwheel.ByKey(k)); err != nil {
 							errs.Add(1)
 						}
 					}
-				})
+				}, shardwheel.ByKey(keysFor(s, i, 1)[0]))
 				require.NoError(t, err)
 			}
 			want := int64(shards * perTask)
@@ -80,14 +80,14 @@ func TestBlockingExecutorDoesNotWedgeTheShard(t *testing.T) {
 	const roots, followUps = 30, 9 // 300 timers in all
 	var fired atomic.Int64
 	for i := range roots {
-		_, err := s.Schedule(uint64(i), 0, func() {
+		_, err := s.AfterFunc(0, func() {
 			fired.Add(1)
 			for j := range followUps {
-				if _, err := s.Schedule(uint64(j), time.Millisecond, func() { fired.Add(1) }); err != nil {
+				if _, err := s.AfterFunc(time.Millisecond, func() { fired.Add(1) }, shardwheel.ByKey(uint64(j))); err != nil {
 					t.Error(err)
 				}
 			}
-		})
+		}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	}
 	within(t, "blocking executor", func() {
@@ -126,7 +126,7 @@ func TestBurstIntoBlockedShardNeverWaits(t *testing.T) {
 		for p := range producers {
 			wg.Go(func() {
 				for i := p; i < total; i += producers {
-					if _, err := s.Schedule(uint64(i), 0, task); err != nil {
+					if _, err := s.AfterFunc(0, task, shardwheel.ByKey(uint64(i))); err != nil {
 						t.Error(err)
 						return
 					}

@@ -98,7 +98,7 @@ var stall = shardwheel.WithBlockedAfter(0)
 func blockShard(t *testing.T, s *shardwheel.Scheduler) (release func()) {
 	t.Helper()
 	started, unblock := make(chan struct{}), make(chan struct{})
-	_, err := s.Schedule(0, 0, func() { close(started); <-unblock })
+	_, err := s.AfterFunc(0, func() { close(started); <-unblock }, shardwheel.ByKey(0))
 	require.NoError(t, err)
 	select {
 	case <-started:

@@ -14,7 +14,7 @@ import (
 //
 // A Scheduler keeps two kinds of timers side by side:
 //
-//   - Plain timers, from Schedule and AfterFunc. Their key only routes them
+//   - Plain timers, from AfterFunc and Every. Their key only routes them
 //     to a shard; any number of them may share a key, and only their
 //     Timeout handle reaches them.
 //   - Indexed timers, from ScheduleKey. Each shard keeps an index from key
@@ -162,10 +162,10 @@ func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard(
 // see one or the other; lock-free Lookup and ResetKey may still find the
 // old one pending until ScheduleKey returns. Concurrent ScheduleKeys on one key leave
 // exactly one of their timers indexed; each of the others is replaced in
-// turn, unless it ran first. Timers from Schedule are not indexed and are
-// never replaced.
+// turn, unless it ran first. Plain timers (AfterFunc, Every) are not indexed
+// and are never replaced.
 //
-// Delays, errors and routing are Schedule's: the timer runs on the shard
+// Delays, errors and routing are AfterFunc's with ByKey(key): the timer runs on the shard
 // that key routes to, a rejected call leaves no trace and replaces nothing
 // (at the WithMaxPending limit the new timer needs a token before the old
 // one's is freed, so replacing fails there too).
@@ -198,8 +198,8 @@ func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task
 // stopped it: false if key has no pending indexed timer (none was
 // scheduled, it ran, it was cancelled or replaced, or Stop returned it).
 // Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
-// lock of one bucket of the key's index for the length of a cancel. Timers
-// from Schedule are never cancelled by key.
+// lock of one bucket of the key's index for the length of a cancel. Plain
+// timers (AfterFunc, Every) are never cancelled by key.
 func (s *Scheduler) CancelKey(key uint64) bool {
 	ix := s.keyed(key)
 	stopped := false
@@ -211,7 +211,7 @@ func (s *Scheduler) CancelKey(key uint64) bool {
 }
 
 // ResetKey moves the deadline of key's indexed timer to delay from now
-// (clamped like Schedule's) and reports whether key had a pending indexed
+// (clamped like AfterFunc's) and reports whether key had a pending indexed
 // timer, as Timeout.Reset does for a handle: if true, the timer runs delay
 // after this call (never earlier) and not at its old deadline. It is
 // lock-free and, like Timeout.Reset, allocates nothing.
@@ -222,7 +222,7 @@ func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
 }
 
 // Lookup returns the handle of key's pending indexed timer, and false if key
-// has none. It is lock-free. Timers from Schedule are never found.
+// has none. It is lock-free. Plain timers are never found.
 func (s *Scheduler) Lookup(key uint64) (Timeout, bool) {
 	ix := s.keyed(key)
 	r, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Pending(r) })

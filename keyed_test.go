@@ -45,7 +45,7 @@ func (r *keyedRun) exec(st step) {
 		var tm shardwheel.Timeout
 		var err error
 		if st.do == "schedule" {
-			tm, err = r.s.Schedule(st.key, d, task)
+			tm, err = r.s.AfterFunc(d, task, shardwheel.ByKey(st.key))
 		} else {
 			tm, err = r.s.ScheduleKey(st.key, d, task)
 		}
@@ -245,7 +245,7 @@ func keyedHammer(t *testing.T, workers, ops int) {
 				if f.keyed {
 					f.handle, err = s.ScheduleKey(k, d, func() { f.ran.Add(1) })
 				} else {
-					f.handle, err = s.Schedule(k, d, func() { f.ran.Add(1) })
+					f.handle, err = s.AfterFunc(d, func() { f.ran.Add(1) }, shardwheel.ByKey(k))
 				}
 				if err != nil {
 					assert.ErrorIs(t, err, shardwheel.ErrStopped)
@@ -394,7 +394,7 @@ func TestStopReturnsIndexedTimers(t *testing.T) {
 		tm, err := s.ScheduleKey(k, time.Hour, noop)
 		require.NoError(t, err)
 		want[tm] = true
-		tm, err = s.Schedule(k, time.Hour, noop)
+		tm, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(k))
 		require.NoError(t, err)
 		want[tm] = true
 	}
@@ -474,7 +474,7 @@ func TestKeyedCallsNeverSeePlainTimersNorEndedOnes(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
 	const k = 42
 	plainRan := atomic.Int32{}
-	plain, err := s.Schedule(k, time.Hour, func() { plainRan.Add(1) })
+	plain, err := s.AfterFunc(time.Hour, func() { plainRan.Add(1) }, shardwheel.ByKey(k))
 	require.NoError(t, err)
 	_, ok := s.Lookup(k)
 	assert.False(t, ok)

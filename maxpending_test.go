@@ -17,12 +17,12 @@ func TestMaxPendingSharedAcrossShards(t *testing.T) {
 	// one shard) may use the whole limit.
 	s := newScheduler(t, shardwheel.WithShards(4), shardwheel.WithMaxPending(100))
 	for range 100 {
-		_, err := s.Schedule(7, time.Hour, func() {})
+		_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(7))
 		require.NoError(t, err)
 	}
-	_, err := s.Schedule(7, time.Hour, func() {})
+	_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(7))
 	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
-	_, err = s.Schedule(8, time.Hour, func() {})
+	_, err = s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(8))
 	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 	assert.Equal(t, 100, s.Pending())
 }
@@ -38,7 +38,7 @@ func TestPendingLimitUnderConcurrency(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 400 {
-				tm, err := s.Schedule(uint64(w*1000+i), time.Hour, func() {})
+				tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(uint64(w*1000+i)))
 				if err != nil {
 					rejected.Add(1)
 					if !assert.ErrorIs(t, err, shardwheel.ErrTooManyPending) {
@@ -66,10 +66,10 @@ func TestPendingLimitUnderConcurrency(t *testing.T) {
 	// No token was lost: the remaining room can be filled exactly.
 	scheduledBefore := s.Stats().Total.Scheduled
 	for s.Pending() < limit {
-		_, err := s.Schedule(uint64(s.Pending()), time.Hour, func() {})
+		_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(uint64(s.Pending())))
 		require.NoError(t, err)
 	}
-	_, err := s.Schedule(1, time.Hour, func() {})
+	_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(1))
 	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 	assert.Equal(t, scheduledBefore+uint64(limit)-uint64(accepted.Load()), s.Stats().Total.Scheduled,
 		"rejected calls did not reach a shard")
@@ -87,14 +87,14 @@ func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 	}
 	var handles []shardwheel.Timeout
 	for _, k := range keys {
-		tm, err := s.Schedule(k, time.Hour, func() {})
+		tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(k))
 		require.NoError(t, err)
 		handles = append(handles, tm)
 	}
 	reject := func() {
 		t.Helper()
 		for _, k := range keys {
-			_, err := s.Schedule(k, time.Hour, func() {})
+			_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(k))
 			require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 		}
 	}
@@ -102,7 +102,7 @@ func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 
 	// A cancel on shard 0 makes room for a timer on shard 3.
 	require.True(t, handles[0].Cancel())
-	tm, err := s.Schedule(keys[len(keys)-1], time.Hour, func() {})
+	tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(keys[len(keys)-1]))
 	require.NoError(t, err, "the returned token is found")
 	reject()
 
@@ -110,7 +110,7 @@ func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 	require.True(t, tm.Reset(0))
 	require.Eventually(t, func() bool { return !tm.Pending() }, waitFor, pollEvery)
 	require.Eventually(t, func() bool {
-		_, err := s.Schedule(keys[1], time.Hour, func() {})
+		_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(keys[1]))
 		return err == nil
 	}, waitFor, pollEvery, "a fired timer's token is found")
 	reject()
@@ -146,10 +146,10 @@ func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 	}
 	for round := range 200 {
 		from, to := round%shards, (round*3+1)%shards
-		tm, err := s.Schedule(keys[from][0], time.Hour, noop)
+		tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(keys[from][0]))
 		require.NoError(t, err, "round %d", round)
 		before := s.Stats().Total
-		_, err = s.Schedule(keys[to][0], time.Hour, noop)
+		_, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(keys[to][0]))
 		require.ErrorIs(t, err, shardwheel.ErrTooManyPending, "round %d", round)
 		_, err = s.ScheduleKey(keys[to][0], time.Hour, noop)
 		require.ErrorIs(t, err, shardwheel.ErrTooManyPending, "round %d", round)
@@ -162,7 +162,7 @@ func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 		case 1:
 			ran := make(chan struct{})
 			require.True(t, tm.Cancel())
-			_, err = s.Schedule(keys[from][0], 0, func() { close(ran) })
+			_, err = s.AfterFunc(0, func() { close(ran) }, shardwheel.ByKey(keys[from][0]))
 			require.NoError(t, err)
 			<-ran // its token is back before its task runs
 		case 2:
@@ -172,7 +172,7 @@ func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 			require.True(t, s.CancelKey(keys[from][0]))
 			require.False(t, k.Pending())
 		}
-		tm2, err := s.Schedule(keys[to][0], time.Hour, noop)
+		tm2, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(keys[to][0]))
 		require.NoError(t, err, "round %d: a freed token was not found", round)
 		require.True(t, tm2.Cancel())
 		require.Equal(t, 0, s.Pending())
@@ -218,7 +218,7 @@ func TestPendingNeverReadsAboveTheLimit(t *testing.T) {
 					return
 				default:
 				}
-				tm, err := s.Schedule(uint64(w)<<32|uint64(i), time.Hour, func() {})
+				tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(uint64(w)<<32|uint64(i)))
 				if err != nil {
 					assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 					continue

@@ -79,11 +79,11 @@ func TestShardCapacityIsExact(t *testing.T) {
 	}
 	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock))
 	for i := range shardwheel.ShardCapacity {
-		if _, err := s.Schedule(0, time.Hour, noop); err != nil {
+		if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(0)); err != nil {
 			t.Fatalf("timer %d of %d refused: %v", i+1, shardwheel.ShardCapacity, err)
 		}
 	}
-	_, err := s.Schedule(0, time.Hour, noop)
+	_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(0))
 	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 	assert.Contains(t, err.Error(), "67108863")
 	assert.Equal(t, shardwheel.ShardCapacity, s.Pending())
@@ -126,19 +126,19 @@ func TestBytesPerTimerNode(t *testing.T) {
 		return
 	}
 	handler := bytesPerSlot(t, func(_ *shardwheel.Scheduler, h shardwheel.Handler, i int) {
-		_, err := h.Schedule(uint64(i), time.Hour)
+		_, err := h.AfterFunc(uint64(i), time.Hour, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	})
 	closure := bytesPerSlot(t, func(s *shardwheel.Scheduler, _ shardwheel.Handler, i int) {
-		_, err := s.Schedule(uint64(i), time.Hour, noop) // no closure allocated per timer
+		_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(uint64(i))) // no closure allocated per timer
 		require.NoError(t, err)
 	})
 	mixed := bytesPerSlot(t, func(s *shardwheel.Scheduler, h shardwheel.Handler, i int) {
 		var err error
 		if i == 0 {
-			_, err = s.Schedule(uint64(i), time.Hour, noop)
+			_, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(uint64(i)))
 		} else {
-			_, err = h.Schedule(uint64(i), time.Hour)
+			_, err = h.AfterFunc(uint64(i), time.Hour, shardwheel.ByKey(uint64(i)))
 		}
 		require.NoError(t, err)
 	})
@@ -166,7 +166,7 @@ func TestAtCapacityEveryTimerEndsOnce(t *testing.T) {
 		var last shardwheel.Timeout
 		n := 0
 		for ; ; n++ {
-			tm, err := s.Schedule(1, time.Hour, noop)
+			tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 			if err != nil {
 				require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 				break
@@ -179,7 +179,7 @@ func TestAtCapacityEveryTimerEndsOnce(t *testing.T) {
 		retried := 0
 		for ; ; retried++ {
 			require.Less(t, retried, 1_000_000, "run %d: no Schedule accepted after a Cancel at capacity", run)
-			if _, err := s.Schedule(1, time.Hour, noop); err == nil {
+			if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1)); err == nil {
 				break
 			}
 			runtime.Gosched()

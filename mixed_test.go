@@ -22,9 +22,12 @@ import (
 // resets them) and 16 index keys, so that it knows, for each call it
 // makes, what the answer must be:
 //
-//   - a task never runs before the bound of the last Schedule, Reset or
+//   - a task never runs before the bound of the last AfterFunc, Reset or
 //     ResetKey that returned true for its timer (the call's start plus
-//     its delay), nor twice;
+//     its delay, whatever its Slack), nor twice;
+//   - a series' k-th run starts no earlier than k periods after Every,
+//     never while its previous run runs, and none starts after a
+//     CancelWait that returned true has returned (mixed_series_test.go);
 //   - a Cancel or Reset on a timer whose task had already run (the task
 //     recorded it before the call began) returns false: a stale handle
 //     touches nothing;
@@ -32,7 +35,8 @@ import (
 //     huge timeout is not born expired;
 //   - once Stop has returned, every accepted timer has ended exactly one
 //     way: it ran, a Cancel (or CancelKey, or its replacement by
-//     ScheduleKey) ended it, or Stop returned it.
+//     ScheduleKey) ended it, or Stop returned it; a series, by a Cancel
+//     or Stop.
 //
 // Its length comes from SHARDWHEEL_MIXED (a Go duration; 2s by default,
 // 500ms with -short), so that CI and a long hunt run the same test.
@@ -73,6 +77,9 @@ type mixedOracle struct {
 	// spikes counts the spikes' timers and how they ended: each runs or
 	// is cancelled, once.
 	spikes struct{ scheduled, ran, cancelled atomic.Int64 }
+	// series holds every series (Timeout -> *mixedSeries), seriesByKey
+	// the Handler ones by their argument.
+	series, seriesByKey sync.Map
 }
 
 func (o *mixedOracle) now() int64 { return int64(time.Since(o.epoch)) }
@@ -161,6 +168,12 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		}
 	})
 	require.NoError(t, err)
+	hs, err := s.NewHandler(func(key uint64) {
+		if m, ok := o.seriesByKey.Load(key); ok {
+			o.runSeries(m.(*mixedSeries))
+		}
+	})
+	require.NoError(t, err)
 
 	stop := make(chan struct{})
 	var procsDone sync.WaitGroup
@@ -182,6 +195,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 	var all sync.Map // Timeout -> *mixedTimer
 	var ctxs sync.WaitGroup
 	var wg sync.WaitGroup
+	var liveSeries atomic.Int64 // left for Stop to return
 	deadline := time.Now().Add(d)
 	for w := range workers {
 		wg.Add(1)
@@ -191,7 +205,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
 			}
-			mw := &mixedWorker{o: o, s: s, h: h, byID: &byID, all: &all, nextID: &nextID,
+			mw := &mixedWorker{o: o, s: s, h: h, hs: hs, byID: &byID, all: &all, nextID: &nextID,
 				rng: rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano()))), ctxs: &ctxs}
 			for i := range mw.keys {
 				mw.keys[i] = uint64(w+1)<<40 | uint64(i+1)
@@ -202,6 +216,14 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 				if time.Now().After(spikeAt) {
 					mw.spike()
 					spikeAt = time.Now().Add(time.Second + time.Duration(mw.rng.IntN(1000))*time.Millisecond)
+				}
+			}
+			// End half the series left; Stop returns the others.
+			for _, m := range mw.live {
+				if mw.rng.IntN(2) == 0 {
+					mw.endSeries(m, mw.rng.IntN(2) == 0)
+				} else {
+					liveSeries.Add(1)
 				}
 			}
 		}()
@@ -219,19 +241,25 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		}
 		return true
 	})
-	if !assert.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery) {
-		o.fail("%d timers never ran, none of them due later than 15ms after the load: a shard sleeps with work waiting", s.Pending())
+	if !assert.Eventually(t, func() bool { return s.Pending() == int(liveSeries.Load()) }, waitFor, pollEvery) {
+		o.fail("%d timers never ran, none of them due later than 15ms after the load: a shard sleeps with work waiting", s.Pending()-int(liveSeries.Load()))
 	}
 	ctxs.Wait()
 	st := s.Stats().Total
 	t.Logf("blocks released %d, remade %d; swept %d; crossed %d", st.BlocksReleased, st.BlocksRemade, st.Swept, st.Crossed)
 	for _, tm := range s.Stop() {
+		if v, ok := o.series.Load(tm); ok {
+			v.(*mixedSeries).stopped = true
+			continue
+		}
 		v, ok := all.Load(tm)
 		if !ok {
 			continue // a task's own timer, or a context's
 		}
 		v.(*mixedTimer).stopped = true
 	}
+	o.checkSeries()
+	t.Logf("series %d, their runs %d, returned by Stop %d", o.seriesCount(), o.seriesRuns(), liveSeries.Load())
 	// Every accepted timer ended exactly one way.
 	all.Range(func(_, v any) bool {
 		m := v.(*mixedTimer)
@@ -262,7 +290,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 type mixedWorker struct {
 	o      *mixedOracle
 	s      *shardwheel.Scheduler
-	h      shardwheel.Handler
+	h, hs  shardwheel.Handler // the one-shot timers' handler, the series'
 	byID   *sync.Map
 	all    *sync.Map // Timeout -> *mixedTimer
 	nextID *atomic.Int64
@@ -274,6 +302,7 @@ type mixedWorker struct {
 	// byKey is the last timer ScheduleKey made for each key: the one
 	// CancelKey and ResetKey act on, while it has not run.
 	byKey [16]*mixedTimer
+	live  []*mixedSeries // the series it started and has not ended
 }
 
 // delay draws a delay: -1ms, 0, 0-12ms or an hour.
@@ -298,7 +327,7 @@ func (mw *mixedWorker) newTimer(delay time.Duration) *mixedTimer {
 	return m
 }
 
-// accepted records a timer whose Schedule returned handle.
+// accepted records a timer whose AfterFunc returned handle.
 func (mw *mixedWorker) accepted(m *mixedTimer, handle shardwheel.Timeout) {
 	m.handle = handle
 	m.ready.Store(true)
@@ -326,7 +355,7 @@ func (mw *mixedWorker) schedule(nested bool) {
 			case 0:
 				nt, err = mw.s.AfterFunc(time.Hour, noop)
 			case 1:
-				nt, err = mw.s.Schedule(nestedKey, time.Hour, noop)
+				nt, err = mw.s.AfterFunc(time.Hour, noop, shardwheel.ByKey(nestedKey))
 			default:
 				if _, err = mw.s.ScheduleKey(nestedKey, time.Hour, noop); err == nil && !mw.s.CancelKey(nestedKey) {
 					mw.o.fail("a task's own indexed timer could not be cancelled by key")
@@ -338,21 +367,30 @@ func (mw *mixedWorker) schedule(nested bool) {
 			}
 		}
 	}
+	// A third of them may run up to 10ms late: the bound stays the
+	// delay's.
+	var slack shardwheel.TimerOption
+	if mw.rng.IntN(3) == 0 {
+		slack = shardwheel.Slack(time.Duration(mw.rng.IntN(10_000)) * time.Microsecond)
+	}
 	switch mw.rng.IntN(4) {
 	case 0:
-		m.kind = "Handler.Schedule"
+		m.kind = "Handler.AfterFunc, ByKey"
 		mw.byID.Store(key, m)
-		t, err = mw.h.Schedule(key, d)
+		t, err = mw.h.AfterFunc(key, d, shardwheel.ByKey(key), slack)
 	case 1:
-		m.kind = "Schedule"
-		t, err = mw.s.Schedule(key, d, task)
+		m.kind = "AfterFunc, ByKey"
+		t, err = mw.s.AfterFunc(d, task, shardwheel.ByKey(key), slack)
 	case 2:
 		m.kind = "Handler.AfterFunc"
 		mw.byID.Store(key, m)
-		t, err = mw.h.AfterFunc(key, d)
+		t, err = mw.h.AfterFunc(key, d, slack)
 	default:
 		m.kind = "AfterFunc"
-		t, err = mw.s.AfterFunc(d, task)
+		t, err = mw.s.AfterFunc(d, task, slack)
+	}
+	if slack != (shardwheel.TimerOption{}) {
+		m.kind += ", Slack"
 	}
 	if nested {
 		m.kind += ", nested"
@@ -367,7 +405,9 @@ func (mw *mixedWorker) schedule(nested bool) {
 // step makes one random call.
 func (mw *mixedWorker) step() {
 	o := mw.o
-	switch mw.rng.IntN(12) {
+	switch mw.rng.IntN(13) {
+	case 12:
+		mw.series()
 	case 0, 1:
 		mw.schedule(false)
 	case 2:
@@ -378,8 +418,8 @@ func (mw *mixedWorker) step() {
 		var t shardwheel.Timeout
 		var err error
 		if mw.rng.IntN(2) == 0 {
-			m.kind = "Schedule, cancelled at once"
-			t, err = mw.s.Schedule(mw.rng.Uint64N(64), time.Hour, func() { o.run(m) })
+			m.kind = "AfterFunc, ByKey, cancelled at once"
+			t, err = mw.s.AfterFunc(time.Hour, func() { o.run(m) }, shardwheel.ByKey(mw.rng.Uint64N(64)))
 		} else {
 			t, err = mw.s.AfterFunc(time.Hour, func() { o.run(m) })
 		}
@@ -472,7 +512,7 @@ func (mw *mixedWorker) spike() {
 			mw.o.spikes.ran.Add(1)
 		}
 		if routed {
-			t, err = mw.s.Schedule(mw.rng.Uint64(), d, task)
+			t, err = mw.s.AfterFunc(d, task, shardwheel.ByKey(mw.rng.Uint64()))
 		} else {
 			t, err = mw.s.AfterFunc(d, task)
 		}

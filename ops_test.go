@@ -28,7 +28,7 @@ func FuzzSchedulerOps(f *testing.F) {
 	f.Add([]byte{12, 0, 12, 9, 13, 3, 13, 6, 14, 0, 4, 1, 14, 1, 14, 2, 7, 3, 3, 4, 6, 0, 12, 1, 13, 1})
 	s2, err := shardwheel.New(shardwheel.WithShards(1))
 	require.NoError(f, err)
-	foreign, err := s2.Schedule(1, time.Hour, func() {})
+	foreign, err := s2.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(1))
 	require.NoError(f, err)
 	f.Cleanup(func() { s2.Stop() })
 	delays := []time.Duration{
@@ -96,9 +96,9 @@ func FuzzSchedulerOps(f *testing.F) {
 				var tm shardwheel.Timeout
 				var err error
 				if ops[i]%12 == 0 {
-					tm, err = s.Schedule(uint64(arg), d, func() {})
+					tm, err = s.AfterFunc(d, func() {}, shardwheel.ByKey(uint64(arg)))
 				} else {
-					tm, err = h.Schedule(uint64(arg), d)
+					tm, err = h.AfterFunc(uint64(arg), d, shardwheel.ByKey(uint64(arg)))
 				}
 				if stopped {
 					require.ErrorIs(t, err, shardwheel.ErrStopped)
@@ -107,7 +107,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				require.NoError(t, err)
 				add(tm, uint64(arg), d)
 			case 2: // nil task
-				_, err := s.Schedule(1, time.Hour, nil)
+				_, err := s.AfterFunc(time.Hour, nil, shardwheel.ByKey(1))
 				require.ErrorIs(t, err, shardwheel.ErrNilTask)
 			case 3: // cancel
 				tm := pick()
@@ -205,9 +205,9 @@ func FuzzSchedulerOps(f *testing.F) {
 				var tm shardwheel.Timeout
 				var err error
 				if arg/12%2 == 0 {
-					tm, err = s.Every(uint64(arg), period, missed, func() {})
+					tm, err = s.Every(period, func() {}, shardwheel.ByKey(uint64(arg)), shardwheel.OnMissed(missed))
 				} else {
-					tm, err = h.Every(uint64(arg), period, missed)
+					tm, err = h.Every(uint64(arg), period, shardwheel.ByKey(uint64(arg)), shardwheel.OnMissed(missed))
 				}
 				if period < s.Tick() { // shorter than the tick: it could only miss points
 					require.ErrorIs(t, err, shardwheel.ErrBadPeriod)
@@ -222,7 +222,7 @@ func FuzzSchedulerOps(f *testing.F) {
 			case 13: // ScheduleWithin: any delay, slack up to an hour
 				d := delays[arg%len(delays)]
 				slack := time.Duration(arg/len(delays)) * time.Hour / 25
-				tm, err := s.ScheduleWithin(uint64(arg), d, slack, func() {})
+				tm, err := s.AfterFunc(d, func() {}, shardwheel.ByKey(uint64(arg)), shardwheel.Slack(slack))
 				if stopped {
 					require.ErrorIs(t, err, shardwheel.ErrStopped)
 					continue

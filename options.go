@@ -179,8 +179,8 @@ func WithTransferCap(n int) Option {
 	}
 }
 
-// WithMaxPending limits the number of pending timers; beyond it Schedule
-// returns ErrTooManyPending. 0, the default, means no limit other than
+// WithMaxPending limits the number of pending timers; beyond it AfterFunc
+// and its kin return ErrTooManyPending. 0, the default, means no limit other than
 // capacity (64M timers per shard). n must not be negative.
 func WithMaxPending(n int) Option {
 	return func(c *config) error {
@@ -255,8 +255,8 @@ func WithAffinity(on bool) Option {
 // WithBlockedAfter sets how long a task may hold up the tasks behind it.
 // A shard's goroutine never runs a task: it hands each due timer's task,
 // in deadline order, to its runner, a goroutine that runs them one at a
-// time, so that the tasks of one key (Schedule, ScheduleKey,
-// ScheduleWithin) run one at a time, in deadline order. Once a task has
+// time, so that the tasks of one key (ByKey, ScheduleKey) run one at a
+// time, in deadline order. Once a task has
 // kept the tasks queued behind it waiting for d (looked at every d: it is
 // noticed between d and 2d after it started, and a tick later at most),
 // the shard hands them to a new runner, and the old one, once its task
@@ -302,7 +302,7 @@ func WithMaxBlockedTasks(n int) Option {
 // WithStats turns the latency histograms of Stats (tick lag, timer lateness,
 // pass time, task run time) on or off; they are on by default. They cost one
 // clock read per pass and about one per task run, which times the task and
-// starts the next (BenchmarkStatsOverhead measures Schedule and Cancel with them on
+// starts the next (BenchmarkStatsOverhead measures AfterFunc and Cancel with them on
 // and off). Counters are kept either way.
 func WithStats(on bool) Option {
 	return func(c *config) error {

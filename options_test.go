@@ -99,7 +99,7 @@ func FuzzOptions(f *testing.F) {
 		defer s.Stop()
 		require.Equal(t, shards, s.Shards())
 		require.Equal(t, time.Duration(tick), s.Tick())
-		tm, err := s.Schedule(1, time.Hour, func() {})
+		tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(1))
 		require.NoError(t, err, "every valid configuration takes at least one timer")
 		stopped := s.Stop()
 		require.Len(t, stopped, 1)
@@ -134,13 +134,13 @@ func TestSmallestWheelSizesRunTimersAtEveryLevel(t *testing.T) {
 			delay := time.Duration(ms) * time.Millisecond
 			before := time.Now()
 			wg.Add(1)
-			_, err := s.Schedule(uint64(ms), delay, func() {
+			_, err := s.AfterFunc(delay, func() {
 				if time.Since(before) < delay {
 					early.Add(1)
 				}
 				runs.Add(1)
 				wg.Done()
-			})
+			}, shardwheel.ByKey(uint64(ms)))
 			require.NoError(t, err)
 		}
 		wg.Wait()

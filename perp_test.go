@@ -89,7 +89,7 @@ func TestTimersEndedFromOtherPs(t *testing.T) {
 					if i%2 == 0 {
 						tm, err = s.AfterFunc(delay, task)
 					} else {
-						tm, err = s.Schedule(uint64(p)<<32|uint64(i), delay, task)
+						tm, err = s.AfterFunc(delay, task, shardwheel.ByKey(uint64(p)<<32|uint64(i)))
 					}
 					if err != nil {
 						t.Error(err)
@@ -166,7 +166,7 @@ func TestGOMAXPROCSChangesWhileTimersRun(t *testing.T) {
 				if i%2 == 0 {
 					tm, err = s.AfterFunc(time.Duration(i%4)*time.Millisecond, func() { o.ran.Add(1) })
 				} else {
-					tm, err = s.Schedule(uint64(i), time.Duration(i%4)*time.Millisecond, func() { o.ran.Add(1) })
+					tm, err = s.AfterFunc(time.Duration(i%4)*time.Millisecond, func() { o.ran.Add(1) }, shardwheel.ByKey(uint64(i)))
 				}
 				if err != nil {
 					t.Error(err)
@@ -246,14 +246,14 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 					if i%2 == 0 {
 						_, err = s.AfterFunc(tr.delay, task)
 					} else {
-						_, err = s.Schedule(keys[(g+i)%len(keys)][i%64], tr.delay, task)
+						_, err = s.AfterFunc(tr.delay, task, shardwheel.ByKey(keys[(g+i)%len(keys)][i%64]))
 					}
 					if !assert.NoError(t, err) {
 						return
 					}
 					mine = append(mine, tr)
 					if i%5 == 0 { // an hour away, then cancelled: on every shard
-						far, err := s.Schedule(keys[i%len(keys)][g], time.Hour, func() { t.Error("a cancelled timer ran") })
+						far, err := s.AfterFunc(time.Hour, func() { t.Error("a cancelled timer ran") }, shardwheel.ByKey(keys[i%len(keys)][g]))
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -344,7 +344,7 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 		for shard := 1; shard < s.Shards(); shard++ {
 			for i := range n {
 				done.Add(1)
-				_, err := s.Schedule(keys[shard][i%64], time.Duration(i%3)*time.Millisecond, done.Done)
+				_, err := s.AfterFunc(time.Duration(i%3)*time.Millisecond, done.Done, shardwheel.ByKey(keys[shard][i%64]))
 				require.NoError(t, err)
 			}
 		}
@@ -358,7 +358,7 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 	var probes sync.WaitGroup
 	for shard := 1; shard < s.Shards(); shard++ {
 		probes.Add(1)
-		_, err := s.Schedule(keys[shard][0], time.Millisecond, probes.Done)
+		_, err := s.AfterFunc(time.Millisecond, probes.Done, shardwheel.ByKey(keys[shard][0]))
 		require.NoError(t, err)
 	}
 	probes.Wait() // each shard still runs its timers

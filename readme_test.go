@@ -83,7 +83,7 @@ var readmeFrames = []readmeFrame{
 			check(errors.Is(cause, context.DeadlineExceeded), fmt.Sprint("the request ended with ", cause))`,
 	},
 	{
-		marker: "s.EveryFunc(30*time.Second,",
+		marker: "s.Every(30*time.Second,",
 		name:   "connTimers",
 		sig:    "(ctx context.Context, s *shardwheel.Scheduler, conn *clientConn) error",
 		run: `s := newScheduler()

@@ -76,7 +76,7 @@ func TestKeyedTasksRunOnTheKeysShard(t *testing.T) {
 				if (k+uint64(g))%3 == 0 {
 					delay = 700 * time.Millisecond // beyond level 0 of the default wheel
 				}
-				tm, err := s.Schedule(k, delay, func() { ran <- run{k, shardwheel.RunningShard(s)} })
+				tm, err := s.AfterFunc(delay, func() { ran <- run{k, shardwheel.RunningShard(s)} }, shardwheel.ByKey(k))
 				require.NoError(t, err)
 				assert.Equal(t, k, tm.Key())
 				runtime.Gosched()

@@ -69,18 +69,24 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 	var key uint64
 	calls := map[string]func(d time.Duration) (shardwheel.Timeout, error){
 		"AfterFunc": func(d time.Duration) (shardwheel.Timeout, error) { return s.AfterFunc(d, noop) },
-		"Schedule":  func(d time.Duration) (shardwheel.Timeout, error) { key++; return s.Schedule(key, d, noop) },
+		"Schedule": func(d time.Duration) (shardwheel.Timeout, error) {
+			key++
+			return s.AfterFunc(d, noop, shardwheel.ByKey(key))
+		},
 		"ScheduleKey": func(d time.Duration) (shardwheel.Timeout, error) {
 			key++
 			return s.ScheduleKey(key, d, noop)
 		},
 		"ScheduleWithin": func(d time.Duration) (shardwheel.Timeout, error) {
 			key++
-			return s.ScheduleWithin(key, d, time.Millisecond, noop)
+			return s.AfterFunc(d, noop, shardwheel.ByKey(key), shardwheel.Slack(time.Millisecond))
 		},
-		"AfterFuncWithin":   func(d time.Duration) (shardwheel.Timeout, error) { return s.AfterFuncWithin(d, 0, noop) },
+		"AfterFuncWithin":   func(d time.Duration) (shardwheel.Timeout, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
 		"Handler.AfterFunc": func(d time.Duration) (shardwheel.Timeout, error) { key++; return h.AfterFunc(key, d) },
-		"Handler.Schedule":  func(d time.Duration) (shardwheel.Timeout, error) { key++; return h.Schedule(key, d) },
+		"Handler.Schedule": func(d time.Duration) (shardwheel.Timeout, error) {
+			key++
+			return h.AfterFunc(key, d, shardwheel.ByKey(key))
+		},
 		"Handler.ScheduleKey": func(d time.Duration) (shardwheel.Timeout, error) {
 			key++
 			return h.ScheduleKey(key, d)
@@ -123,7 +129,7 @@ func TestExtremeSlackAndPeriodsSaturate(t *testing.T) {
 	for _, c := range extremeDelays(s) {
 		t.Run("slack "+c.name, func(t *testing.T) {
 			before := time.Now()
-			tm, err := s.AfterFuncWithin(time.Hour, c.d, noop)
+			tm, err := s.AfterFunc(time.Hour, noop, shardwheel.Slack(c.d))
 			require.NoError(t, err)
 			dl := tm.Deadline()
 			assert.False(t, dl.Before(before.Add(time.Hour)), "slack %v made it early", c.d)
@@ -132,7 +138,7 @@ func TestExtremeSlackAndPeriodsSaturate(t *testing.T) {
 		})
 		t.Run("period "+c.name, func(t *testing.T) {
 			before := time.Now()
-			tm, err := s.EveryFunc(c.d, shardwheel.SkipMissed, noop)
+			tm, err := s.Every(c.d, noop, shardwheel.OnMissed(shardwheel.SkipMissed))
 			if c.d < s.Tick() {
 				require.ErrorIs(t, err, shardwheel.ErrBadPeriod)
 				return
@@ -142,7 +148,7 @@ func TestExtremeSlackAndPeriodsSaturate(t *testing.T) {
 			tm.Cancel()
 		})
 		t.Run("series Reset "+c.name, func(t *testing.T) {
-			tm, err := s.EveryFunc(time.Hour, shardwheel.SkipMissed, noop)
+			tm, err := s.Every(time.Hour, noop, shardwheel.OnMissed(shardwheel.SkipMissed))
 			require.NoError(t, err)
 			defer tm.Cancel()
 			before := time.Now()

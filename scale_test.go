@@ -38,7 +38,7 @@ func TestScale(t *testing.T) {
 	var heap [2]uint64
 	for cycle := range 2 {
 		for i := range handles {
-			tm, err := s.Schedule(uint64(i), time.Hour+time.Duration(i)*time.Microsecond, noop)
+			tm, err := s.AfterFunc(time.Hour+time.Duration(i)*time.Microsecond, noop, shardwheel.ByKey(uint64(i)))
 			require.NoError(t, err)
 			handles[i] = tm
 		}
@@ -47,13 +47,13 @@ func TestScale(t *testing.T) {
 		for i := range expiring {
 			delay := time.Duration(i) * time.Second / expiring // spread over 1s
 			due[i] = int64(time.Since(epoch) + delay)
-			_, err := s.Schedule(uint64(i), delay, func() {
+			_, err := s.AfterFunc(delay, func() {
 				if now := int64(time.Since(epoch)); now < due[i] {
 					early.Add(1)
 				}
 				runs[i].Add(1)
 				ran.Add(1)
-			})
+			}, shardwheel.ByKey(uint64(i)))
 			require.NoError(t, err)
 		}
 		require.Eventually(t, func() bool { return ran.Load() == expiring }, time.Minute, 10*time.Millisecond)

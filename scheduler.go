@@ -13,14 +13,14 @@ import (
 )
 
 var (
-	// ErrStopped is returned by Schedule, AfterFunc, ScheduleKey and their
-	// kin, and by NewHandler, after Stop (or Shutdown).
+	// ErrStopped is returned by AfterFunc, Every, ScheduleKey and the
+	// Handler forms, and by NewHandler, after Stop (or Shutdown).
 	ErrStopped = errors.New("shardwheel: scheduler stopped")
-	// ErrTooManyPending is returned by Schedule, AfterFunc and ScheduleKey when the
+	// ErrTooManyPending is returned by AfterFunc, Every and ScheduleKey when the
 	// limit set by WithMaxPending is reached, or wrapped when a shard holds
 	// its capacity of ShardCapacity timers.
 	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
-	// ErrNilTask is returned by Schedule, AfterFunc and ScheduleKey for a
+	// ErrNilTask is returned by AfterFunc, Every and ScheduleKey for a
 	// nil task, by NewHandler for a nil function, and by the zero
 	// Handler's methods.
 	ErrNilTask = errors.New("shardwheel: nil task")
@@ -214,7 +214,7 @@ func (s *Scheduler) Tick() time.Duration {
 	return s.tick
 }
 
-// MaxDelay returns the longest delay honoured as given; Schedule and Reset
+// MaxDelay returns the longest delay honoured as given; AfterFunc and Reset
 // clamp longer delays to it.
 func (s *Scheduler) MaxDelay() time.Duration {
 	s.mustBeNew()

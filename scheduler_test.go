@@ -27,13 +27,13 @@ func TestScheduleRunsTaskOnceNeverEarly(t *testing.T) {
 	for i := range n {
 		delay := time.Duration(i%20) * time.Millisecond
 		start := time.Now()
-		_, err := s.Schedule(uint64(i), delay, func() {
+		_, err := s.AfterFunc(delay, func() {
 			if time.Since(start) < delay {
 				early.Add(1)
 			}
 			runs[i].Add(1)
 			ran.Add(1)
-		})
+		}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return ran.Load() >= n }, waitFor, pollEvery)
@@ -50,18 +50,18 @@ func TestScheduleRunsTaskOnceNeverEarly(t *testing.T) {
 
 func TestScheduleErrors(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithMaxPending(3))
-	_, err := s.Schedule(1, time.Hour, nil)
+	_, err := s.AfterFunc(time.Hour, nil, shardwheel.ByKey(1))
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	_, err = s.AfterFunc(time.Hour, nil)
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 
 	var ts []shardwheel.Timeout
 	for i := range 3 {
-		tm, err := s.Schedule(uint64(i), time.Hour, func() {})
+		tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 		ts = append(ts, tm)
 	}
-	_, err = s.Schedule(99, time.Hour, func() {})
+	_, err = s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(99))
 	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
 	assert.Equal(t, 3, s.Pending(), "a rejected schedule leaves no trace")
 	require.True(t, ts[0].Cancel())
@@ -69,7 +69,7 @@ func TestScheduleErrors(t *testing.T) {
 	assert.NoError(t, err, "the limit counts pending timers, not schedules")
 
 	s.Stop()
-	_, err = s.Schedule(1, time.Hour, func() {})
+	_, err = s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(1))
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 	_, err = s.AfterFunc(time.Hour, func() {})
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
@@ -77,11 +77,11 @@ func TestScheduleErrors(t *testing.T) {
 
 func TestHugeAndNegativeDelays(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
-	huge, err := s.Schedule(1, math.MaxInt64, func() { t.Error("huge delay ran") })
+	huge, err := s.AfterFunc(math.MaxInt64, func() { t.Error("huge delay ran") }, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	assert.True(t, huge.Deadline().After(time.Now().Add(s.MaxDelay()-time.Second)))
 	ran := make(chan struct{})
-	_, err = s.Schedule(2, math.MinInt64, func() { close(ran) })
+	_, err = s.AfterFunc(math.MinInt64, func() { close(ran) }, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	select {
 	case <-ran:
@@ -143,7 +143,7 @@ func testNonPositiveDelayRunsWithinATick(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Hour, -1 << 63} {
 		ran := make(chan time.Duration, 1)
 		before := time.Now()
-		tm, err := s.Schedule(1, d, func() { ran <- time.Since(before) })
+		tm, err := s.AfterFunc(d, func() { ran <- time.Since(before) }, shardwheel.ByKey(1))
 		require.NoError(t, err)
 		if dl := tm.Deadline(); !dl.IsZero() {
 			assert.False(t, dl.Before(before), "delay %v: Deadline before the call", d)

@@ -49,9 +49,9 @@ func TestScheduleWithinWindows(t *testing.T) {
 				mu.Unlock()
 			}
 			if exact {
-				_, err = s.Schedule(uint64(i), delay, task)
+				_, err = s.AfterFunc(delay, task, shardwheel.ByKey(uint64(i)))
 			} else {
-				_, err = s.ScheduleWithin(uint64(i), delay, slack, task)
+				_, err = s.AfterFunc(delay, task, shardwheel.ByKey(uint64(i)), shardwheel.Slack(slack))
 			}
 			require.NoError(t, err)
 			if i%100 == 0 {
@@ -61,11 +61,11 @@ func TestScheduleWithinWindows(t *testing.T) {
 		wg.Wait()
 		t.Logf("1500 timers with slack ran on %d distinct ticks", len(slackTicks))
 		assert.Less(t, len(slackTicks), 300)
-		_, err = h.ScheduleWithin(1, time.Second, time.Second)
+		_, err = h.AfterFunc(1, time.Second, shardwheel.ByKey(1), shardwheel.Slack(time.Second))
 		require.NoError(t, err)
-		_, err = (shardwheel.Handler{}).ScheduleWithin(1, time.Second, time.Second)
+		_, err = (shardwheel.Handler{}).AfterFunc(1, time.Second, shardwheel.ByKey(1), shardwheel.Slack(time.Second))
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
-		_, err = s.ScheduleWithin(1, time.Second, time.Second, nil)
+		_, err = s.AfterFunc(time.Second, nil, shardwheel.ByKey(1), shardwheel.Slack(time.Second))
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	})
 }
@@ -79,7 +79,7 @@ func TestScheduleWithinSkipsTheCascade(t *testing.T) {
 			s, err := shardwheel.New(shardwheel.WithShards(1))
 			require.NoError(t, err)
 			done := make(chan struct{})
-			_, err = s.ScheduleWithin(1, time.Minute, slack, func() { close(done) })
+			_, err = s.AfterFunc(time.Minute, func() { close(done) }, shardwheel.ByKey(1), shardwheel.Slack(slack))
 			require.NoError(t, err)
 			<-done
 			st := s.Stats().Total

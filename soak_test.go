@@ -148,7 +148,7 @@ func (o *oracle) churn(t *testing.T, s *shardwheel.Scheduler, seed uint64, deadl
 			}
 			r.due.Store(o.now() + int64(d))
 			r.log("schedule %v at %v", d, time.Duration(o.now()))
-			tm, err := s.Schedule(rng.Uint64(), d, o.task(t, r))
+			tm, err := s.AfterFunc(d, o.task(t, r), shardwheel.ByKey(rng.Uint64()))
 			if !assert.NoError(t, err) {
 				return
 			}

@@ -34,10 +34,10 @@ type ShardStats struct {
 	// and the nodes that stand in its wheel for timers other shards
 	// handed to it (their keys route here).
 	Resident int `json:"resident"`
-	// Scheduled counts timers accepted by Schedule and its kin. Like every
+	// Scheduled counts timers accepted by AfterFunc and its kin. Like every
 	// counter here it never decreases. Summed over the shards, at
 	// quiescence and after Stop, Scheduled = Fired + Cancelled + Stopped +
-	// Scheduler.Pending(), with one exception: a Schedule that races with
+	// Scheduler.Pending(), with one exception: a call that races with
 	// Stop and returns ErrStopped stays counted if a Stats call counted it
 	// before Stop undid it.
 	Scheduled uint64 `json:"scheduled"`
@@ -121,8 +121,8 @@ type ShardStats struct {
 	// not started or not returned), which SkipMissed and DelayMissed
 	// drop and BurstMissed runs late.
 	PeriodicMissed uint64 `json:"periodic_missed"`
-	// Crossed counts the timers with a key (Schedule, ScheduleKey,
-	// ScheduleWithin and their Handler forms) that this shard filed and
+	// Crossed counts the timers with a key (ByKey one-shot timers and
+	// ScheduleKey's, of closures or Handlers) that this shard filed and
 	// handed over to the shard their key routes to, as they came near
 	// their deadline, for that shard's runner to run. A timer
 	// cancelled before it comes near never crosses. It counts in the
@@ -166,7 +166,7 @@ type ShardStats struct {
 	TickLag Histogram `json:"tick_lag"`
 	// Lateness is how late tasks started versus their deadline tick's
 	// start, which is the requested deadline (the clock reading of the
-	// Schedule or Reset call plus the delay) rounded up to the tick grid:
+	// AfterFunc or Reset call plus the delay) rounded up to the tick grid:
 	// what the task sees is Lateness plus less than one tick. Every task
 	// is measured as its runner starts it (with WithExecutor, as it hands
 	// it to the executor), so a task's wait behind the tasks before it is
@@ -200,7 +200,7 @@ type RecentPeaks struct {
 	QueuedPeak int `json:"queued_peak"`
 	// TransferPeak is the most timers moved from the queue to the wheel
 	// in one tick, as the shard's passes of that tick left the count:
-	// timers a Schedule call took in after the tick's last pass count in
+	// timers an AfterFunc call took in after the tick's last pass count in
 	// ShardStats.TransferPeak only.
 	TransferPeak int `json:"transfer_peak"`
 	// RefiledPeak is the most timers one of those passes moved within
@@ -415,8 +415,8 @@ func shardStats(e shard.Stats) ShardStats {
 // WithBlockedAfter, which went to another runner while it went on.
 type BlockedTask struct {
 	// Key is the timer's key, and Keyed whether the key's later timers
-	// wait for the task (a timer from Schedule, ScheduleKey or
-	// ScheduleWithin). AfterFunc's timers and series have none (a
+	// wait for the task (a one-shot timer with ByKey, or from
+	// ScheduleKey). Timers without a key and series have none (a
 	// series' next run waits for its last anyway): Keyed is false.
 	Key   uint64 `json:"key"`
 	Keyed bool   `json:"keyed"`

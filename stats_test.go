@@ -28,7 +28,7 @@ func TestStatsAccountForEveryEnd(t *testing.T) {
 		if k%3 == 0 {
 			delay, task = 0, func() { ran.Add(1) }
 		}
-		tm, err := s.Schedule(k, delay, task)
+		tm, err := s.AfterFunc(delay, task, shardwheel.ByKey(k))
 		require.NoError(t, err)
 		perShard[shardwheel.FiledOn(tm)]++ // the shard that filed it counts it
 		if k%3 == 1 {
@@ -91,10 +91,10 @@ func TestStatsAddUp(t *testing.T) {
 	}
 	var fired atomic.Int64
 	for i := range 100 {
-		_, err := s.Schedule(uint64(i), 0, func() {
+		_, err := s.AfterFunc(0, func() {
 			fired.Add(1)
-			_, _ = s.Schedule(uint64(i), time.Millisecond, func() { fired.Add(1) })
-		})
+			_, _ = s.AfterFunc(time.Millisecond, func() { fired.Add(1) }, shardwheel.ByKey(uint64(i)))
+		}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return fired.Load() == 200 }, waitFor, pollEvery)
@@ -103,7 +103,7 @@ func TestStatsAddUp(t *testing.T) {
 
 	var later []shardwheel.Timeout
 	for i := range 50 {
-		tm, err := s.Schedule(uint64(i), time.Hour, noop)
+		tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 		later = append(later, tm)
 	}
@@ -117,7 +117,7 @@ func TestStatsAddUp(t *testing.T) {
 	for p := range 4 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				if _, err := s.Schedule(uint64(p)<<32|uint64(i), time.Hour, noop); err != nil {
+				if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(uint64(p)<<32|uint64(i))); err != nil {
 					assert.ErrorIs(t, err, shardwheel.ErrStopped)
 					return
 				}
@@ -147,11 +147,11 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 2000 {
 		wg.Add(1)
-		_, err := s.Schedule(uint64(i), time.Duration(i%50)*time.Millisecond, wg.Done)
+		_, err := s.AfterFunc(time.Duration(i%50)*time.Millisecond, wg.Done, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	}
 	wg.Add(1)
-	_, err := s.Schedule(1<<20, 5*time.Millisecond, func() { time.Sleep(40 * time.Millisecond); wg.Done() })
+	_, err := s.AfterFunc(5*time.Millisecond, func() { time.Sleep(40 * time.Millisecond); wg.Done() }, shardwheel.ByKey(1<<20))
 	require.NoError(t, err)
 	wg.Wait()
 	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 2001 }, waitFor, pollEvery)
@@ -178,7 +178,7 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 
 	off := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithStats(false))
 	done := make(chan struct{})
-	_, err = off.Schedule(1, 0, func() { close(done) })
+	_, err = off.AfterFunc(0, func() { close(done) }, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	<-done
 	require.Eventually(t, func() bool { return off.Stats().Total.Fired == 1 }, waitFor, pollEvery)
@@ -195,10 +195,10 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 func TestStatsAddUpWithContextsHandedOverByStop(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
 	ran := make(chan struct{})
-	_, err := s.Schedule(1, 0, func() { close(ran) })
+	_, err := s.AfterFunc(0, func() { close(ran) }, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	<-ran
-	c, err := s.Schedule(2, time.Hour, noop)
+	c, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	require.True(t, c.Cancel())
 	_, err = s.ScheduleKey(3, time.Hour, noop)
@@ -264,7 +264,7 @@ func TestStatsRelationsHoldInEveryRead(t *testing.T) {
 				default:
 				}
 				d := time.Duration(r.IntN(40)) * time.Millisecond
-				tm, err := s.Schedule(r.Uint64(), d, noop)
+				tm, err := s.AfterFunc(d, noop, shardwheel.ByKey(r.Uint64()))
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -334,7 +334,7 @@ func TestCancelledCrossedTimersAreFreed(t *testing.T) {
 		if s.ShardOf(k) != 1 { // GOMAXPROCS 1: files on shard 0, crosses to 1
 			continue
 		}
-		tm, err := s.Schedule(k, 300*time.Millisecond, func() { t.Error("a cancelled timer ran") })
+		tm, err := s.AfterFunc(300*time.Millisecond, func() { t.Error("a cancelled timer ran") }, shardwheel.ByKey(k))
 		require.NoError(t, err)
 		require.True(t, tm.Reset(time.Hour))
 		ts = append(ts, tm)

@@ -61,7 +61,7 @@ func (s *Scheduler) Stop() []Timeout {
 // Shutdown is Stop that stops waiting when ctx is done: it then returns
 // ctx.Err() instead of hanging on a task that never returns. Either way
 // the first call claims every pending timer, returns it (or hands it over,
-// as Stop does), and makes Schedule return ErrStopped; a nil error means
+// as Stop does), and makes AfterFunc return ErrStopped; a nil error means
 // every task has returned, as after Stop. When ctx is done first, tasks
 // handed out before may still be running or queued, and run to their
 // end. The error is ctx.Err() whenever ctx is done before every task has

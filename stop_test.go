@@ -20,7 +20,7 @@ func TestStopReturnsExactlyTheUnfinishedTimers(t *testing.T) {
 	require.NoError(t, err)
 	want := map[uint64]bool{}
 	for i := range uint64(1000) {
-		tm, err := s.Schedule(i, time.Hour, func() { t.Error("ran") })
+		tm, err := s.AfterFunc(time.Hour, func() { t.Error("ran") }, shardwheel.ByKey(i))
 		require.NoError(t, err)
 		if i%3 == 0 {
 			require.True(t, tm.Cancel())
@@ -48,11 +48,11 @@ func TestStopFromTask(t *testing.T) {
 		s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Millisecond))
 		require.NoError(t, err)
 		for i := range uint64(10) {
-			_, err := s.Schedule(i, time.Hour, func() {})
+			_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(i))
 			require.NoError(t, err)
 		}
 		returned := make(chan []shardwheel.Timeout, 1)
-		_, err = s.Schedule(100, 0, func() { returned <- s.Stop() })
+		_, err = s.AfterFunc(0, func() { returned <- s.Stop() }, shardwheel.ByKey(100))
 		require.NoError(t, err)
 		select {
 		case got := <-returned:
@@ -69,7 +69,7 @@ func TestConcurrentStopCallsWaitForTheFirst(t *testing.T) {
 	s, err := shardwheel.New(shardwheel.WithShards(2))
 	require.NoError(t, err)
 	for i := range uint64(100) {
-		_, err := s.Schedule(i, time.Hour, func() {})
+		_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(i))
 		require.NoError(t, err)
 	}
 	var wg sync.WaitGroup
@@ -79,7 +79,7 @@ func TestConcurrentStopCallsWaitForTheFirst(t *testing.T) {
 			total.Add(int64(len(s.Stop())))
 			// Whichever Stop returns, the first has drained every shard.
 			assert.Zero(t, s.Pending(), "a Stop returned before the timers were drained")
-			_, err := s.Schedule(1, time.Hour, func() {})
+			_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(1))
 			assert.ErrorIs(t, err, shardwheel.ErrStopped)
 		})
 	}
@@ -94,7 +94,7 @@ func TestNoGoroutineLeftAfterStop(t *testing.T) {
 		require.NoError(t, err)
 		var ran atomic.Int64
 		for i := range uint64(1000) {
-			_, err := s.Schedule(i, time.Duration(i%3)*time.Millisecond, func() { ran.Add(1) })
+			_, err := s.AfterFunc(time.Duration(i%3)*time.Millisecond, func() { ran.Add(1) }, shardwheel.ByKey(i))
 			require.NoError(t, err)
 		}
 		s.Stop()
@@ -115,7 +115,7 @@ func TestScheduleRacingStop(t *testing.T) {
 			wg.Go(func() {
 				for i := 0; ; i++ {
 					runs := new(atomic.Int32)
-					tm, err := s.Schedule(uint64(w<<20|i), time.Duration(i%3)*time.Millisecond, func() { runs.Add(1) })
+					tm, err := s.AfterFunc(time.Duration(i%3)*time.Millisecond, func() { runs.Add(1) }, shardwheel.ByKey(uint64(w<<20|i)))
 					if err != nil {
 						assert.ErrorIs(t, err, shardwheel.ErrStopped)
 						return
@@ -175,7 +175,7 @@ func flood(t *testing.T, s *shardwheel.Scheduler, n int, delay func(i int) time.
 	for w := range 4 {
 		f.wg.Go(func() {
 			for i := range n {
-				if _, err := s.Schedule(uint64(w<<20|i), delay(i), func() { f.ran.Add(1) }); err != nil {
+				if _, err := s.AfterFunc(delay(i), func() { f.ran.Add(1) }, shardwheel.ByKey(uint64(w<<20|i))); err != nil {
 					assert.ErrorIs(t, err, shardwheel.ErrStopped)
 					return
 				}
@@ -242,12 +242,12 @@ func TestStopFromTwoTasksDoesNotDeadlock(t *testing.T) {
 	both.Add(2)
 	var returned atomic.Int64
 	for i := range 2 {
-		_, err := s.Schedule(keysFor(s, i, 1)[0], 0, func() {
+		_, err := s.AfterFunc(0, func() {
 			both.Done()
 			both.Wait()
 			s.Stop()
 			returned.Add(1)
-		})
+		}, shardwheel.ByKey(keysFor(s, i, 1)[0]))
 		require.NoError(t, err)
 	}
 	within(t, "Stop from two tasks", func() {
@@ -271,17 +271,17 @@ func TestStopGivesBackTasks(t *testing.T) {
 		task := func() { handed.Store(i, true) }
 		switch i % 3 {
 		case 0:
-			tm, err := s.Schedule(i, time.Hour, task)
+			tm, err := s.AfterFunc(time.Hour, task, shardwheel.ByKey(i))
 			require.NoError(t, err)
 			assert.Nil(t, tm.Task(), "a pending timer's task is not given back")
 			pending[i] = true
 		case 1:
-			tm, err := s.Schedule(i, time.Hour, task)
+			tm, err := s.AfterFunc(time.Hour, task, shardwheel.ByKey(i))
 			require.NoError(t, err)
 			require.True(t, tm.Cancel())
 			ended = append(ended, tm)
 		case 2:
-			tm, err := s.Schedule(i, 0, func() { fired.Add(1) })
+			tm, err := s.AfterFunc(0, func() { fired.Add(1) }, shardwheel.ByKey(i))
 			require.NoError(t, err)
 			ended = append(ended, tm)
 		}
@@ -309,10 +309,10 @@ func TestStopGivesBackTasks(t *testing.T) {
 func hangingTask(t *testing.T, s *shardwheel.Scheduler, i int) (release func()) {
 	t.Helper()
 	running, unblock := make(chan struct{}), make(chan struct{})
-	_, err := s.Schedule(keysFor(s, i, 1)[0], 0, func() {
+	_, err := s.AfterFunc(0, func() {
 		close(running)
 		<-unblock
-	})
+	}, shardwheel.ByKey(keysFor(s, i, 1)[0]))
 	require.NoError(t, err)
 	waitClosed(t, running)
 	return sync.OnceFunc(func() { close(unblock) })
@@ -329,7 +329,7 @@ func TestShutdownReturnsWhenATaskHangs(t *testing.T) {
 	want := map[uint64]bool{}
 	for i := range 2 {
 		for _, k := range keysFor(s, i, 51)[1:] { // [0] is the hanging task's
-			_, err := s.Schedule(k, time.Hour, func() { t.Error("ran") })
+			_, err := s.AfterFunc(time.Hour, func() { t.Error("ran") }, shardwheel.ByKey(k))
 			require.NoError(t, err)
 			want[k] = true
 		}
@@ -348,7 +348,7 @@ func TestShutdownReturnsWhenATaskHangs(t *testing.T) {
 		assert.NotNil(t, tm.Task())
 	}
 	assert.Zero(t, s.Pending())
-	_, err = s.Schedule(1, time.Hour, noop)
+	_, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 
 	// A later call waits for the hung shard, within its own ctx.
@@ -367,7 +367,7 @@ func TestShutdownReturnsWhenATaskHangs(t *testing.T) {
 func TestShutdownWithADoneContext(t *testing.T) {
 	s := newUnstopped(t, shardwheel.WithShards(1))
 	release := hangingTask(t, s, 0)
-	_, err := s.Schedule(7, time.Hour, noop)
+	_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(7))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -392,7 +392,7 @@ func TestShutdownWaitsForABlockedExecutor(t *testing.T) {
 	_, err := s.AfterFunc(0, noop)
 	require.NoError(t, err)
 	<-running
-	_, err = s.Schedule(3, time.Hour, noop)
+	_, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(3))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -410,7 +410,7 @@ func TestShutdownWithoutHangIsStop(t *testing.T) {
 	s, err := shardwheel.New(shardwheel.WithShards(3))
 	require.NoError(t, err)
 	for i := range uint64(30) {
-		_, err := s.Schedule(i, time.Hour, noop)
+		_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(i))
 		require.NoError(t, err)
 	}
 	got, err := s.Shutdown(context.Background())
@@ -427,14 +427,14 @@ func TestShutdownWithoutHangIsStop(t *testing.T) {
 // handles are then inert.
 func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
-	pending, err := s.Schedule(1, time.Hour, noop)
+	pending, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	assert.Nil(t, pending.Task())
-	cancelled, err := s.Schedule(2, time.Hour, noop)
+	cancelled, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	require.True(t, cancelled.Cancel())
 	ran := make(chan struct{})
-	fired, err := s.Schedule(3, 0, func() { close(ran) })
+	fired, err := s.AfterFunc(0, func() { close(ran) }, shardwheel.ByKey(3))
 	require.NoError(t, err)
 	<-ran
 	assert.Nil(t, cancelled.Task())
@@ -482,11 +482,11 @@ func TestShutdownClaimsTheOtherTimersOfTheHungTick(t *testing.T) {
 	}
 	var tms []shardwheel.Timeout
 	for i := range n {
-		tm, err := s.Schedule(uint64(i), 10*time.Millisecond, task)
+		tm, err := s.AfterFunc(10*time.Millisecond, task, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 		tms = append(tms, tm)
 	}
-	far, err := s.Schedule(100, time.Hour, noop)
+	far, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(100))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return started.Load() == 1 }, waitFor, pollEvery)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -502,7 +502,7 @@ func TestShutdownClaimsTheOtherTimersOfTheHungTick(t *testing.T) {
 	for _, tm := range tms {
 		assert.False(t, tm.Pending())
 	}
-	_, err = s.Schedule(1, 0, noop)
+	_, err = s.AfterFunc(0, noop, shardwheel.ByKey(1))
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 }
 
@@ -513,7 +513,7 @@ func TestTaskOfAHandedOverTimerIsNil(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(1))
 	_, cancel := s.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
-	tm, err := s.Schedule(1, time.Hour, cancel)
+	tm, err := s.AfterFunc(time.Hour, cancel, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	out := s.Stop()
 	assert.NotContains(t, out, tm)
@@ -537,9 +537,9 @@ func TestStopLeavesAnExecutorsSeriesRunToIt(t *testing.T) {
 		}))
 	require.NoError(t, err)
 	var inFlightRuns, idleRuns atomic.Int64
-	inFlight, err := s.Every(1, time.Millisecond, shardwheel.SkipMissed, func() { inFlightRuns.Add(1) })
+	inFlight, err := s.Every(time.Millisecond, func() { inFlightRuns.Add(1) }, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 	require.NoError(t, err)
-	idle, err := s.Every(2, time.Hour, shardwheel.SkipMissed, func() { idleRuns.Add(1) })
+	idle, err := s.Every(time.Hour, func() { idleRuns.Add(1) }, shardwheel.ByKey(2), shardwheel.OnMissed(shardwheel.SkipMissed))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		mu.Lock()

@@ -98,12 +98,12 @@ func stress(t *testing.T, shards, workers, opsPerWorker int) {
 					f := &fate{}
 					delay := time.Duration(r.IntN(20_000)) * time.Microsecond
 					f.due.Store(since() + int64(delay))
-					tm, err := s.Schedule(r.Uint64()%1000, delay, func() {
+					tm, err := s.AfterFunc(delay, func() {
 						if late := since() - f.due.Load(); late < 0 {
 							f.early.Store(-late)
 						}
 						f.ran.Add(1)
-					})
+					}, shardwheel.ByKey(r.Uint64()%1000))
 					if err != nil {
 						assert.ErrorIs(t, err, shardwheel.ErrStopped)
 						continue // rejected: never accepted, nothing to account

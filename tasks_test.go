@@ -28,7 +28,7 @@ func TestPanickingTasksAreCountedAndHandled(t *testing.T) {
 		if i%2 == 0 {
 			task = func() { panic("task failed") }
 		}
-		_, err := s.Schedule(i, time.Millisecond, task)
+		_, err := s.AfterFunc(time.Millisecond, task, shardwheel.ByKey(i))
 		require.NoError(t, err)
 	}
 	// Counters are published at the end of a pass, after the handler ran:
@@ -53,7 +53,7 @@ func TestExecutorRunsTasks(t *testing.T) {
 		go task()
 	}))
 	ran := make(chan struct{})
-	_, err := s.Schedule(1, time.Millisecond, func() { close(ran) })
+	_, err := s.AfterFunc(time.Millisecond, func() { close(ran) }, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	select {
 	case <-ran:
@@ -74,11 +74,11 @@ func TestBlockingTaskDelaysButNeverReorders(t *testing.T) {
 	var order []int
 	release := blockShard(t, s)
 	for i := 1; i <= 40; i++ {
-		_, err := s.Schedule(uint64(i), time.Duration(2+i)*time.Millisecond, func() {
+		_, err := s.AfterFunc(time.Duration(2+i)*time.Millisecond, func() {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-		})
+		}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	}
 	time.Sleep(block) // the shard stays blocked past every deadline, and longer
@@ -155,23 +155,23 @@ func TestGoexitingTaskLeavesItsShardRunning(t *testing.T) {
 					for i := range n {
 						d := time.Duration(i%8) * time.Millisecond
 						at := time.Now()
-						_, err := s.Schedule(uint64(i), d, func() {
+						_, err := s.AfterFunc(d, func() {
 							if time.Since(at) < d {
 								early.Add(1)
 							}
 							ran.Add(1)
-						})
+						}, shardwheel.ByKey(uint64(i)))
 						require.NoError(t, err)
 					}
 				}
-				_, err = s.Schedule(0, 0, c.abort)
+				_, err = s.AfterFunc(0, c.abort, shardwheel.ByKey(0))
 				require.NoError(t, err)
 				var beats atomic.Int64
-				hb, err := s.Every(0, time.Millisecond, shardwheel.SkipMissed, func() {
+				hb, err := s.Every(time.Millisecond, func() {
 					if beats.Add(1) <= aborts-1 {
 						c.abort()
 					}
-				})
+				}, shardwheel.ByKey(0), shardwheel.OnMissed(shardwheel.SkipMissed))
 				require.NoError(t, err)
 				schedule(100)
 				require.Eventually(t, func() bool { return ran.Load() == 100 && beats.Load() > aborts }, waitFor, pollEvery,
@@ -185,7 +185,7 @@ func TestGoexitingTaskLeavesItsShardRunning(t *testing.T) {
 				schedule(100) // after the shard goroutine was replaced
 				require.Eventually(t, func() bool { return ran.Load() == 200 }, waitFor, pollEvery)
 				assert.Zero(t, early.Load(), "timers ran early")
-				hour, err := s.Schedule(1, time.Hour, noop)
+				hour, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 				require.NoError(t, err)
 				assert.Equal(t, []shardwheel.Timeout{hour}, s.Stop())
 				mu.Lock()
@@ -244,11 +244,11 @@ func TestPanicHandlerThatEndsItsGoroutine(t *testing.T) {
 					require.NoError(t, err)
 				}
 				var beats atomic.Int64
-				hb, err := s.EveryFunc(time.Millisecond, shardwheel.SkipMissed, func() {
+				hb, err := s.Every(time.Millisecond, func() {
 					if beats.Add(1) == 1 {
 						abort()
 					}
-				})
+				}, shardwheel.OnMissed(shardwheel.SkipMissed))
 				require.NoError(t, err)
 				require.Eventually(t, func() bool { return ran.Load() == 10 && beats.Load() >= 3 },
 					waitFor, pollEvery, "the shard goes on: %d of 10 timers ran, the series ran %d times", ran.Load(), beats.Load())

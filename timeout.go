@@ -35,7 +35,7 @@ func (t Timeout) Cancel() bool {
 }
 
 // Reset moves the timer's deadline to delay from now (clamped like
-// Schedule's) and reports whether the timer was still pending, in which case
+// AfterFunc's) and reports whether the timer was still pending, in which case
 // it now runs at the new deadline and not at the old one. If Reset returns
 // false the timer has ended (possibly by running at its old deadline, with
 // which Reset raced) and nothing changes. Moving a deadline later costs one
@@ -45,8 +45,8 @@ func (t Timeout) Cancel() bool {
 // call with period delay: its next run is delay from now, then every
 // delay (it allocates the new grid, 24 bytes). A delay shorter than the
 // tick is refused, as Every refuses it: Reset returns false and the
-// series goes on unchanged. A timer from ScheduleWithin becomes exact: it runs at the new
-// deadline.
+// series goes on unchanged. A timer with Slack becomes exact: it runs at
+// the new deadline.
 func (t Timeout) Reset(delay time.Duration) bool {
 	return t.sh != nil && t.sh.Reset(t.ref, t.key, delay)
 }

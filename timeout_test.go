@@ -24,7 +24,7 @@ func TestZeroTimeoutIsInert(t *testing.T) {
 func TestTimeoutAccessors(t *testing.T) {
 	s := newScheduler(t)
 	before := time.Now()
-	tm, err := s.Schedule(42, time.Minute, func() {})
+	tm, err := s.AfterFunc(time.Minute, func() {}, shardwheel.ByKey(42))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(42), tm.Key())
 	assert.True(t, tm.Pending())
@@ -53,12 +53,12 @@ func TestDeadlineIsWithinATickAfterCallPlusDelay(t *testing.T) {
 			before := time.Now()
 			var tm shardwheel.Timeout
 			var err error
-			tm, err = s.Schedule(uint64(i), delay, func() {
+			tm, err = s.AfterFunc(delay, func() {
 				if time.Since(before) < delay {
 					early.Add(1)
 				}
 				wg.Done()
-			})
+			}, shardwheel.ByKey(uint64(i)))
 			after := time.Now()
 			require.NoError(t, err)
 			if d := tm.Deadline(); !d.IsZero() {

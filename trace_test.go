@@ -30,10 +30,10 @@ func TestPassesInTheTrace(t *testing.T) {
 	}
 	done := make(chan struct{})
 	for i := range 50 {
-		_, err = s.Schedule(uint64(i), time.Duration(i%5)*time.Millisecond, func() {})
+		_, err = s.AfterFunc(time.Duration(i%5)*time.Millisecond, func() {}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
 	}
-	_, err = s.Schedule(99, 6*time.Millisecond, func() { close(done) })
+	_, err = s.AfterFunc(6*time.Millisecond, func() { close(done) }, shardwheel.ByKey(99))
 	require.NoError(t, err)
 	<-done
 	s.Stop()

@@ -21,8 +21,9 @@ const errZero = "shardwheel: use New to create a Scheduler"
 func TestZeroSchedulerSaysUseNew(t *testing.T) {
 	var s shardwheel.Scheduler
 	tests := map[string]func(){
-		"Schedule":           func() { _, _ = s.Schedule(1, time.Second, noop) },
 		"AfterFunc":          func() { _, _ = s.AfterFunc(time.Second, noop) },
+		"AfterFunc, ByKey":   func() { _, _ = s.AfterFunc(time.Second, noop, shardwheel.ByKey(1)) },
+		"Every":              func() { _, _ = s.Every(time.Second, noop) },
 		"ShardOf":            func() { s.ShardOf(1) },
 		"MaxDelay":           func() { s.MaxDelay() },
 		"Stop":               func() { s.Stop() },
@@ -61,6 +62,9 @@ func TestEveryMethodOfANilOrZeroSchedulerSaysUseNew(t *testing.T) {
 		args := make([]reflect.Value, m.Type.NumIn()-1)
 		for j := range args {
 			args[j] = argOf(m.Type.In(j + 1))
+		}
+		if m.Type.IsVariadic() {
+			args = args[:len(args)-1] // no options
 		}
 		for _, recv := range []struct {
 			name string

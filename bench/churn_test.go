@@ -92,7 +92,7 @@ func TestChurnTiny(t *testing.T) {
 
 	assert.Contains(t, stderr.String(), "churn: 6 phases, about ")
 	assert.Contains(t, stderr.String(), "phase 6 of 6 (about ")
-	assert.Contains(t, stderr.String(), "churn, 2 goroutines, round 1 of 1: s.Schedule(key)")
+	assert.Contains(t, stderr.String(), "churn, 2 goroutines, round 1 of 1: s.AfterFunc(ByKey)")
 }
 
 // TestCompareChurnSection: compare ends with the churn section, and its
@@ -325,5 +325,5 @@ func TestChurnBusyRunsAreOneWarning(t *testing.T) {
 	notes := strings.Join(res.notes(ChurnConfig{}), "\n")
 	assert.Equal(t, 1, strings.Count(notes, "other processes kept the host busy"), notes)
 	assert.Contains(t, notes, "WARNING: other processes kept the host busy during 3 of 9 runs (time.AfterFunc, 2 goroutines: 2 of 3; "+
-		"s.Schedule(key), 6 goroutines: 1 of 3): such a run gets less")
+		"s.AfterFunc(ByKey), 6 goroutines: 1 of 3): such a run gets less")
 }

@@ -59,7 +59,7 @@ func validRing(n int) bool { return n >= 1 && n <= churnMaxRing && n&(n-1) == 0 
 const (
 	churnStd   = "afterfunc" // time.AfterFunc + Timer.Stop
 	churnWheel = "wheel"     // s.AfterFunc + Timeout.Cancel
-	churnKeyed = "keyed"     // s.Schedule(key, …) + Timeout.Cancel
+	churnKeyed = "keyed"     // s.AfterFunc(…, ByKey(key)) + Timeout.Cancel
 )
 
 // churnImpls are the implementations in the order every round runs them;
@@ -72,7 +72,7 @@ func churnCall(impl string) string {
 	case churnWheel:
 		return "s.AfterFunc"
 	case churnKeyed:
-		return "s.Schedule(key)"
+		return "s.AfterFunc(ByKey)"
 	}
 	return "time.AfterFunc"
 }
@@ -357,7 +357,7 @@ func (l *churnLoad) prefill(ctx context.Context) error {
 		case churnWheel:
 			_, err = l.s.AfterFunc(d, l.task(key))
 		case churnKeyed:
-			_, err = l.s.Schedule(key, d, l.task(key))
+			_, err = l.s.AfterFunc(d, l.task(key), shardwheel.ByKey(key))
 		}
 		if err != nil {
 			return err
@@ -405,7 +405,7 @@ func (l *churnLoad) workStd(w *churnWorker) {
 	}
 }
 
-// workWheel is the loop on shardwheel: s.AfterFunc, or s.Schedule with a
+// workWheel is the loop on shardwheel: s.AfterFunc, or with ByKey and a
 // distinct key per timer when keyed.
 func (l *churnLoad) workWheel(w *churnWorker, keyed bool) {
 	ring := make([]shardwheel.Timeout, l.c.ring)
@@ -416,7 +416,7 @@ func (l *churnLoad) workWheel(w *churnWorker, keyed bool) {
 		var t shardwheel.Timeout
 		var err error
 		if keyed {
-			t, err = l.s.Schedule(key, churnDelay, l.task(key))
+			t, err = l.s.AfterFunc(churnDelay, l.task(key), shardwheel.ByKey(key))
 		} else {
 			t, err = l.s.AfterFunc(churnDelay, l.task(key))
 		}
@@ -470,7 +470,7 @@ func (l *churnLoad) probe(w *churnWorker, n uint64) {
 	case churnWheel:
 		_, err = l.s.AfterFunc(churnProbeDelay, task)
 	case churnKeyed:
-		_, err = l.s.Schedule(w.keyBase|1<<55|n, churnProbeDelay, task)
+		_, err = l.s.AfterFunc(churnProbeDelay, task, shardwheel.ByKey(w.keyBase|1<<55|n))
 	}
 	if err == nil {
 		w.dues = append(w.dues, due)

@@ -358,7 +358,7 @@ func TestCompareConclusionLoadByLoad(t *testing.T) {
 // heap wins also names each figure the runtime's timers did better on,
 // with both figures: here a lateness of 208ms against 136ms on the
 // proxy-shaped load, and the churn's probe p99, where s.AfterFunc lost to
-// time.AfterFunc though s.Schedule(key) beat both (the row's winner).
+// time.AfterFunc though s.AfterFunc(ByKey) beat both (the row's winner).
 func TestCompareConclusionNamesEveryLoss(t *testing.T) {
 	c := fellBehind(1, 10*time.Second)
 	c.Results[0].CPUPerOp, c.Results[0].BytesPerTimer = 300, 50
@@ -377,7 +377,7 @@ func TestCompareConclusionNamesEveryLoss(t *testing.T) {
 		s.Figures["probe_p99"] = spread{Median: d, Min: d, Max: d}
 	}
 	v := c.verdict()
-	require.Equal(t, churnKeyed, v.Winners["churn/g2/probe_p99"], "the row's winner is s.Schedule(key)")
+	require.Equal(t, churnKeyed, v.Winners["churn/g2/probe_p99"], "the row's winner is s.AfterFunc(ByKey)")
 	concl := v.Summary[len(v.Summary)-2]
 	require.True(t, strings.HasPrefix(concl, "conclusion: "), concl)
 	assert.Contains(t, concl, "its CPU lower")
@@ -388,6 +388,6 @@ func TestCompareConclusionNamesEveryLoss(t *testing.T) {
 		}
 	}
 	assert.Contains(t, concl, "the churn's probe lateness p99 at 2 goroutines (s.AfterFunc 3ms against 1ms)")
-	assert.NotContains(t, concl, "s.Schedule(key) 500µs", "s.Schedule(key) beat time.AfterFunc there")
+	assert.NotContains(t, concl, "s.AfterFunc(ByKey) 500µs", "s.AfterFunc(ByKey) beat time.AfterFunc there")
 	assert.NotContains(t, concl, "CPU per schedule+cancel pair at", "shardwheel's CPU won")
 }

@@ -20,7 +20,7 @@
 //     65,536 iterations earlier, with a million background timers
 //     resident and a 5ms probe timer every 8,192 iterations that records
 //     how late it runs. time.AfterFunc + Stop, s.AfterFunc + Cancel and
-//     s.Schedule(key) + Cancel, each run a fresh process (the command
+//     s.AfterFunc(ByKey) + Cancel, each run a fresh process (the command
 //     re-executed), interleaved in rounds; medians with their ranges.
 //   - tune: sweeps shard counts and ticks under the proxy-shaped load and
 //     recommends the cheapest that meets a tick-lag target.
@@ -78,7 +78,7 @@
 //     the order they ran), summaries (per goroutine count and
 //     implementation: figures {key: {median, min, max}}, ratios to
 //     time.AfterFunc)}; implementations "afterfunc", "wheel" (s.AfterFunc)
-//     and "keyed" (s.Schedule). Verdict keys: ratios "g<G>/<impl>/<metric>"
+//     and "keyed" (s.AfterFunc with ByKey). Verdict keys: ratios "g<G>/<impl>/<metric>"
 //     (impl wheel or keyed; metric cpu_per_pair, heap_objects, gc_cycles);
 //     winners "g<G>/<metric>", one for every row of the table that shows
 //     a winner, valued by implementation ("wheel", "wheel = keyed",

@@ -307,7 +307,7 @@ func (c spikeChild) run(ctx context.Context) (SpikeRun, error) {
 		if err != nil {
 			return SpikeRun{}, err
 		}
-		ops.schedule = h.AfterFunc
+		ops.schedule = func(key uint64, d time.Duration) (shardwheel.Timeout, error) { return h.AfterFunc(key, d) }
 	}
 	return runSpike(ctx, c, s, ops, &fired)
 }

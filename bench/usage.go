@@ -14,7 +14,7 @@ func usage(w io.Writer, cmd string) {
 Commands:
   compare  shardwheel against time.AfterFunc under a proxy-shaped load, then the churn load (the default; about 3 minutes)
   churn    the delayed-cancel churn alone: schedule a 30s timer, cancel the one from 65,536 iterations earlier;
-           time.AfterFunc, s.AfterFunc and s.Schedule(key), one fresh process per run, in rounds
+           time.AfterFunc, s.AfterFunc and s.AfterFunc(ByKey), one fresh process per run, in rounds
   tune     sweep shard counts and ticks; recommend the cheapest that meets -lag-p99
   lag      profile shardwheel under the proxy-shaped load (fgprof + HTML report in -out)
   proxy    a net/http reverse proxy on loopback, its request deadlines from context.WithTimeout vs s.WithTimeout

@@ -54,14 +54,14 @@ func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler 
 	hour := func(shard, n int) []shardwheel.Timeout {
 		var tms []shardwheel.Timeout
 		for _, k := range keysFor(s, shard, n) {
-			tm, err := s.Every(k, time.Hour, shardwheel.SkipMissed, func() {})
+			tm, err := s.Every(time.Hour, func() {}, shardwheel.ByKey(k), shardwheel.OnMissed(shardwheel.SkipMissed))
 			require.NoError(t, err)
 			tms = append(tms, tm)
 		}
 		return tms
 	}
 	now := func(key uint64, task func()) {
-		_, err := s.Schedule(key, 0, task)
+		_, err := s.AfterFunc(0, task, shardwheel.ByKey(key))
 		require.NoError(t, err)
 	}
 	zero := hour(0, 4)
@@ -133,7 +133,7 @@ func TestKnownValues(t *testing.T) {
 		want := []metricdata.Metrics{
 			{Name: "shardwheel.timer.pending", Unit: "{timer}", Description: "Timers scheduled and not yet fired, cancelled or stopped (Scheduler.Pending).",
 				Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.DataPoint[int64]{{Value: pending}}}},
-			{Name: "shardwheel.timer.scheduled", Unit: "{timer}", Description: "Timers accepted by Schedule and its kin.", Data: sum(true, 7, 3)},
+			{Name: "shardwheel.timer.scheduled", Unit: "{timer}", Description: "Timers accepted by AfterFunc and its kin.", Data: sum(true, 7, 3)},
 			{Name: "shardwheel.timer.fired", Unit: "{timer}", Description: "Timers fired: their tasks handed to the shard's runner.", Data: sum(true, 3, 0)},
 			{Name: "shardwheel.timer.cancelled", Unit: "{timer}", Description: "Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.", Data: sum(true, 1, 2)},
 			{Name: "shardwheel.timer.resets", Unit: "{reset}", Description: "Successful Reset calls.", Data: sum(true, 1, 0)},
@@ -239,7 +239,7 @@ func TestQuantilesCoverTheInterval(t *testing.T) {
 	first := s.Stats() // taken before the collection: Fired still 3
 	collect(t, reader)
 	for k := range uint64(100) {
-		_, err := s.Schedule(k, time.Duration(k%5)*time.Millisecond, func() {})
+		_, err := s.AfterFunc(time.Duration(k%5)*time.Millisecond, func() {}, shardwheel.ByKey(k))
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 103 }, waitFor, pollEvery)

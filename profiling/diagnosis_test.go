@@ -105,7 +105,7 @@ func TestDiagnoseBlockedTaskLeftBehind(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	d := record(t, s, func() (int, func()) {
-		_, err := s.Schedule(7, time.Millisecond, func() { <-release })
+		_, err := s.AfterFunc(time.Millisecond, func() { <-release }, shardwheel.ByKey(7))
 		require.NoError(t, err)
 		for i := range 100 {
 			_, err := s.AfterFunc(time.Duration(i+2)*time.Millisecond, func() {})
@@ -223,7 +223,7 @@ func TestDiagnoseCascade(t *testing.T) {
 	noop := func() {}
 	for i := range timers {
 		var err error
-		timers[i], err = s.ScheduleWithin(uint64(i), time.Second, 3200*time.Millisecond, noop)
+		timers[i], err = s.AfterFunc(time.Second, noop, shardwheel.ByKey(uint64(i)), shardwheel.Slack(3200*time.Millisecond))
 		require.NoError(t, err)
 	}
 	due := timers[0].Deadline()

@@ -20,7 +20,7 @@ func ExampleHandler() {
 	}
 	defer s.Stop()
 	for key := range uint64(3) {
-		if _, err := s.Schedule(key, time.Hour, func() {}); err != nil {
+		if _, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(key)); err != nil {
 			panic(err)
 		}
 	}

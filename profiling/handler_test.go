@@ -115,7 +115,7 @@ func TestHandlerStats(t *testing.T) {
 	c := newClock()
 	h := profiling.HandlerAt(s, profiling.Options{}, c.now)
 	for key := range uint64(10) {
-		_, err := s.Schedule(key, time.Hour, func() {})
+		_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(key))
 		require.NoError(t, err)
 	}
 	c.advance(3 * time.Second)

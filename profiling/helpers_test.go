@@ -257,7 +257,7 @@ func awaitFired(t *testing.T, s *shardwheel.Scheduler, want uint64) (markers uin
 		if i := s.ShardOf(key); !marked[i] {
 			marked[i] = true
 			markers++
-			_, err := s.Schedule(key, time.Millisecond, func() {})
+			_, err := s.AfterFunc(time.Millisecond, func() {}, shardwheel.ByKey(key))
 			require.NoError(t, err)
 		}
 	}

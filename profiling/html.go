@@ -228,7 +228,7 @@ func timeCharts(ax timeAxis, tick time.Duration, samples []sample, spikes []spik
 		htmlChart{template.HTML(overTime("Queued new timers", "queued", yCount, "timers", []line{
 			{"in queues", colorP99, "", pick(func(s *sample) float64 { return float64(s.Queued) }, always)},
 		}, nil, false).svg()), "New timers still waiting in the queues for their shard at the end of each interval: " +
-			"normally near zero; a rising line means shards cannot keep up with Schedule." + gaps},
+			"normally near zero; a rising line means shards cannot keep up with new timers." + gaps},
 	)
 }
 

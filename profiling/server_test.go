@@ -60,7 +60,7 @@ func TestServeDefaultAddrIsLoopback(t *testing.T) {
 	assert.True(t, ip.IsLoopback(), "Serve(\"\") listens on %s", srv.Addr())
 	assert.Equal(t, profiling.DefaultAddr, srv.Addr())
 
-	_, err = s.Schedule(1, time.Hour, func() {})
+	_, err = s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	st, err := getStats(srv.Addr())
 	require.NoError(t, err)

@@ -56,14 +56,14 @@ func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler 
 	hour := func(shard, n int) []shardwheel.Timeout {
 		var tms []shardwheel.Timeout
 		for _, k := range keysFor(s, shard, n) {
-			tm, err := s.Every(k, time.Hour, shardwheel.SkipMissed, func() {})
+			tm, err := s.Every(time.Hour, func() {}, shardwheel.ByKey(k), shardwheel.OnMissed(shardwheel.SkipMissed))
 			require.NoError(t, err)
 			tms = append(tms, tm)
 		}
 		return tms
 	}
 	now := func(key uint64, task func()) {
-		_, err := s.Schedule(key, 0, task)
+		_, err := s.AfterFunc(0, task, shardwheel.ByKey(key))
 		require.NoError(t, err)
 	}
 	zero := hour(0, 4)
@@ -90,7 +90,7 @@ func TestCollectAndCompare(t *testing.T) {
 	s := newScenario(t, shardwheel.WithStats(false))
 	c := shardwheelprom.NewCollector(s, shardwheelprom.WithBuckets(0.001, 0.01))
 	counters := `
-# HELP shardwheel_timers_scheduled_total Timers accepted by Schedule and its kin.
+# HELP shardwheel_timers_scheduled_total Timers accepted by AfterFunc and its kin.
 # TYPE shardwheel_timers_scheduled_total counter
 shardwheel_timers_scheduled_total{shard="0"} 7
 shardwheel_timers_scheduled_total{shard="1"} 3
@@ -310,7 +310,7 @@ func TestGatherMatchesStats(t *testing.T) {
 func TestHistogramsAddUp(t *testing.T) {
 	s := newScenario(t, shardwheel.WithTick(time.Millisecond))
 	for k := range uint64(200) {
-		_, err := s.Schedule(k, time.Duration(k%7)*time.Millisecond, func() {})
+		_, err := s.AfterFunc(time.Duration(k%7)*time.Millisecond, func() {}, shardwheel.ByKey(k))
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 203 }, waitFor, pollEvery)

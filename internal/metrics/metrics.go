@@ -93,7 +93,7 @@ var NotExported = map[string]string{
 // second to tell the difference.
 var Shard = []Metric{
 	{Field: "Resident", Prom: "resident_timers", OTel: "shardwheel.timer.resident", Kind: Level, Unit: "{timer}", Help: "Timer nodes the shard holds: its timers not yet ended (in its wheel, its queue or handed to another shard), ended ones not yet freed, and nodes standing in for timers other shards handed to it.", Int: func(s Stats) int64 { return int64(s.Resident) }},
-	{Field: "Scheduled", Prom: "timers_scheduled_total", OTel: "shardwheel.timer.scheduled", Kind: Counter, Unit: "{timer}", Help: "Timers accepted by Schedule and its kin.", Int: func(s Stats) int64 { return int64(s.Scheduled) }},
+	{Field: "Scheduled", Prom: "timers_scheduled_total", OTel: "shardwheel.timer.scheduled", Kind: Counter, Unit: "{timer}", Help: "Timers accepted by AfterFunc and its kin.", Int: func(s Stats) int64 { return int64(s.Scheduled) }},
 	{Field: "Fired", Prom: "timers_fired_total", OTel: "shardwheel.timer.fired", Kind: Counter, Unit: "{timer}", Help: "Timers fired: their tasks handed to the shard's runner.", Int: func(s Stats) int64 { return int64(s.Fired) }},
 	{Field: "Cancelled", Prom: "timers_cancelled_total", OTel: "shardwheel.timer.cancelled", Kind: Counter, Unit: "{timer}", Help: "Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.", Int: func(s Stats) int64 { return int64(s.Cancelled) }},
 	{Field: "TakenBack", Prom: "timers_taken_back_total", OTel: "shardwheel.timer.taken_back", Kind: Counter, Unit: "{timer}", Help: "Cancelled timers whose node the cancelling call freed itself, before the shard saw them (a subset of cancelled).", Int: func(s Stats) int64 { return int64(s.TakenBack) }},

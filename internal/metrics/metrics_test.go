@@ -75,7 +75,7 @@ func someHistogram(t *testing.T) shardwheel.Histogram {
 	s, err := shardwheel.New(shardwheel.WithShards(1))
 	require.NoError(t, err)
 	defer s.Stop()
-	_, err = s.Schedule(1, 0, func() {})
+	_, err = s.AfterFunc(0, func() {}, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		st := s.Stats().Total

@@ -30,7 +30,7 @@ func busy(t *testing.T) *shardwheel.Scheduler {
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Stop() })
 	for k := range uint64(200) {
-		_, err := s.Schedule(k, time.Duration(k%7)*time.Millisecond, func() {})
+		_, err := s.AfterFunc(time.Duration(k%7)*time.Millisecond, func() {}, shardwheel.ByKey(k))
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 200 }, 10*time.Second, time.Millisecond)
