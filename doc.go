@@ -95,7 +95,7 @@
 // each shard is a hierarchical wheel, and an idle shard sleeps until its
 // next due slot, or parks when it has none. After a spike of timers has
 // ended, each shard gives back the storage its wheel no longer needs
-// (ShardStats.NodesAllocated states the bound).
+// (stats.Shard.NodesAllocated states the bound).
 //
 // # The execution tracer
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // expvarRuns numbers the runs of TestExpvarOneLiner: expvar names live as
@@ -23,7 +24,7 @@ var expvarRuns atomic.Int32
 
 // TestExpvarOneLiner checks the README's expvar one-liner: /debug/vars
 // serves the Scheduler's Stats as JSON, with every field of Stats and of
-// each shard's ShardStats, and the histograms as their percentiles.
+// each shard's stats.Shard, and the histograms as their percentiles.
 func TestExpvarOneLiner(t *testing.T) {
 	name := "shardwheel"
 	if n := expvarRuns.Add(1); n > 1 {
@@ -65,9 +66,9 @@ func TestExpvarOneLiner(t *testing.T) {
 	assert.JSONEq(t, "1", string(st.Total["cancelled"]))
 	assert.JSONEq(t, "1", string(st.Total["fired"]))
 
-	// Every field of ShardStats is there, in the total and per shard.
+	// Every field of stats.Shard is there, in the total and per shard.
 	var fields map[string]json.RawMessage
-	b, err := json.Marshal(shardwheel.ShardStats{})
+	b, err := json.Marshal(stats.Shard{})
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &fields))
 	for _, m := range append([]map[string]json.RawMessage{st.Total}, st.Shards...) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // newScheduler returns a scheduler stopped at the end of the test.
@@ -134,7 +135,7 @@ func forEachProcs(t *testing.T, f func(t *testing.T, procs int)) {
 // settles polls s's totals until want holds: counters a holder keeps are
 // published by the shard goroutine's next pass, which Stats wakes an idle
 // goroutine for.
-func settles(t *testing.T, s *shardwheel.Scheduler, what string, want func(shardwheel.ShardStats) bool) {
+func settles(t *testing.T, s *shardwheel.Scheduler, what string, want func(stats.Shard) bool) {
 	t.Helper()
 	if !assert.Eventually(t, func() bool { return want(s.Stats().Total) }, waitFor, pollEvery) {
 		st := s.Stats().Total

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // TestStatsAccountForEveryEnd ends timers in each of the three ways and
@@ -55,7 +56,7 @@ func TestStatsAccountForEveryEnd(t *testing.T) {
 	// to start one.
 	// A crossed timer's proxy on its key's shard is freed by that shard's
 	// goroutine, after the run: it settles.
-	settles(t, s, "only the timers left for Stop are live", func(st shardwheel.ShardStats) bool {
+	settles(t, s, "only the timers left for Stop are live", func(st stats.Shard) bool {
 		return st.Resident-st.HeldCancelled == n/3
 	})
 	st = s.Stats()
@@ -246,7 +247,7 @@ func TestHeldCancelledIsNeverAboveResident(t *testing.T) {
 // TestStatsRelationsHoldInEveryRead reads Stats in a loop beside a keyed
 // churn (timers crossing between shards, cancelled, reset, some run, a
 // small transfer cap backlogging the queues) and checks, in every read,
-// every relation between fields that ShardStats documents: no cancelled
+// every relation between fields that stats.Shard documents: no cancelled
 // node held beyond the nodes held, no recent peak above its peak since
 // the start, no more taken back than cancelled, no counter going back.
 func TestStatsRelationsHoldInEveryRead(t *testing.T) {
@@ -288,7 +289,7 @@ func TestStatsRelationsHoldInEveryRead(t *testing.T) {
 	var last map[string]uint64
 	for i := range reads {
 		st := s.Stats()
-		var sum shardwheel.ShardStats
+		var sum stats.Shard
 		for _, sh := range append(st.Shards, st.Total) {
 			require.LessOrEqual(t, sh.HeldCancelled, sh.Resident, "read %d: HeldCancelled above Resident", i)
 			require.LessOrEqual(t, sh.Recent.QueuedPeak, sh.QueuedPeak, "read %d: recent QueuedPeak", i)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // fate records how one timer ended. Exactly one of ran, cancelled and
@@ -45,9 +46,9 @@ func TestStressExactlyOnce(t *testing.T) {
 	})
 }
 
-// counters returns the fields of st that ShardStats documents as counters,
+// counters returns the fields of st that stats.Shard documents as counters,
 // which never decrease.
-func counters(st shardwheel.ShardStats) map[string]uint64 {
+func counters(st stats.Shard) map[string]uint64 {
 	return map[string]uint64{
 		"Scheduled": st.Scheduled, "Fired": st.Fired, "Cancelled": st.Cancelled,
 		"TakenBack": st.TakenBack, "Reset": st.Reset, "Stopped": st.Stopped,

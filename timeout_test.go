@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 func TestZeroTimeoutIsInert(t *testing.T) {
@@ -96,7 +97,7 @@ func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 		assert.Equal(t, base.Cancelled+1, st.Cancelled, "Cancel counted at once")
 		// What the holder counts is published by the shard goroutine's
 		// next pass, which Stats wakes it for.
-		settles(t, s, "taken back, nothing held", func(st shardwheel.ShardStats) bool {
+		settles(t, s, "taken back, nothing held", func(st stats.Shard) bool {
 			return st.TakenBack == base.TakenBack+1 && st.HeldCancelled == base.HeldCancelled
 		})
 		assert.False(t, tm.Pending())
@@ -105,7 +106,7 @@ func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 		ht, err := h.AfterFunc(2, time.Hour)
 		require.NoError(t, err)
 		require.True(t, ht.Cancel())
-		settles(t, s, "Handler timer taken back", func(st shardwheel.ShardStats) bool {
+		settles(t, s, "Handler timer taken back", func(st stats.Shard) bool {
 			return st.TakenBack == base.TakenBack+2 && st.TakenBack <= st.Cancelled
 		})
 
@@ -118,12 +119,12 @@ func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 		// Held until the wheel meets it: a sweep, or the pass that
 		// publishes, which frees the ended timers at the head of the slot
 		// it would wake for next (below is that head).
-		settles(t, s, "not the last filed: not taken back", func(st shardwheel.ShardStats) bool {
+		settles(t, s, "not the last filed: not taken back", func(st stats.Shard) bool {
 			return st.TakenBack == base.TakenBack+2 && st.Cancelled == base.Cancelled+3 &&
 				st.HeldCancelled <= base.HeldCancelled+1
 		})
 		require.True(t, top.Cancel())
-		settles(t, s, "the last filed is taken back", func(st shardwheel.ShardStats) bool {
+		settles(t, s, "the last filed is taken back", func(st stats.Shard) bool {
 			return st.TakenBack == base.TakenBack+3
 		})
 

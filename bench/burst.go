@@ -16,6 +16,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // BurstSpec is the burst workload: Timers timers scheduled as fast as
@@ -90,11 +91,11 @@ type BurstResult struct {
 
 // burstStats is what shardwheel's Stats said about a run.
 type burstStats struct {
-	Lateness    hist.Percentiles    `json:"lateness"`
-	TickLag     hist.Percentiles    `json:"tick_lag"`
-	PassTime    hist.Percentiles    `json:"pass_time"`
-	SlowestPass shardwheel.PassWork `json:"slowest_pass"`
-	RefiledPeak int                 `json:"refiled_peak"`
+	Lateness    hist.Percentiles `json:"lateness"`
+	TickLag     hist.Percentiles `json:"tick_lag"`
+	PassTime    hist.Percentiles `json:"pass_time"`
+	SlowestPass stats.Pass       `json:"slowest_pass"`
+	RefiledPeak int              `json:"refiled_peak"`
 }
 
 // burst runs the burst workload on shardwheel and on time.AfterFunc, one
@@ -239,7 +240,7 @@ func sampleGoroutines(peak *int) (stop func()) {
 }
 
 // percentiles summarizes one of shardwheel's histograms.
-func percentiles(h shardwheel.Histogram) hist.Percentiles {
+func percentiles(h stats.Histogram) hist.Percentiles {
 	return hist.Percentiles{
 		P50: h.Quantile(0.5), P90: h.Quantile(0.9), P99: h.Quantile(0.99), P999: h.Quantile(0.999),
 		Max: h.Max(), Count: h.Count(),

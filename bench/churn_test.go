@@ -77,7 +77,7 @@ func TestChurnTiny(t *testing.T) {
 	text, err := os.ReadFile(filepath.Join(dir, "churn.txt"))
 	require.NoError(t, err)
 	out := string(text)
-	assert.Regexp(t, `(?m)^\s+time\.AfterFunc\s+s\.AfterFunc\s+s\.Schedule\(key\)\s+winner$`, out)
+	assert.Regexp(t, `(?m)^\s+time\.AfterFunc\s+s\.AfterFunc\s+s\.AfterFunc\(ByKey\)\s+winner$`, out)
 	assert.Contains(t, out, "1 goroutine on GOMAXPROCS ")
 	assert.Contains(t, out, "2 goroutines on GOMAXPROCS ")
 	assert.Contains(t, out, ": one run; ratio to time.AfterFunc after each figure")
@@ -276,7 +276,7 @@ func TestChurnVerdictWinners(t *testing.T) {
 	// The table shows the same winners, by call.
 	var b strings.Builder
 	require.NoError(t, res.writeTables(&b, c))
-	assert.Regexp(t, `(?m)^  CPU per schedule\+cancel pair\s.*\ss\.AfterFunc = s\.Schedule\(key\)$`, b.String())
+	assert.Regexp(t, `(?m)^  CPU per schedule\+cancel pair\s.*\ss\.AfterFunc = s\.AfterFunc\(ByKey\)$`, b.String())
 	assert.Regexp(t, `(?m)^  heap object bytes, mean in window\s.*\stie$`, b.String())
 
 	cmp := &Comparison{ChurnConfig: c, Churn: res}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/hist"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // runSpec is one run: the load against one implementation.
@@ -96,7 +97,7 @@ type mark struct {
 	proc  procSample
 	ops   opCounts
 	late  hist.Snapshot
-	stats shardwheel.Stats
+	stats stats.Stats
 	// backlog is the furthest a worker fell behind since the last mark.
 	backlog time.Duration
 }
@@ -106,7 +107,7 @@ type mark struct {
 // teardown. heapBase is the live heap before impl existed; stats, if not
 // nil, reads the implementation's own statistics. If ctx is done early,
 // r holds what was measured so far and has Partial set.
-func drive[H any](ctx context.Context, spec runSpec, r *Result, heapBase int64, impl timers[H], win window, stats func() shardwheel.Stats) error {
+func drive[H any](ctx context.Context, spec runSpec, r *Result, heapBase int64, impl timers[H], win window, stats func() stats.Stats) error {
 	c := clock{base: time.Now()}
 	ws := make([]*worker[H], spec.load.Workers)
 	for i, share := range spec.load.split(len(ws)) {
@@ -186,7 +187,7 @@ func pending[H any](ws []*worker[H]) int64 {
 
 // takeMark reads the run's state; the workers' lateness recording
 // restarts, so that the next mark holds the window's lateness alone.
-func takeMark[H any](c clock, ws []*worker[H], stats func() shardwheel.Stats) mark {
+func takeMark[H any](c clock, ws []*worker[H], stats func() stats.Stats) mark {
 	m := mark{at: c.now(), proc: sampleProc()}
 	for _, w := range ws {
 		m.ops = m.ops.add(w.n.read())

@@ -22,7 +22,7 @@
 // reports Stats.Total instead, without the attribute: the number of
 // points then does not grow with the shards.
 //
-//	ShardStats field               instrument                                 kind                          unit
+//	stats.Shard field              instrument                                 kind                          unit
 //	Pending (Stats)                shardwheel.timer.pending                   Int64ObservableUpDownCounter  {timer}
 //	Resident                       shardwheel.timer.resident                  Int64ObservableUpDownCounter  {timer}
 //	Scheduled                      shardwheel.timer.scheduled                 Int64ObservableCounter        {timer}
@@ -75,11 +75,11 @@
 //	TaskTime                       shardwheel.task.duration                   distribution, see below       s
 //
 // Counters, peaks and the slowest pass count since shardwheel.New; the
-// recent instruments cover the last minute (shardwheel.RecentWindow), and
-// come down once an incident is over. PassWork.Ago is not reported: it
+// recent instruments cover the last minute (stats.RecentWindow), and
+// come down once an incident is over. stats.Pass.Ago is not reported: it
 // grows between collections. Each shard publishes its counts once per
 // pass, so a collection may lag a shard by one pass (see
-// shardwheel.Stats).
+// stats.Stats).
 //
 // # Distributions
 //

@@ -10,10 +10,11 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/metrics"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // Quantiles are the quantiles of each distribution's summary, those the
-// JSON form of a shardwheel.Histogram reports.
+// JSON form of a stats.Histogram reports.
 var Quantiles = []float64{0.5, 0.9, 0.99, 0.999}
 
 // Option configures Register.
@@ -41,7 +42,7 @@ func WithTotalOnly() Option {
 }
 
 // observer reports one metric of a Stats snapshot.
-type observer func(o metric.Observer, st shardwheel.Stats)
+type observer func(o metric.Observer, st stats.Stats)
 
 // registrar builds the instruments and the observers of a Register call.
 type registrar struct {
@@ -57,14 +58,14 @@ type registrar struct {
 // they are reported with; id numbers the points of a collection.
 type point struct {
 	id    int
-	stats shardwheel.ShardStats
+	stats stats.Shard
 	attrs []metric.ObserveOption
 }
 
 // points returns what a collection reports of st: each shard's
 // statistics with its shard attribute, or WithTotalOnly the total's
 // without one.
-func (r *registrar) points(st shardwheel.Stats) []point {
+func (r *registrar) points(st stats.Stats) []point {
 	if r.total {
 		return []point{{stats: st.Total}}
 	}
@@ -84,8 +85,8 @@ func Register(s *shardwheel.Scheduler, meter metric.Meter, opts ...Option) (metr
 	return register(s, s.Stats, meter, opts...)
 }
 
-// register is Register taking its snapshots from stats.
-func register(s *shardwheel.Scheduler, stats func() shardwheel.Stats, meter metric.Meter, opts ...Option) (metric.Registration, error) {
+// register is Register taking its snapshots from snapshot.
+func register(s *shardwheel.Scheduler, snapshot func() stats.Stats, meter metric.Meter, opts ...Option) (metric.Registration, error) {
 	if s == nil || s.Shards() == 0 {
 		return nil, errors.New("shardwheelotel: Register needs a Scheduler made by shardwheel.New")
 	}
@@ -101,21 +102,21 @@ func register(s *shardwheel.Scheduler, stats func() shardwheel.Stats, meter metr
 		r.shards = append(r.shards, metric.WithAttributeSet(attribute.NewSet(attribute.Int("shard", i))))
 	}
 	for _, m := range metrics.Scheduler {
-		r.int64(m.Kind, m.OTel, m.Unit, m.Help, func(o metric.Observer, inst metric.Int64Observable, st shardwheel.Stats) {
+		r.int64(m.Kind, m.OTel, m.Unit, m.Help, func(o metric.Observer, inst metric.Int64Observable, st stats.Stats) {
 			o.ObserveInt64(inst, m.Int(st))
 		})
 	}
 	for _, m := range metrics.Shard {
 		switch {
 		case m.Int != nil:
-			r.int64(m.Kind, m.OTel, m.Unit, m.Help, func(o metric.Observer, inst metric.Int64Observable, st shardwheel.Stats) {
+			r.int64(m.Kind, m.OTel, m.Unit, m.Help, func(o metric.Observer, inst metric.Int64Observable, st stats.Stats) {
 				for _, p := range r.points(st) {
 					o.ObserveInt64(inst, m.Int(p.stats), p.attrs...)
 				}
 			})
 		case m.Seconds != nil:
 			inst, err := meter.Float64ObservableGauge(m.OTel, metric.WithUnit(m.Unit), metric.WithDescription(m.Help))
-			r.add(inst, err, func(o metric.Observer, st shardwheel.Stats) {
+			r.add(inst, err, func(o metric.Observer, st stats.Stats) {
 				for _, p := range r.points(st) {
 					o.ObserveFloat64(inst, m.Seconds(p.stats).Seconds(), p.attrs...)
 				}
@@ -134,7 +135,7 @@ func register(s *shardwheel.Scheduler, stats func() shardwheel.Stats, meter metr
 	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		mu.Lock()
 		defer mu.Unlock()
-		st := stats()
+		st := snapshot()
 		for _, obs := range r.observers {
 			obs(o, st)
 		}
@@ -154,7 +155,7 @@ func (r *registrar) add(inst metric.Observable, err error, obs observer) {
 
 // int64 creates the int64 instrument of a count of kind k: a counter, an
 // up-down counter for a level, a gauge otherwise.
-func (r *registrar) int64(k metrics.Kind, name, unit, help string, observe func(metric.Observer, metric.Int64Observable, shardwheel.Stats)) {
+func (r *registrar) int64(k metrics.Kind, name, unit, help string, observe func(metric.Observer, metric.Int64Observable, stats.Stats)) {
 	var (
 		inst metric.Int64Observable
 		err  error
@@ -167,20 +168,20 @@ func (r *registrar) int64(k metrics.Kind, name, unit, help string, observe func(
 	default:
 		inst, err = r.meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(help))
 	}
-	r.add(inst, err, func(o metric.Observer, st shardwheel.Stats) { observe(o, inst, st) })
+	r.add(inst, err, func(o metric.Observer, st stats.Stats) { observe(o, inst, st) })
 }
 
 // summary creates the three instruments of a distribution: its count and
 // sum since New, which any backend turns into a rate or a mean over any
 // window, and gauges of its quantiles over the last interval.
 func (r *registrar) summary(m metrics.Metric) {
-	r.int64(metrics.Counter, m.OTel+".count", m.Samples, m.Help+" Count of the durations recorded.", func(o metric.Observer, inst metric.Int64Observable, st shardwheel.Stats) {
+	r.int64(metrics.Counter, m.OTel+".count", m.Samples, m.Help+" Count of the durations recorded.", func(o metric.Observer, inst metric.Int64Observable, st stats.Stats) {
 		for _, p := range r.points(st) {
 			o.ObserveInt64(inst, int64(m.Hist(p.stats).Count()), p.attrs...)
 		}
 	})
 	sum, err := r.meter.Float64ObservableCounter(m.OTel+".sum", metric.WithUnit("s"), metric.WithDescription(m.Help+" Sum of the durations recorded."))
-	r.add(sum, err, func(o metric.Observer, st shardwheel.Stats) {
+	r.add(sum, err, func(o metric.Observer, st stats.Stats) {
 		for _, p := range r.points(st) {
 			o.ObserveFloat64(sum, m.Hist(p.stats).Sum().Seconds(), p.attrs...)
 		}
@@ -194,7 +195,7 @@ func (r *registrar) summary(m metrics.Metric) {
 // samples, so it reports those of the interval since the previous
 // collection (Histogram.Sub, which the root package offers for that
 // purpose), and nothing for a shard that recorded nothing in it.
-func (r *registrar) quantiles(inst metric.Float64Observable, hist func(shardwheel.ShardStats) shardwheel.Histogram) observer {
+func (r *registrar) quantiles(inst metric.Float64Observable, hist func(stats.Shard) stats.Histogram) observer {
 	// The quantile attribute, with the shard's or alone, by point id.
 	opts := make([][]metric.ObserveOption, max(len(r.shards), 1))
 	for i := range opts {
@@ -206,8 +207,8 @@ func (r *registrar) quantiles(inst metric.Float64Observable, hist func(shardwhee
 			opts[i] = append(opts[i], metric.WithAttributeSet(set))
 		}
 	}
-	prev := make([]shardwheel.Histogram, len(opts)) // guarded by the callback's lock
-	return func(o metric.Observer, st shardwheel.Stats) {
+	prev := make([]stats.Histogram, len(opts)) // guarded by the callback's lock
+	return func(o metric.Observer, st stats.Stats) {
 		for _, p := range r.points(st) {
 			h := hist(p.stats)
 			interval := h.Sub(prev[p.id])

@@ -18,6 +18,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/metrics"
 	shardwheelotel "github.com/shardwheel/shardwheel/otel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // waitFor bounds every condition a test polls for: generous for the race
@@ -168,7 +169,7 @@ func TestEveryInstrument(t *testing.T) {
 			got[m.OTel], metricdatatest.IgnoreTimestamp())
 	}
 	for _, m := range metrics.Shard {
-		perShard := func(f func(shardwheel.ShardStats) int64) []int64 {
+		perShard := func(f func(stats.Shard) int64) []int64 {
 			var v []int64
 			for _, sh := range st.Shards {
 				v = append(v, f(sh))
@@ -213,7 +214,7 @@ func TestEveryInstrument(t *testing.T) {
 				exp = append(exp, metricdata.Metrics{Name: m.OTel + ".quantile", Unit: "s", Description: m.Help + " Quantiles of the durations recorded since the previous collection.", Data: quantiles})
 			}
 			exp = append(exp,
-				metricdata.Metrics{Name: m.OTel + ".count", Unit: m.Samples, Description: m.Help + " Count of the durations recorded.", Data: sum(true, perShard(func(sh shardwheel.ShardStats) int64 { return int64(m.Hist(sh).Count()) })...)},
+				metricdata.Metrics{Name: m.OTel + ".count", Unit: m.Samples, Description: m.Help + " Count of the durations recorded.", Data: sum(true, perShard(func(sh stats.Shard) int64 { return int64(m.Hist(sh).Count()) })...)},
 				metricdata.Metrics{Name: m.OTel + ".sum", Unit: "s", Description: m.Help + " Sum of the durations recorded.", Data: sums},
 			)
 			if m.Field == "PassTime" {
@@ -286,7 +287,7 @@ func TestOneSnapshotPerCollection(t *testing.T) {
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = provider.Shutdown(context.Background()) }()
 	calls := 0
-	reg, err := shardwheelotel.RegisterForTest(s, func() shardwheel.Stats { calls++; return s.Stats() }, provider.Meter(shardwheelotel.ScopeName))
+	reg, err := shardwheelotel.RegisterForTest(s, func() stats.Stats { calls++; return s.Stats() }, provider.Meter(shardwheelotel.ScopeName))
 	require.NoError(t, err)
 	collect(t, reader)
 	assert.Equal(t, 1, calls)

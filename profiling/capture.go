@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 const (
@@ -302,16 +303,16 @@ type sample struct {
 	// SlowestPass is the interval's slowest pass, when the snapshots
 	// show it: the slowest pass of the last minute, if it ended within
 	// the interval; else nil.
-	SlowestPass *shardwheel.PassWork `json:"slowest_pass,omitempty"`
-	TickLag     dist                 `json:"tick_lag"`
-	Lateness    dist                 `json:"lateness"`
-	TaskTime    dist                 `json:"task_time"`
-	PassTime    dist                 `json:"pass_time"`
+	SlowestPass *stats.Pass `json:"slowest_pass,omitempty"`
+	TickLag     dist        `json:"tick_lag"`
+	Lateness    dist        `json:"lateness"`
+	TaskTime    dist        `json:"task_time"`
+	PassTime    dist        `json:"pass_time"`
 	// BlockedRuns counts the tasks that held up others for
 	// WithBlockedAfter in the interval, and Blocked those still running
 	// at its end, the longest first.
-	BlockedRuns uint64                   `json:"blocked_runs,omitempty"`
-	Blocked     []shardwheel.BlockedTask `json:"blocked,omitempty"`
+	BlockedRuns uint64              `json:"blocked_runs,omitempty"`
+	Blocked     []stats.BlockedTask `json:"blocked,omitempty"`
 	// Lost is the time lost above the limit (lateLimit): the sum over the
 	// interval's timers of how far each ran past it, or, when none did,
 	// over its ticks. Spikes are ranked by it.
@@ -403,14 +404,14 @@ func newSample(cur, prev snapshot, at, tick time.Duration) sample {
 		end:             cur.at,
 	}
 	limit := lateLimit(tick)
-	s.Lost = lostAbove(v.ShardStats.Lateness, limit)
+	s.Lost = lostAbove(v.Shard.Lateness, limit)
 	if s.Lost == 0 {
-		s.Lost = lostAbove(v.ShardStats.TickLag, limit)
+		s.Lost = lostAbove(v.Shard.TickLag, limit)
 	}
 	if cur.st.Total.RefiledPeak > prev.st.Total.RefiledPeak {
 		s.RefiledPeak = cur.st.Total.RefiledPeak
 	}
-	if sp := cur.st.Total.Recent.SlowestPass; sp.Duration > 0 && sp.Ago < span && span <= shardwheel.RecentWindow {
+	if sp := cur.st.Total.Recent.SlowestPass; sp.Duration > 0 && sp.Ago < span && span <= stats.RecentWindow {
 		s.SlowestPass = &sp
 	}
 	return s
@@ -418,7 +419,7 @@ func newSample(cur, prev snapshot, at, tick time.Duration) sample {
 
 // lostAbove returns the sum over the durations of h of how far each
 // exceeds limit, each counted at its bucket's middle.
-func lostAbove(h shardwheel.Histogram, limit time.Duration) time.Duration {
+func lostAbove(h stats.Histogram, limit time.Duration) time.Duration {
 	var lost time.Duration
 	for b := range h.Buckets() {
 		if mid := b.Low + (b.High-b.Low)/2; mid > limit {
@@ -461,7 +462,7 @@ func (r *recording) summary() *summary {
 		}
 		return units.Duration(ago-r.elapsed) + " before the capture"
 	}
-	if sp := r.last.st.Total.Recent.SlowestPass; sp.Ago < r.elapsed && r.elapsed <= shardwheel.RecentWindow {
+	if sp := r.last.st.Total.Recent.SlowestPass; sp.Ago < r.elapsed && r.elapsed <= stats.RecentWindow {
 		sm.slowest, sm.slowestScope = sp, "of the capture"
 	}
 	if r.interrupted {
@@ -480,18 +481,18 @@ func offset(d time.Duration) string {
 
 // captureJSON is the content of report.json, documented at Capture.
 type captureJSON struct {
-	Start       time.Time        `json:"start"`
-	Elapsed     time.Duration    `json:"elapsed_ns"`
-	Interval    time.Duration    `json:"interval_ns"`
-	Shards      int              `json:"shard_count"`
-	Tick        time.Duration    `json:"tick_ns"`
-	Interrupted bool             `json:"interrupted"`
-	Samples     []sample         `json:"samples"`
-	Diagnosis   []string         `json:"diagnosis"`
-	Spikes      []spikeJSON      `json:"spikes"`
-	Total       view             `json:"total"`
-	PerShard    []view           `json:"per_shard"`
-	Final       shardwheel.Stats `json:"final"`
+	Start       time.Time     `json:"start"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	Interval    time.Duration `json:"interval_ns"`
+	Shards      int           `json:"shard_count"`
+	Tick        time.Duration `json:"tick_ns"`
+	Interrupted bool          `json:"interrupted"`
+	Samples     []sample      `json:"samples"`
+	Diagnosis   []string      `json:"diagnosis"`
+	Spikes      []spikeJSON   `json:"spikes"`
+	Total       view          `json:"total"`
+	PerShard    []view        `json:"per_shard"`
+	Final       stats.Stats   `json:"final"`
 }
 
 // spikeJSON is a spike in report.json.

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/hostcpu"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // timerSlack is how late Go's timers may wake a sleeping shard: on Linux
@@ -529,7 +529,7 @@ func describeBlockedRuns(t *view) string {
 
 // describeBlocked names a blocked task: its function, its key, how long
 // it ran.
-func describeBlocked(b shardwheel.BlockedTask) string {
+func describeBlocked(b stats.BlockedTask) string {
 	name := b.Func
 	if name == "" {
 		name = "a task"
@@ -563,13 +563,13 @@ func (sm *summary) spikeLines() []string {
 }
 
 // describePass says what one pass of a shard goroutine did.
-func describePass(p shardwheel.PassWork) string {
+func describePass(p stats.Pass) string {
 	return fmt.Sprintf("%s, %d tasks handed to the runner, %d new timers taken in, %d re-filed (%d by cascades)",
 		units.Duration(p.Duration), p.Fired, p.Transferred, p.Refiled, p.Cascaded)
 }
 
 // stallCause says what took a slow pass's time, by its own counts.
-func stallCause(p shardwheel.PassWork) string {
+func stallCause(p stats.Pass) string {
 	moves := time.Duration(p.Transferred+p.Refiled) * nodeCost
 	if 2*moves >= p.Duration {
 		return fmt.Sprintf("moving timers took most of it (about %s)", units.Duration(moves))

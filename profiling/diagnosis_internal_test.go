@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 const (
@@ -57,7 +58,7 @@ func TestExplain(t *testing.T) {
 				s.PassTime.Max = 80 * us
 				s.Proc.ThreadWait, s.Proc.OtherCores = 200*ms, 1.6
 				s.BlockedRuns = 1
-				s.Blocked = []shardwheel.BlockedTask{{Key: 7, Keyed: true, Func: "main.slow", Running: 150 * ms}}
+				s.Blocked = []stats.BlockedTask{{Key: 7, Keyed: true, Func: "main.slow", Running: 150 * ms}}
 			},
 			causes: []cause{causeTasks},
 			want: []string{"waiting behind a blocked task: the longest still running is main.slow",
@@ -176,7 +177,7 @@ func TestExplain(t *testing.T) {
 			s: func(s *sample) {
 				late(s, 21*ms)
 				s.PassTime.Max = 20 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 20 * ms, Refiled: 100_000, Cascaded: 60_000, Fired: 3}
+				s.SlowestPass = &stats.Pass{Duration: 20 * ms, Refiled: 100_000, Cascaded: 60_000, Fired: 3}
 			},
 			causes: []cause{causeCascade},
 			want: []string{"a cascade: a pass of 20ms re-filed 100000 timers within the wheel (60000 of them by cascades, " +
@@ -194,7 +195,7 @@ func TestExplain(t *testing.T) {
 			s: func(s *sample) {
 				late(s, 21*ms)
 				s.PassTime.Max = 20 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 20 * ms, Transferred: 90_000}
+				s.SlowestPass = &stats.Pass{Duration: 20 * ms, Transferred: 90_000}
 			},
 			causes: []cause{causeBurst},
 			want:   []string{"a burst: a pass of 20ms took in 90000 new timers"},
@@ -203,7 +204,7 @@ func TestExplain(t *testing.T) {
 			s: func(s *sample) {
 				late(s, 26*ms)
 				s.PassTime.Max = 25 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 25 * ms, Refiled: 300, Fired: 20}
+				s.SlowestPass = &stats.Pass{Duration: 25 * ms, Refiled: 300, Fired: 20}
 			},
 			causes: []cause{causeUnknown},
 			want:   []string{"a pass took 25ms with too little work counted to explain it, and no wait that long shows", "cannot tell why"},
@@ -235,7 +236,7 @@ func TestExplain(t *testing.T) {
 				late(s, 40*ms)
 				s.PassTime.Max = 12 * ms
 				s.Proc.SchedMax = 35 * ms
-				s.SlowestPass = &shardwheel.PassWork{Duration: 12 * ms, Refiled: 400_000}
+				s.SlowestPass = &stats.Pass{Duration: 12 * ms, Refiled: 400_000}
 			},
 			causes: []cause{causeCPU, causeCascade},
 			want:   []string{"; also a cascade: a pass of 12ms re-filed 400000 timers"},
@@ -408,8 +409,8 @@ func TestFindingsTail(t *testing.T) {
 // pass).
 func TestStallCause(t *testing.T) {
 	t.Parallel()
-	assert.Contains(t, stallCause(shardwheel.PassWork{Duration: 20 * ms, Refiled: 90_000}), "moving timers took most of it (about 18ms)")
-	assert.Contains(t, stallCause(shardwheel.PassWork{Duration: 155 * ms, Fired: 321}),
+	assert.Contains(t, stallCause(stats.Pass{Duration: 20 * ms, Refiled: 90_000}), "moving timers took most of it (about 18ms)")
+	assert.Contains(t, stallCause(stats.Pass{Duration: 155 * ms, Fired: 321}),
 		"155ms of it was not moving timers: its goroutine was not running then")
 }
 
@@ -466,7 +467,7 @@ func TestSpanText(t *testing.T) {
 	assert.Equal(t, "at 02:33:09-02:33:14 (13s ago to 8s ago)", spanText(&s, now))
 	s.end = now
 	assert.Equal(t, "at 02:33:17-02:33:22 (5s ago to just now)", spanText(&s, now))
-	s = sample{Span: 35 * time.Second, end: now, SlowestPass: &shardwheel.PassWork{Duration: 54 * ms, Ago: 30 * time.Second}}
+	s = sample{Span: 35 * time.Second, end: now, SlowestPass: &stats.Pass{Duration: 54 * ms, Ago: 30 * time.Second}}
 	assert.Equal(t, "at 02:32:47-02:33:22 (35s ago to just now), an interval of 35s between the page's snapshots: too long "+
 		"to say when in it the spike came (reload more often to place spikes closer); its slowest pass, 54ms, ended at 02:32:52",
 		spanText(&s, now))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/profiling"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // A proxy mounts the handler on its admin mux, under a prefix.
@@ -32,8 +33,8 @@ func ExampleHandler() {
 	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/timers/stats?window=30s", nil))
 	// /stats holds the window and the totals, both shaped as Stats.
 	var st struct {
-		RequestedWindow time.Duration    `json:"requested_window_ns"`
-		SinceStart      shardwheel.Stats `json:"since_start"`
+		RequestedWindow time.Duration `json:"requested_window_ns"`
+		SinceStart      stats.Stats   `json:"since_start"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 		panic(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // HandlerAt is HandlerWith with the clock now, which stamps the
@@ -21,7 +22,7 @@ func HandlerAt(s *shardwheel.Scheduler, opts Options, now func() time.Time) http
 type Reading = snapshot
 
 // StatsOf returns the Stats snapshot of r.
-func StatsOf(r Reading) shardwheel.Stats { return r.st }
+func StatsOf(r Reading) stats.Stats { return r.st }
 
 // Take returns a Reading of s, now.
 func Take(s *shardwheel.Scheduler) Reading { return take(s.Stats) }

@@ -55,14 +55,14 @@ type statsBody struct {
 	SinceStart      statsJSON     `json:"since_start"`
 }
 
-// statsJSON is a shardwheel.Stats in JSON.
+// statsJSON is a stats.Stats in JSON.
 type statsJSON struct {
 	Pending int         `json:"pending"`
 	Total   shardJSON   `json:"total"`
 	Shards  []shardJSON `json:"shards"`
 }
 
-// shardJSON is the part of a ShardStats in JSON the tests read.
+// shardJSON is the part of a stats.Shard in JSON the tests read.
 type shardJSON struct {
 	Scheduled   uint64   `json:"scheduled"`
 	Fired       uint64   `json:"fired"`

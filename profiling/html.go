@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/hostcpu"
 	"github.com/shardwheel/shardwheel/internal/units"
 	"github.com/shardwheel/shardwheel/shard"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 //go:embed report.html.tmpl
@@ -290,8 +290,8 @@ func (r *recording) html(sm *summary, text string) ([]byte, error) {
 		from: func(s *sample) float64 { return (s.At - s.Span).Seconds() },
 	}
 	distChart := htmlChart{template.HTML(distribution("Latency distribution over the capture", r.tick, []curve{
-		{"lateness", colorMax, "", t.ShardStats.Lateness},
-		{"tick lag", colorP50, "5 4", t.ShardStats.TickLag},
+		{"lateness", colorMax, "", t.Shard.Lateness},
+		{"tick lag", colorP50, "5 4", t.Shard.TickLag},
 	}).svg()), "The whole capture's lateness and tick lag (how late shards started the ticks they planned to wake for) " +
 		"by percentile, on a log scale that spreads out the tail: read a curve's height at 99% for p99."}
 	p.Charts = timeCharts(ax, r.tick, r.samples, sm.spikes, sm.when, distChart)
@@ -351,12 +351,12 @@ const (
 // curve is one histogram of a distribution chart.
 type curve struct {
 	name, color, dash string
-	h                 shardwheel.Histogram
+	h                 stats.Histogram
 }
 
 // distribution plots histograms by percentile, with the lateLimit line.
 func distribution(title string, tick time.Duration, curves []curve) chart {
-	points := func(s shardwheel.Histogram) []point {
+	points := func(s stats.Histogram) []point {
 		if s.Count() == 0 {
 			return nil
 		}

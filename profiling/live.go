@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // badRequest answers 400 with err.
@@ -23,11 +23,11 @@ func badRequest(w http.ResponseWriter, err error) {
 
 // statsJSON is the body of /stats, documented at HandlerWith.
 type statsJSON struct {
-	Time            time.Time        `json:"time"`
-	Window          time.Duration    `json:"window_ns"`
-	RequestedWindow time.Duration    `json:"requested_window_ns"`
-	WindowStats     shardwheel.Stats `json:"window"`
-	SinceStart      shardwheel.Stats `json:"since_start"`
+	Time            time.Time     `json:"time"`
+	Window          time.Duration `json:"window_ns"`
+	RequestedWindow time.Duration `json:"requested_window_ns"`
+	WindowStats     stats.Stats   `json:"window"`
+	SinceStart      stats.Stats   `json:"since_start"`
 }
 
 // serveStats writes the window and the totals as JSON.
@@ -152,7 +152,7 @@ func (h *handler) summaries(o *observation, window time.Duration) (win, total *s
 	if n := windowNote(o.window(), window); n != "" {
 		win.header[0] = fmt.Sprintf("== last %s (asked for %s) ==", n, units.Duration(window))
 	}
-	tt, ts := views(o.cur.st, shardwheel.Stats{})
+	tt, ts := views(o.cur.st, stats.Stats{})
 	total = &summary{
 		header: []string{"== since the scheduler started =="}, tick: tick, pending: pending, total: tt, shards: ts,
 		slowest: o.cur.st.Total.SlowestPass, slowestScope: "since the scheduler started", passWhen: win.passWhen,
@@ -335,10 +335,10 @@ func (h *handler) html(o *observation, win, total *summary, window, refresh time
 		from: func(s *sample) float64 { return -(now.Sub(s.end) + s.Span).Seconds() },
 	}
 	distChart := htmlChart{template.HTML(distribution("Latency distribution: "+label+" and since start", tick, []curve{
-		{"lateness, " + label, colorMax, "", wt.ShardStats.Lateness},
-		{"lateness, since start", colorP99, "6 4", tt.ShardStats.Lateness},
-		{"tick lag, " + label, colorP50, "", wt.ShardStats.TickLag},
-		{"tick lag, since start", "#56b4e9", "6 4", tt.ShardStats.TickLag},
+		{"lateness, " + label, colorMax, "", wt.Shard.Lateness},
+		{"lateness, since start", colorP99, "6 4", tt.Shard.Lateness},
+		{"tick lag, " + label, colorP50, "", wt.Shard.TickLag},
+		{"tick lag, since start", "#56b4e9", "6 4", tt.Shard.TickLag},
 	}).svg()), "Lateness and tick lag by percentile, in the window and since the scheduler started, on a log scale that " +
 		"spreads out the tail: read a curve's height at 99% for p99. A window's curve above the since-start one is an incident " +
 		"the totals dilute."}

@@ -24,7 +24,7 @@
 // which is how the Handler reports the last seconds and Capture gets one
 // set of percentiles per sampling interval.
 // The slowest pass and the peaks are given since the scheduler started
-// and for the last minute (ShardStats.Recent).
+// and for the last minute (stats.Shard.Recent).
 //
 // Lateness up to one tick is the wheel's resolution. On top of it, a shard
 // sleeps until its next tick on a Go timer, and on Linux the runtime wakes
@@ -213,7 +213,7 @@ func Handler(s *shardwheel.Scheduler) http.Handler {
 //	  "since_start": { ... }    // s.Stats()
 //	}
 //
-// "window" and "since_start" have the shape of shardwheel.Stats:
+// "window" and "since_start" have the shape of stats.Stats:
 // "pending", "total" and "shards", histograms as percentiles with
 // "mean_ns" and "count", durations in integer nanoseconds. In "window",
 // counts and histograms cover the window, while levels and peaks

@@ -7,18 +7,18 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/hist"
 	"github.com/shardwheel/shardwheel/internal/units"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
-// dist summarizes one latency distribution, as shardwheel.Histogram's JSON
+// dist summarizes one latency distribution, as stats.Histogram's JSON
 // form does: durations are integer nanoseconds, hence the _ns suffixes.
 type dist = hist.Percentiles
 
 // summarize returns the distribution of the values recorded between the
 // snapshots prev and cur of one histogram (Histogram.Sub).
-func summarize(cur, prev shardwheel.Histogram) dist {
+func summarize(cur, prev stats.Histogram) dist {
 	d := cur.Sub(prev)
 	return dist{
 		P50: d.Quantile(0.5), P90: d.Quantile(0.9), P99: d.Quantile(0.99), P999: d.Quantile(0.999),
@@ -26,7 +26,7 @@ func summarize(cur, prev shardwheel.Histogram) dist {
 	}
 }
 
-// view is a ShardStats over a window: counters are differences between the
+// view is a stats.Shard over a window: counters are differences between the
 // window's end and start, gauges (Resident, Queued, TransferLast) are
 // read at its end, and peaks (QueuedPeak, TransferPeak, RefiledPeak,
 // SlowestPass) stay the peaks since the scheduler started, since they
@@ -34,7 +34,7 @@ func summarize(cur, prev shardwheel.Histogram) dist {
 // histograms hold the window's values (Histogram.Sub); the dist fields
 // summarize them and, being shallower, replace them in JSON.
 type view struct {
-	shardwheel.ShardStats
+	stats.Shard
 	TickLag  dist `json:"tick_lag"`
 	Lateness dist `json:"lateness"`
 	TaskTime dist `json:"task_time"`
@@ -43,8 +43,8 @@ type view struct {
 
 // newView returns the window from prev to cur. A zero prev makes the window
 // the scheduler's whole life.
-func newView(cur, prev shardwheel.ShardStats) view {
-	v := view{ShardStats: cur.Sub(prev)}
+func newView(cur, prev stats.Shard) view {
+	v := view{Shard: cur.Sub(prev)}
 	v.TickLag = summarize(cur.TickLag, prev.TickLag)
 	v.Lateness = summarize(cur.Lateness, prev.Lateness)
 	v.TaskTime = summarize(cur.TaskTime, prev.TaskTime)
@@ -54,10 +54,10 @@ func newView(cur, prev shardwheel.ShardStats) view {
 
 // views returns the window from prev to cur for the total and each shard.
 // A zero prev (no shards) makes it the scheduler's whole life.
-func views(cur, prev shardwheel.Stats) (total view, shards []view) {
+func views(cur, prev stats.Stats) (total view, shards []view) {
 	shards = make([]view, len(cur.Shards))
 	for i, sh := range cur.Shards {
-		var p shardwheel.ShardStats
+		var p stats.Shard
 		if i < len(prev.Shards) {
 			p = prev.Shards[i]
 		}
@@ -78,7 +78,7 @@ type summary struct {
 	// slowest is the slowest pass the summary reports, slowestScope
 	// says of what ("since the scheduler started"), and passWhen, if set,
 	// says when a pass ended by its Ago.
-	slowest      shardwheel.PassWork
+	slowest      stats.Pass
 	slowestScope string
 	passWhen     func(ago time.Duration) string
 	// host is what the process and the host did over the window, if

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // The bounds of the window the Handler's page and /stats report beside
@@ -51,12 +51,12 @@ const (
 // taken with it, and when.
 type snapshot struct {
 	at   time.Time
-	st   shardwheel.Stats
+	st   stats.Stats
 	proc procReading
 }
 
 // take returns a snapshot of stats and the process, now.
-func take(stats func() shardwheel.Stats) snapshot {
+func take(stats func() stats.Stats) snapshot {
 	return snapshot{st: stats(), proc: readProc(), at: time.Now()}
 }
 
@@ -66,7 +66,7 @@ func take(stats func() shardwheel.Stats) snapshot {
 // (time.AfterFunc, which runs nothing until it fires) releases them once
 // requests have stopped for keepFor.
 type recent struct {
-	stats func() shardwheel.Stats
+	stats func() stats.Stats
 	now   func() time.Time
 	tick  time.Duration // the Scheduler's, for the samples' lost time
 
@@ -79,7 +79,7 @@ type recent struct {
 
 // newRecent returns a recent of a Scheduler with the given tick, holding
 // one snapshot, taken now.
-func newRecent(stats func() shardwheel.Stats, tick time.Duration, now func() time.Time) *recent {
+func newRecent(stats func() stats.Stats, tick time.Duration, now func() time.Time) *recent {
 	st, proc := stats(), readProc()
 	return &recent{stats: stats, now: now, tick: tick, snaps: []snapshot{{now(), st, proc}}}
 }

@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardwheel/shardwheel/stats"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardwheel/shardwheel"
 )
 
 // fakeRecent returns a recent on a fake clock whose snapshots count the
@@ -17,9 +16,9 @@ import (
 func fakeRecent() (r *recent, advance func(time.Duration)) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	calls := uint64(0)
-	stats := func() shardwheel.Stats {
+	stats := func() stats.Stats {
 		calls++
-		return shardwheel.Stats{Total: shardwheel.ShardStats{Fired: calls}}
+		return stats.Stats{Total: stats.Shard{Fired: calls}}
 	}
 	r = newRecent(stats, time.Millisecond, func() time.Time { return now })
 	return r, func(d time.Duration) { now = now.Add(d) }

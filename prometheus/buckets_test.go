@@ -15,6 +15,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/metrics"
 	shardwheelprom "github.com/shardwheel/shardwheel/prometheus"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // TestTickBuckets checks the layout TickBuckets documents, at the ticks
@@ -91,9 +92,9 @@ func TestTickBucketsQuantileError(t *testing.T) {
 			}
 		}
 		slices.Sort(ds)
-		var buckets []shardwheel.HistogramBucket
+		var buckets []stats.Bucket
 		for _, d := range ds {
-			buckets = append(buckets, shardwheel.HistogramBucket{Low: d, High: d, Count: 1})
+			buckets = append(buckets, stats.Bucket{Low: d, High: d, Count: 1})
 		}
 		for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 			exact := ds[int(math.Ceil(q*float64(n)))-1].Seconds()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/metrics"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // DecadeBuckets are classic upper bounds, in seconds, for a histogram
@@ -114,7 +115,7 @@ func WithTotalOnly() Option {
 // Each Collect takes one Stats snapshot, so every series of a scrape
 // comes from the same snapshot. It is safe for concurrent use.
 type Collector struct {
-	stats   func() shardwheel.Stats // the Scheduler's Stats method
+	stats   func() stats.Stats // the Scheduler's Stats method
 	buckets []float64
 	total   bool               // WithTotalOnly
 	shard   []*prometheus.Desc // one per metrics.Shard entry
@@ -213,7 +214,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectShard sends the metrics of one shard's statistics (or the
 // total's), with the given label values.
-func (c *Collector) collectShard(ch chan<- prometheus.Metric, sh shardwheel.ShardStats, labels ...string) {
+func (c *Collector) collectShard(ch chan<- prometheus.Metric, sh stats.Shard, labels ...string) {
 	for j, m := range metrics.Shard {
 		d := c.shard[j]
 		switch {
@@ -244,7 +245,7 @@ func constMetric(d *prometheus.Desc, k metrics.Kind, v float64, labels ...string
 
 // histogram returns h as one Prometheus histogram that carries both the
 // classic buckets and the native ones (see the package comment).
-func (c *Collector) histogram(d *prometheus.Desc, h shardwheel.Histogram, labels ...string) prometheus.Metric {
+func (c *Collector) histogram(d *prometheus.Desc, h stats.Histogram, labels ...string) prometheus.Metric {
 	count, sum := h.Count(), h.Sum().Seconds()
 	cumulative := metrics.Classic(h.Buckets(), c.buckets)
 	classic := make(map[float64]uint64, len(c.buckets))

@@ -19,6 +19,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/metrics"
 	shardwheelprom "github.com/shardwheel/shardwheel/prometheus"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // waitFor bounds every condition a test polls for: generous for the race
@@ -392,7 +393,7 @@ func TestHistogramsAddUp(t *testing.T) {
 func TestCollectTakesOneSnapshot(t *testing.T) {
 	s := newScenario(t, shardwheel.WithStats(false))
 	calls := 0
-	c := shardwheelprom.NewCollectorForTest(s, func() shardwheel.Stats { calls++; return s.Stats() })
+	c := shardwheelprom.NewCollectorForTest(s, func() stats.Stats { calls++; return s.Stats() })
 	assert.Equal(t, 1+2*len(metrics.Shard), testutil.CollectAndCount(c))
 	assert.Equal(t, 1, calls)
 }

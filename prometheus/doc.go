@@ -18,7 +18,7 @@
 // too would double every such sum. WithTotalOnly exports Stats.Total
 // instead, without the label.
 //
-//	ShardStats field               name                                                 type       unit
+//	stats.Shard field              name                                                 type       unit
 //	Pending (Stats)                shardwheel_pending_timers                            gauge
 //	Resident                       shardwheel_resident_timers                           gauge
 //	Scheduled                      shardwheel_timers_scheduled_total                    counter
@@ -71,9 +71,9 @@
 //	TaskTime                       shardwheel_task_duration_seconds                     histogram  seconds
 //
 // Counters, peaks and the slowest pass count since shardwheel.New; the
-// recent_ gauges cover the last minute (shardwheel.RecentWindow), and come
+// recent_ gauges cover the last minute (stats.RecentWindow), and come
 // down once an incident is over. Each shard publishes its counts once per
-// pass, so a scrape may lag a shard by one pass (see shardwheel.Stats).
+// pass, so a scrape may lag a shard by one pass (see stats.Stats).
 //
 // # Series
 //

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // A Histogram's buckets are linear within each power of two of
@@ -45,7 +45,7 @@ type NativeBucket struct {
 // upper bound is at least d and whose lower bound is below d*(1+1/32).
 // Longer durations, which a Histogram keeps in its last bucket, land at
 // 18m19s.
-func Native(buckets iter.Seq[shardwheel.HistogramBucket]) (zero uint64, out []NativeBucket) {
+func Native(buckets iter.Seq[stats.Bucket]) (zero uint64, out []NativeBucket) {
 	for b := range buckets {
 		if b.High == 0 {
 			zero += b.Count
@@ -80,7 +80,7 @@ func nativeIndex(d time.Duration) int32 {
 // and a duration within 3.125% below a bound may show at the next one.
 // Durations above 2^40-1 ns (18m19s), which a Histogram keeps in its last
 // bucket, count at 18m19s.
-func Classic(buckets iter.Seq[shardwheel.HistogramBucket], bounds []float64) []uint64 {
+func Classic(buckets iter.Seq[stats.Bucket], bounds []float64) []uint64 {
 	counts := make([]uint64, len(bounds))
 	j := 0
 	for b := range buckets {

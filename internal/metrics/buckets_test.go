@@ -11,18 +11,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/hist"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // bucketsOf yields a snapshot's non-empty buckets as Histogram.Buckets
 // does, which cannot be called on a Histogram made outside the root
 // package.
-func bucketsOf(s *hist.Snapshot) iter.Seq[shardwheel.HistogramBucket] {
-	return func(yield func(shardwheel.HistogramBucket) bool) {
+func bucketsOf(s *hist.Snapshot) iter.Seq[stats.Bucket] {
+	return func(yield func(stats.Bucket) bool) {
 		for i := range hist.NumBuckets {
 			low, high, n := s.Bucket(i)
-			if n > 0 && !yield(shardwheel.HistogramBucket{Low: time.Duration(low), High: time.Duration(high), Count: n}) {
+			if n > 0 && !yield(stats.Bucket{Low: time.Duration(low), High: time.Duration(high), Count: n}) {
 				return
 			}
 		}
@@ -103,17 +103,17 @@ func TestClassicErrsUpwardWithinABucket(t *testing.T) {
 // TestClassicStraddlingBucket shows the rule on one bucket that straddles
 // a bound: it counts at the next bound.
 func TestClassicStraddlingBucket(t *testing.T) {
-	straddling := shardwheel.HistogramBucket{Low: 2496, High: 2559, Count: 3} // a real bucket of [2048, 4096)
-	below := shardwheel.HistogramBucket{Low: 2432, High: 2495, Count: 2}
+	straddling := stats.Bucket{Low: 2496, High: 2559, Count: 3} // a real bucket of [2048, 4096)
+	below := stats.Bucket{Low: 2432, High: 2495, Count: 2}
 	bounds := []float64{2.5e-6, 5e-6}
-	assert.Equal(t, []uint64{2, 5}, Classic(slices.Values([]shardwheel.HistogramBucket{below, straddling}), bounds))
+	assert.Equal(t, []uint64{2, 5}, Classic(slices.Values([]stats.Bucket{below, straddling}), bounds))
 	// A bucket whose High is exactly a bound counts at it.
-	exact := shardwheel.HistogramBucket{Low: 2500, High: 2500, Count: 1}
-	assert.Equal(t, []uint64{1, 1}, Classic(slices.Values([]shardwheel.HistogramBucket{exact}), bounds))
+	exact := stats.Bucket{Low: 2500, High: 2500, Count: 1}
+	assert.Equal(t, []uint64{1, 1}, Classic(slices.Values([]stats.Bucket{exact}), bounds))
 	// Above every bound: only the implicit +Inf holds it.
-	above := shardwheel.HistogramBucket{Low: 6000, High: 6100, Count: 4}
-	assert.Equal(t, []uint64{0, 0}, Classic(slices.Values([]shardwheel.HistogramBucket{above}), bounds))
-	assert.Empty(t, Classic(slices.Values([]shardwheel.HistogramBucket{above}), nil))
+	above := stats.Bucket{Low: 6000, High: 6100, Count: 4}
+	assert.Equal(t, []uint64{0, 0}, Classic(slices.Values([]stats.Bucket{above}), bounds))
+	assert.Empty(t, Classic(slices.Values([]stats.Bucket{above}), nil))
 }
 
 // TestNativeErrsUpwardWithinABucket checks the same bound on the

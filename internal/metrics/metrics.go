@@ -2,8 +2,8 @@
 // publish from Scheduler.Stats: the Prometheus collector (module
 // github.com/shardwheel/shardwheel/prometheus) and the OpenTelemetry
 // instrumentation (module github.com/shardwheel/shardwheel/otel). Both
-// walk the tables here, so that exporting a new ShardStats field is one
-// line in Shard, and TestEveryShardStatsFieldIsExported fails until that
+// walk the tables here, so that exporting a new stats.Shard field is one
+// line in Shard, and TestEveryShardFieldIsExported fails until that
 // line exists.
 //
 // The exporters live in modules of their own so that a program that uses
@@ -18,7 +18,7 @@ package metrics
 import (
 	"time"
 
-	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // Kind is how a metric's value behaves over time and across shards, which
@@ -43,13 +43,13 @@ const (
 	Distribution
 )
 
-// Stats is shardwheel.ShardStats, named short for the table.
-type Stats = shardwheel.ShardStats
+// Stats is stats.Shard, named short for the table.
+type Stats = stats.Shard
 
 // Metric describes a metric exported from one shard's statistics, with
 // the label (attribute) shard set to the shard's index.
 type Metric struct {
-	// Field is the ShardStats field the metric reads, as a selector path
+	// Field is the stats.Shard field the metric reads, as a selector path
 	// ("SlowestPass.Duration"). The tests check that every field is
 	// some Metric's and that the accessor reads exactly that field.
 	Field string
@@ -72,13 +72,13 @@ type Metric struct {
 	// duration Gauge; Hist reads a Distribution. Exactly one is set.
 	Int     func(Stats) int64
 	Seconds func(Stats) time.Duration
-	Hist    func(Stats) shardwheel.Histogram
+	Hist    func(Stats) stats.Histogram
 	// Samples is the UCUM annotation of what a Distribution counts: its
 	// count's unit.
 	Samples string
 }
 
-// NotExported lists the ShardStats fields no exporter publishes, with the
+// NotExported lists the stats.Shard fields no exporter publishes, with the
 // reason.
 var NotExported = map[string]string{
 	"SlowestPass.Ago":        "a time since an event, which grows between collections: a backend sees when the slowest pass changed from its gauge",
@@ -89,7 +89,7 @@ var NotExported = map[string]string{
 }
 
 // Shard is the table of per-shard metrics. Counters are uint64 in
-// ShardStats and int64 here: they would need 292 years at a billion a
+// stats.Shard and int64 here: they would need 292 years at a billion a
 // second to tell the difference.
 var Shard = []Metric{
 	{Field: "Resident", Prom: "resident_timers", OTel: "shardwheel.timer.resident", Kind: Level, Unit: "{timer}", Help: "Timer nodes the shard holds: its timers not yet ended (in its wheel, its queue or handed to another shard), ended ones not yet freed, and nodes standing in for timers other shards handed to it.", Int: func(s Stats) int64 { return int64(s.Resident) }},
@@ -137,10 +137,10 @@ var Shard = []Metric{
 	{Field: "BlockedRefused", Prom: "blocked_refused_total", OTel: "shardwheel.task.blocked_refused", Kind: Counter, Unit: "{look}", Help: "Looks at a blocked task the WithMaxBlockedTasks bound refused, one every WithBlockedAfter while tasks wait behind it.", Int: func(s Stats) int64 { return int64(s.BlockedRefused) }},
 	{Field: "LongestBlocked.Running", Prom: "longest_blocked_task_seconds", OTel: "shardwheel.task.longest_blocked", Kind: Gauge, Unit: "s", Help: "How long the longest blocked task ran, or has run if it has not returned (0 if none).", Seconds: func(s Stats) time.Duration { return s.LongestBlocked.Running }},
 	{Field: "Blocked", Prom: "blocked_tasks", OTel: "shardwheel.task.blocked", Kind: Level, Unit: "{task}", Help: "Blocked tasks that have not returned.", Int: func(s Stats) int64 { return int64(len(s.Blocked)) }},
-	{Field: "TickLag", Prom: "tick_lag_seconds", OTel: "shardwheel.tick.lag", Kind: Distribution, Unit: "s", Samples: "{tick}", Help: "How late the shard started processing a tick it had planned to wake for.", Hist: func(s Stats) shardwheel.Histogram { return s.TickLag }},
-	{Field: "Lateness", Prom: "task_lateness_seconds", OTel: "shardwheel.task.lateness", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "How late tasks started versus their deadline rounded up to the tick grid.", Hist: func(s Stats) shardwheel.Histogram { return s.Lateness }},
-	{Field: "PassTime", Prom: "pass_duration_seconds", OTel: "shardwheel.pass.duration", Kind: Distribution, Unit: "s", Samples: "{pass}", Help: "How long each pass of the shard took.", Hist: func(s Stats) shardwheel.Histogram { return s.PassTime }},
-	{Field: "TaskTime", Prom: "task_duration_seconds", OTel: "shardwheel.task.duration", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "Run time of each task (or of the executor's run call for it).", Hist: func(s Stats) shardwheel.Histogram { return s.TaskTime }},
+	{Field: "TickLag", Prom: "tick_lag_seconds", OTel: "shardwheel.tick.lag", Kind: Distribution, Unit: "s", Samples: "{tick}", Help: "How late the shard started processing a tick it had planned to wake for.", Hist: func(s Stats) stats.Histogram { return s.TickLag }},
+	{Field: "Lateness", Prom: "task_lateness_seconds", OTel: "shardwheel.task.lateness", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "How late tasks started versus their deadline rounded up to the tick grid.", Hist: func(s Stats) stats.Histogram { return s.Lateness }},
+	{Field: "PassTime", Prom: "pass_duration_seconds", OTel: "shardwheel.pass.duration", Kind: Distribution, Unit: "s", Samples: "{pass}", Help: "How long each pass of the shard took.", Hist: func(s Stats) stats.Histogram { return s.PassTime }},
+	{Field: "TaskTime", Prom: "task_duration_seconds", OTel: "shardwheel.task.duration", Kind: Distribution, Unit: "s", Samples: "{task}", Help: "Run time of each task (or of the executor's run call for it).", Hist: func(s Stats) stats.Histogram { return s.TaskTime }},
 }
 
 // SchedulerMetric describes a metric of the whole Scheduler, exported
@@ -151,7 +151,7 @@ type SchedulerMetric struct {
 	Kind              Kind
 	Unit, Help        string
 	// Int reads the value.
-	Int func(shardwheel.Stats) int64
+	Int func(stats.Stats) int64
 }
 
 // Scheduler is the table of whole-Scheduler metrics. Stats.Total is not
@@ -160,5 +160,5 @@ type SchedulerMetric struct {
 // every sum over the shard label. The exporters' WithTotalOnly exports it
 // instead of them, through the Shard table without the label.
 var Scheduler = []SchedulerMetric{
-	{Field: "Pending", Prom: "pending_timers", OTel: "shardwheel.timer.pending", Kind: Level, Unit: "{timer}", Help: "Timers scheduled and not yet fired, cancelled or stopped (Scheduler.Pending).", Int: func(s shardwheel.Stats) int64 { return int64(s.Pending) }},
+	{Field: "Pending", Prom: "pending_timers", OTel: "shardwheel.timer.pending", Kind: Level, Unit: "{timer}", Help: "Timers scheduled and not yet fired, cancelled or stopped (Scheduler.Pending).", Int: func(s stats.Stats) int64 { return int64(s.Pending) }},
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardwheel/shardwheel"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
-var histogramType = reflect.TypeFor[shardwheel.Histogram]()
+var histogramType = reflect.TypeFor[stats.Histogram]()
 
 // leaves returns the selector paths of t's fields, descending into
 // structs other than Histogram (which exporters read as a whole).
@@ -30,26 +31,26 @@ func leaves(t reflect.Type, prefix string) []string {
 	return out
 }
 
-// TestEveryShardStatsFieldIsExported fails when a field is added to
-// ShardStats (or PassWork) without a line in Shard or NotExported, and
+// TestEveryShardFieldIsExported fails when a field is added to
+// stats.Shard (or stats.Pass) without a line in Shard or NotExported, and
 // when a line names a field that does not exist.
-func TestEveryShardStatsFieldIsExported(t *testing.T) {
+func TestEveryShardFieldIsExported(t *testing.T) {
 	described := map[string]int{}
 	for _, m := range Shard {
 		described[m.Field]++
 	}
-	fields := leaves(reflect.TypeFor[shardwheel.ShardStats](), "")
+	fields := leaves(reflect.TypeFor[stats.Shard](), "")
 	require.NotEmpty(t, fields)
 	for f := range NotExported {
-		require.Contains(t, fields, f, "NotExported names a field ShardStats does not have")
+		require.Contains(t, fields, f, "NotExported names a field stats.Shard does not have")
 		require.Zero(t, described[f], "%s is both exported and not", f)
 		described[f] = 1
 	}
 	for _, f := range fields {
-		assert.Equal(t, 1, described[f], "ShardStats.%s must be described by exactly one entry of metrics.Shard", f)
+		assert.Equal(t, 1, described[f], "stats.Shard.%s must be described by exactly one entry of metrics.Shard", f)
 		delete(described, f)
 	}
-	assert.Empty(t, described, "metrics.Shard describes fields ShardStats does not have")
+	assert.Empty(t, described, "metrics.Shard describes fields stats.Shard does not have")
 }
 
 // TestEveryStatsFieldIsExported does the same for Stats: Pending is a
@@ -61,7 +62,7 @@ func TestEveryStatsFieldIsExported(t *testing.T) {
 		require.False(t, handled[m.Field], "Stats.%s is described twice", m.Field)
 		handled[m.Field] = true
 	}
-	for f := range reflect.TypeFor[shardwheel.Stats]().Fields() {
+	for f := range reflect.TypeFor[stats.Stats]().Fields() {
 		assert.True(t, handled[f.Name], "Stats.%s must be described by metrics.Scheduler", f.Name)
 		delete(handled, f.Name)
 	}
@@ -70,7 +71,7 @@ func TestEveryStatsFieldIsExported(t *testing.T) {
 
 // someHistogram returns a non-empty Histogram from a real Scheduler: the
 // pass time of the passes that ran a timer.
-func someHistogram(t *testing.T) shardwheel.Histogram {
+func someHistogram(t *testing.T) stats.Histogram {
 	t.Helper()
 	s, err := shardwheel.New(shardwheel.WithShards(1))
 	require.NoError(t, err)
@@ -84,12 +85,12 @@ func someHistogram(t *testing.T) shardwheel.Histogram {
 	return s.Stats().Total.PassTime
 }
 
-// TestAccessorsReadTheirField fills every leaf of a ShardStats with a
+// TestAccessorsReadTheirField fills every leaf of a stats.Shard with a
 // distinct value and checks that each Metric reads its own field's: a
 // copy-pasted accessor that reads a neighbour fails here.
 func TestAccessorsReadTheirField(t *testing.T) {
 	h := someHistogram(t)
-	var st shardwheel.ShardStats
+	var st stats.Shard
 	want := map[string]int64{} // field -> the value (for histograms, the count) put there
 	v := reflect.ValueOf(&st).Elem()
 	for i, path := range leaves(v.Type(), "") {
@@ -97,7 +98,7 @@ func TestAccessorsReadTheirField(t *testing.T) {
 		n := int64(i + 1)
 		switch {
 		case f.Type() == histogramType:
-			var merged shardwheel.Histogram
+			var merged stats.Histogram
 			for range n {
 				merged.Merge(h)
 			}
@@ -129,7 +130,7 @@ func TestAccessorsReadTheirField(t *testing.T) {
 		}
 		assert.Equal(t, want[m.Field], got, "%s reads the wrong field", m.Field)
 	}
-	stats := shardwheel.Stats{Pending: 42}
+	stats := stats.Stats{Pending: 42}
 	for _, m := range Scheduler {
 		assert.EqualValues(t, 42, m.Int(stats), m.Field)
 	}

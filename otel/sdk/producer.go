@@ -20,7 +20,7 @@
 // shardwheel.task.duration; unit s) is one exponential histogram data point
 // per shard, with the attribute shard (or, WithTotalOnly, one for the whole
 // Scheduler, without it), at scale 5: 32 buckets per power of two, bounds
-// 2.2% apart. Each bucket of a shardwheel.Histogram (1/32 of a power of two
+// 2.2% apart. Each bucket of a stats.Histogram (1/32 of a power of two
 // of nanoseconds wide) lands whole in the exponential bucket that holds its
 // upper bound, so a duration is never shown below its value and at most
 // 3.125% above it; durations over 2^40-1ns (18m19s) land at 18m19s. The zero
@@ -43,6 +43,7 @@ import (
 
 	"github.com/shardwheel/shardwheel"
 	"github.com/shardwheel/shardwheel/internal/metrics"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // ScopeName is the instrumentation scope of the Producer's data.
@@ -52,7 +53,7 @@ const ScopeName = "github.com/shardwheel/shardwheel/otel/sdk"
 // histograms. It implements go.opentelemetry.io/otel/sdk/metric.Producer
 // and is safe for concurrent use.
 type Producer struct {
-	stats func() shardwheel.Stats // the Scheduler's Stats method
+	stats func() stats.Stats // the Scheduler's Stats method
 	start time.Time
 	total bool            // WithTotalOnly
 	attrs []attribute.Set // the shard attribute, by index
@@ -115,7 +116,7 @@ func (p *Producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 
 // point returns the histogram h as a data point with the attributes
 // attrs.
-func (p *Producer) point(h shardwheel.Histogram, attrs attribute.Set, now time.Time) metricdata.ExponentialHistogramDataPoint[float64] {
+func (p *Producer) point(h stats.Histogram, attrs attribute.Set, now time.Time) metricdata.ExponentialHistogramDataPoint[float64] {
 	dp := metricdata.ExponentialHistogramDataPoint[float64]{
 		Attributes: attrs,
 		StartTime:  p.start,

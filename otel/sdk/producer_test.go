@@ -17,6 +17,7 @@ import (
 	"github.com/shardwheel/shardwheel/internal/metrics"
 	shardwheelotel "github.com/shardwheel/shardwheel/otel"
 	shardwheelsdk "github.com/shardwheel/shardwheel/otel/sdk"
+	"github.com/shardwheel/shardwheel/stats"
 )
 
 // The Producer is what sdkmetric.WithProducer takes.
@@ -173,7 +174,7 @@ func TestWithRegister(t *testing.T) {
 func TestProduceTakesOneSnapshot(t *testing.T) {
 	s := busy(t)
 	calls := 0
-	collect(t, readerOf(t, shardwheelsdk.NewProducerForTest(s, func() shardwheel.Stats { calls++; return s.Stats() })))
+	collect(t, readerOf(t, shardwheelsdk.NewProducerForTest(s, func() stats.Stats { calls++; return s.Stats() })))
 	assert.Equal(t, 1, calls)
 }
 

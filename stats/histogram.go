@@ -1,4 +1,4 @@
-package shardwheel
+package stats
 
 import (
 	"encoding/json"
@@ -19,9 +19,9 @@ import (
 // percentiles, mean and count, in nanoseconds.
 type Histogram struct{ s hist.Snapshot }
 
-// HistogramError is the bound on the relative error of a quantile a
+// RelativeError is the bound on the relative error of a quantile a
 // Histogram reports, for durations up to 2^40-1 ns (about 18m19s).
-const HistogramError = hist.RelativeError
+const RelativeError = hist.RelativeError
 
 // Count returns the number of durations recorded.
 func (h Histogram) Count() uint64 { return h.s.Count() }
@@ -41,7 +41,7 @@ func (h Histogram) Min() time.Duration { return time.Duration(h.s.Min()) }
 func (h Histogram) Max() time.Duration { return time.Duration(h.s.Max()) }
 
 // Quantile returns the q-quantile (nearest rank: the ceil(q*Count)-th
-// smallest duration) within HistogramError of the exact value. q is
+// smallest duration) within RelativeError of the exact value. q is
 // clamped to [0, 1]; 0 returns Min and 1 returns Max. The result lies in
 // [Min, Max]; an empty histogram returns 0.
 func (h Histogram) Quantile(q float64) time.Duration { return time.Duration(h.s.Quantile(q)) }
@@ -50,7 +50,7 @@ func (h Histogram) Quantile(q float64) time.Duration { return time.Duration(h.s.
 // the same histogram, and h: counts and sums subtract (saturating at 0).
 // An interval's extremes are not recorded, so its Max is the high bound of
 // its highest non-empty bucket (at most h's Max) and its Min the low bound
-// of its lowest (at least h's Min): within twice HistogramError of the
+// of its lowest (at least h's Min): within twice RelativeError of the
 // true extremes. It is how a monitoring loop reports the last N seconds.
 func (h Histogram) Sub(prev Histogram) Histogram { return Histogram{h.s.Sub(prev.s)} }
 
@@ -58,9 +58,9 @@ func (h Histogram) Sub(prev Histogram) Histogram { return Histogram{h.s.Sub(prev
 // are the extremes of both. Stats.Total merges the shards' histograms.
 func (h *Histogram) Merge(o Histogram) { h.s.Merge(o.s) }
 
-// HistogramBucket is one bucket of a Histogram: Count durations in
+// Bucket is one bucket of a Histogram: Count durations in
 // [Low, High].
-type HistogramBucket struct {
+type Bucket struct {
 	Low, High time.Duration
 	Count     uint64
 }
@@ -70,11 +70,11 @@ type HistogramBucket struct {
 // Prometheus or OpenTelemetry histogram). The counts add up to Count. The
 // last bucket, [2^40-2^34 ns, 2^40-1 ns], also counts every longer
 // duration.
-func (h Histogram) Buckets() iter.Seq[HistogramBucket] {
-	return func(yield func(HistogramBucket) bool) {
+func (h Histogram) Buckets() iter.Seq[Bucket] {
+	return func(yield func(Bucket) bool) {
 		for i := range hist.NumBuckets {
 			low, high, n := h.s.Bucket(i)
-			if n > 0 && !yield(HistogramBucket{time.Duration(low), time.Duration(high), n}) {
+			if n > 0 && !yield(Bucket{time.Duration(low), time.Duration(high), n}) {
 				return
 			}
 		}
