@@ -375,6 +375,8 @@ func TestGoexitInAKeptRun(t *testing.T) {
 	<-started
 	h.passTicks(3)
 	require.Equal(t, uint64(1), h.sh.Stats().BlockedRuns)
+	// The other key runs on the new runner while key 7's task blocks.
+	eventually(t, func() bool { return len(o.get()) == 1 }, "the other key's run, beside the blocked task")
 	close(release)
 	eventually(t, func() bool { return h.sh.returned.Load() != nil }, "the left runner hands itself back")
 	assert.Equal(t, []string{"other key", "after"}, o.get())
