@@ -61,13 +61,13 @@ func (s *Scheduler) Stop() []Timeout {
 // Shutdown is Stop that stops waiting when ctx is done: it then returns
 // ctx.Err() instead of hanging on a task that never returns. Either way
 // the first call claims every pending timer, returns it (or hands it over,
-// as Stop does), and makes AfterFunc return ErrStopped; a nil error means
-// every task has returned, as after Stop. When ctx is done first, tasks
-// handed out before may still be running or queued, and run to their
-// end. The error is ctx.Err() whenever ctx is done before every task has
-// returned, even if ctx was done already when Shutdown was called. A later
-// call, or Stop, waits (bounded by its own ctx) for those tasks, and
-// returns no timers.
+// as Stop does), and makes AfterFunc return ErrStopped. The error says
+// whether anything is still running: nil means every task handed out
+// before has returned, as after Stop, even when ctx was done already (an
+// idle scheduler's Shutdown with a cancelled ctx returns its timers and
+// nil); ctx.Err() means ctx was done while such a task was still running
+// or queued, and those tasks run to their end. A later call, or Stop,
+// waits (bounded by its own ctx) for them, and returns no timers.
 func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	s.mustBeNew()
 	gid := shard.GoroutineID()
@@ -75,13 +75,10 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 		if s.onShardGoroutine(gid) {
 			return nil, nil
 		}
-		err := wait(ctx, s.stopped)
-		for _, sh := range s.shards {
-			if err == nil {
-				err = wait(ctx, sh.Exited())
-			}
+		if err := wait(ctx, s.stopped); err != nil {
+			return nil, err
 		}
-		return nil, err
+		return nil, s.waitTasks(ctx, gid)
 	}
 	for _, sh := range s.shards {
 		sh.Close()
@@ -107,18 +104,28 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	for i := range s.index {
 		s.index[i].m.Clear()
 	}
-	// Then the tasks handed out before Stop: every runner of a shard
-	// returns once it has run them, but the task that called Stop cannot
-	// wait for its own.
-	var err error
-	for _, sh := range s.shards {
-		if err == nil && !sh.IsShardGoroutine(gid) {
-			err = wait(ctx, sh.Exited())
-		}
-	}
+	err := s.waitTasks(ctx, gid)
 	close(s.stopped)
 	countLive(-1, nil)
 	return out, err
+}
+
+// waitTasks waits, once every shard goroutine has stopped, for the tasks
+// handed out before: every runner of a shard returns once it has run them,
+// but the task that called Stop (on goroutine gid) cannot wait for its
+// own. When ctx is done first it returns ctx.Err() only if a task is still
+// running or queued: runners that have nothing left to run but have not
+// returned yet are no reason to report that Shutdown gave up.
+func (s *Scheduler) waitTasks(ctx context.Context, gid uint64) error {
+	for _, sh := range s.shards {
+		if sh.IsShardGoroutine(gid) {
+			continue
+		}
+		if err := wait(ctx, sh.Exited()); err != nil && sh.RunsInFlight() {
+			return err
+		}
+	}
+	return nil
 }
 
 // wait waits until ch is closed or ctx is done, and returns ctx.Err() in

@@ -2,7 +2,9 @@ package shardwheel_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -419,6 +421,55 @@ func TestShutdownWithoutHangIsStop(t *testing.T) {
 	got, err = s.Shutdown(context.Background())
 	assert.NoError(t, err)
 	assert.Nil(t, got)
+}
+
+// TestShutdownWithADoneContextSaysWhetherAnythingRuns: Shutdown's error
+// tells "nothing was lost" from "gave up". With a ctx done before the
+// call, a scheduler whose tasks have all returned (idle, or after many
+// ran) returns its timers and nil, the first call and a later one alike;
+// one with a task still running returns its timers and ctx.Err().
+func TestShutdownWithADoneContextSaysWhetherAnythingRuns(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, ran := range []int{0, 1000} {
+		t.Run(fmt.Sprintf("%d tasks ran before", ran), func(t *testing.T) {
+			// One P: the runners that ran the tasks are still parked, or
+			// on their way out, when Shutdown looks.
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			s := newUnstopped(t, shardwheel.WithShards(3))
+			var fired atomic.Int64
+			for i := range ran {
+				_, err := s.AfterFunc(0, func() { fired.Add(1) }, shardwheel.ByKey(uint64(i)))
+				require.NoError(t, err)
+			}
+			require.Eventually(t, func() bool { return fired.Load() == int64(ran) }, waitFor, pollEvery)
+			for i := range uint64(30) {
+				_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(i))
+				require.NoError(t, err)
+			}
+			got, err := s.Shutdown(done)
+			assert.NoError(t, err, "no task was running: nothing was given up")
+			assert.Len(t, got, 30)
+			got, err = s.Shutdown(done)
+			assert.NoError(t, err)
+			assert.Nil(t, got)
+		})
+	}
+	t.Run("a task still running", func(t *testing.T) {
+		s := newUnstopped(t, shardwheel.WithShards(2))
+		release := hangingTask(t, s, 0)
+		_, err := s.AfterFunc(time.Hour, noop)
+		require.NoError(t, err)
+		got, err := s.Shutdown(done)
+		assert.ErrorIs(t, err, context.Canceled, "a task runs: Shutdown gave up waiting")
+		assert.Len(t, got, 1)
+		_, err = s.Shutdown(done)
+		assert.ErrorIs(t, err, context.Canceled, "a later call too, while it runs")
+		release()
+		within(t, "Stop", func() { s.Stop() })
+		_, err = s.Shutdown(done)
+		assert.NoError(t, err, "once it has returned")
+	})
 }
 
 // TestTaskIsNilUnlessStopReturnedTheTimer: Task is nil for a pending,

@@ -263,3 +263,19 @@ func (sh *Shard) trimRuns() {
 	}
 	p.wake = p.made > runKeepMin || t.older.Load() != nil || t.buckets() > 2*runBucketsFor(runKeepMin)
 }
+
+// RunsInFlight reports whether a run the shard handed out has not returned:
+// its word is still in a run table (a queued run's too: its word goes in
+// before its timer fires). Any goroutine: exact once the shard goroutine
+// has stopped (Stopped), since only that goroutine publishes runs; O(size
+// of the tables), for Shutdown.
+func (sh *Shard) RunsInFlight() bool {
+	for t := sh.runTab.Load(); t != nil; t = t.older.Load() {
+		for i := range t.words {
+			if t.words[i].Load() != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
