@@ -52,10 +52,10 @@ var afterFuncOps = churnOps[*time.Timer]{
 }
 
 // wheelOps returns s.AfterFunc's calls, or with keyed s.Schedule's.
-func wheelOps(s *shardwheel.Scheduler, keyed bool) churnOps[shardwheel.Timeout] {
-	return churnOps[shardwheel.Timeout]{
-		schedule: func(key uint64, d time.Duration, f func()) shardwheel.Timeout {
-			var t shardwheel.Timeout
+func wheelOps(s *shardwheel.Scheduler, keyed bool) churnOps[shardwheel.Timer] {
+	return churnOps[shardwheel.Timer]{
+		schedule: func(key uint64, d time.Duration, f func()) shardwheel.Timer {
+			var t shardwheel.Timer
 			var err error
 			if keyed {
 				t, err = s.AfterFunc(d, f, shardwheel.ByKey(key))
@@ -67,7 +67,7 @@ func wheelOps(s *shardwheel.Scheduler, keyed bool) churnOps[shardwheel.Timeout] 
 			}
 			return t
 		},
-		cancel: shardwheel.Timeout.Cancel,
+		cancel: shardwheel.Timer.Cancel,
 	}
 }
 
@@ -101,7 +101,7 @@ func BenchmarkChurn(b *testing.B) {
 			s := newBenchScheduler(b)
 			ops := wheelOps(s, false)
 			schedule := ops.schedule
-			ops.schedule = func(key uint64, d time.Duration, f func()) shardwheel.Timeout {
+			ops.schedule = func(key uint64, d time.Duration, f func()) shardwheel.Timer {
 				if s.Pending() < 0 {
 					panic("negative Pending")
 				}
@@ -244,39 +244,39 @@ func runCancelAtOnce(b *testing.B, parallel bool, pair func() bool) {
 // cancelled a ring later. A series' task never runs: its period is the
 // churn's delay.
 func BenchmarkChurnFeatures(b *testing.B) {
-	ops := func(s *shardwheel.Scheduler, f func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error)) churnOps[shardwheel.Timeout] {
-		return churnOps[shardwheel.Timeout]{
-			schedule: func(key uint64, d time.Duration, task func()) shardwheel.Timeout {
+	ops := func(s *shardwheel.Scheduler, f func(key uint64, d time.Duration, task func()) (shardwheel.Timer, error)) churnOps[shardwheel.Timer] {
+		return churnOps[shardwheel.Timer]{
+			schedule: func(key uint64, d time.Duration, task func()) shardwheel.Timer {
 				t, err := f(key, d, task)
 				if err != nil {
 					panic(err)
 				}
 				return t
 			},
-			cancel: shardwheel.Timeout.Cancel,
+			cancel: shardwheel.Timer.Cancel,
 		}
 	}
 	for _, bench := range []struct {
 		name string
-		f    func(s *shardwheel.Scheduler) func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error)
+		f    func(s *shardwheel.Scheduler) func(key uint64, d time.Duration, task func()) (shardwheel.Timer, error)
 	}{
-		{"within/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
-			return func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+		{"within/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timer, error) {
+			return func(key uint64, d time.Duration, task func()) (shardwheel.Timer, error) {
 				return s.AfterFunc(d, task, shardwheel.ByKey(key), shardwheel.Slack(time.Second))
 			}
 		}},
-		{"within/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
-			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+		{"within/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timer, error) {
+			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timer, error) {
 				return s.AfterFunc(d, task, shardwheel.Slack(time.Second))
 			}
 		}},
-		{"every/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
-			return func(key uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+		{"every/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timer, error) {
+			return func(key uint64, d time.Duration, task func()) (shardwheel.Timer, error) {
 				return s.Every(d, task, shardwheel.ByKey(key), shardwheel.OnMissed(shardwheel.SkipMissed))
 			}
 		}},
-		{"every/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timeout, error) {
-			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timeout, error) {
+		{"every/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timer, error) {
+			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timer, error) {
 				return s.Every(d, task, shardwheel.OnMissed(shardwheel.SkipMissed))
 			}
 		}},

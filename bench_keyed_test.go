@@ -41,7 +41,7 @@ var keyedImpls = []keyedImpl{
 	}, true},
 	{"handle", func(b *testing.B) keyedOps { // shardwheel's own handle path, no index: the bound
 		s := newBenchScheduler(b)
-		var last shardwheel.Timeout // the one goroutine's last timer: this way runs on one goroutine only
+		var last shardwheel.Timer // the one goroutine's last timer: this way runs on one goroutine only
 		return keyedOps{
 			schedule: func(key uint64, d time.Duration) {
 				var err error
@@ -65,12 +65,12 @@ var keyedImpls = []keyedImpl{
 			},
 			cancel: func(key uint64) {
 				if t, ok := m.LoadAndDelete(key); ok {
-					t.(shardwheel.Timeout).Cancel()
+					t.(shardwheel.Timer).Cancel()
 				}
 			},
 			reset: func(key uint64, d time.Duration) {
 				if t, ok := m.Load(key); ok {
-					t.(shardwheel.Timeout).Reset(d)
+					t.(shardwheel.Timer).Reset(d)
 				}
 			},
 		}

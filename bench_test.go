@@ -208,7 +208,7 @@ func BenchmarkResetLater(b *testing.B) {
 		name := map[bool]string{false: "random-100k", true: "random-100k-parallel"}[parallel]
 		b.Run("shardwheel/"+name, func(b *testing.B) {
 			s := newBenchScheduler(b)
-			ts := make([]shardwheel.Timeout, resetTimers)
+			ts := make([]shardwheel.Timer, resetTimers)
 			for i := range ts {
 				var err error
 				if ts[i], err = s.AfterFunc(time.Minute, noop, shardwheel.ByKey(uint64(i))); err != nil {

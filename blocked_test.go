@@ -19,7 +19,7 @@ import (
 
 // blockOn runs a task with key on s that blocks until the returned release
 // is called, and waits until it has started.
-func blockOn(t *testing.T, s *shardwheel.Scheduler, key uint64) (tm shardwheel.Timeout, release func()) {
+func blockOn(t *testing.T, s *shardwheel.Scheduler, key uint64) (tm shardwheel.Timer, release func()) {
 	t.Helper()
 	started, unblock := make(chan struct{}), make(chan struct{})
 	tm, err := s.AfterFunc(0, func() { close(started); <-unblock }, shardwheel.ByKey(key))
@@ -263,7 +263,7 @@ func TestStopDuringBlockedAndPreemptedTasks(t *testing.T) {
 			runtime.GOMAXPROCS(1 + round%3)
 		}
 		require.Eventually(t, func() bool { return blocked.Load() > 0 }, waitFor, pollEvery, "a task blocks")
-		var stopped []shardwheel.Timeout
+		var stopped []shardwheel.Timer
 		within(t, fmt.Sprintf("round %d: Stop", round), func() {
 			if round%3 == 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)

@@ -65,17 +65,17 @@ func TestSharedSchedulerInsideABubbleIsNeverEarly(t *testing.T) {
 	var calledAt [n]time.Duration
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		calls := []func() (shardwheel.Timeout, error){
-			func() (shardwheel.Timeout, error) { return s.AfterFunc(delay, r.task(0), shardwheel.ByKey(1)) },
-			func() (shardwheel.Timeout, error) { return s.AfterFunc(delay, r.task(1)) },
-			func() (shardwheel.Timeout, error) { return h.AfterFunc(2, delay, shardwheel.ByKey(2)) },
-			func() (shardwheel.Timeout, error) { return h.AfterFunc(3, delay) },
-			func() (shardwheel.Timeout, error) { return s.ScheduleKey(4, delay, r.task(4)) },
+		calls := []func() (shardwheel.Timer, error){
+			func() (shardwheel.Timer, error) { return s.AfterFunc(delay, r.task(0), shardwheel.ByKey(1)) },
+			func() (shardwheel.Timer, error) { return s.AfterFunc(delay, r.task(1)) },
+			func() (shardwheel.Timer, error) { return h.AfterFunc(2, delay, shardwheel.ByKey(2)) },
+			func() (shardwheel.Timer, error) { return h.AfterFunc(3, delay) },
+			func() (shardwheel.Timer, error) { return s.ScheduleKey(4, delay, r.task(4)) },
 		}
 		// Deadline is the zero Time once the timer has run: on a busy host
 		// the 30ms may be over before it is read. The timer's run is
 		// checked below either way.
-		deadlineNeverEarly := func(i int, tm shardwheel.Timeout) {
+		deadlineNeverEarly := func(i int, tm shardwheel.Timer) {
 			if dl := tm.Deadline(); !dl.IsZero() {
 				assert.GreaterOrEqual(t, dl.Sub(shardwheel.Epoch(s)), calledAt[i]+delay,
 					"call %d: Deadline is never before the call plus the delay, on the real clock", i)
@@ -175,7 +175,7 @@ func TestSharedSchedulerStoppedInsideABubble(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				_, err := s.AfterFunc(time.Hour, func() { ran.Add(1) }, shardwheel.ByKey(7))
 				require.NoError(t, err)
-				var out []shardwheel.Timeout
+				var out []shardwheel.Timer
 				if how == "Stop" {
 					out = s.Stop()
 				} else {

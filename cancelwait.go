@@ -26,7 +26,7 @@ import "context"
 // still be running).
 //
 // A timer that Stop returned, or that another call cancelled, has no task
-// running: CancelWait returns false at once. On the zero Timeout it
+// running: CancelWait returns false at once. On the zero Timer it
 // returns false, nil.
 //
 // Waiting never blocks the shard of the timer waited for: the shard
@@ -36,7 +36,7 @@ import "context"
 // blocking task does.) Timers nobody waits for still pay for that
 // publication: each run goes through a pooled record published in a
 // table, tens of nanoseconds (BENCHMARKS.md).
-func (t Timeout) CancelWait(ctx context.Context) (bool, error) {
+func (t Timer) CancelWait(ctx context.Context) (bool, error) {
 	if t.sh == nil {
 		return false, nil
 	}

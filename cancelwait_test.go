@@ -37,12 +37,12 @@ func executorOptions(t *testing.T) map[string][]shardwheel.Option {
 	}
 }
 
-// TestCancelWaitAPI: the zero Timeout, a pending timer (true, its task
+// TestCancelWaitAPI: the zero Timer, a pending timer (true, its task
 // never runs), one cancelled or run already (false at once), and one Stop
 // returned.
 func TestCancelWaitAPI(t *testing.T) {
 	ctx := context.Background()
-	ok, err := shardwheel.Timeout{}.CancelWait(ctx)
+	ok, err := shardwheel.Timer{}.CancelWait(ctx)
 	assert.False(t, ok)
 	assert.NoError(t, err)
 	s := newScheduler(t)
@@ -117,21 +117,21 @@ func TestCancelWaitFromTheTask(t *testing.T) {
 		for _, periodic := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/periodic=%v", name, periodic), func(t *testing.T) {
 				s := newScheduler(t, opts...)
-				var tm atomic.Pointer[shardwheel.Timeout]
+				var tm atomic.Pointer[shardwheel.Timer]
 				type result struct {
 					ok  bool
 					err error
 				}
 				got := make(chan result, 4)
 				task := func() {
-					var h *shardwheel.Timeout
+					var h *shardwheel.Timer
 					for h = tm.Load(); h == nil; h = tm.Load() {
 						runtime.Gosched()
 					}
 					ok, err := h.CancelWait(context.Background())
 					got <- result{ok, err}
 				}
-				var h shardwheel.Timeout
+				var h shardwheel.Timer
 				var err error
 				if periodic {
 					h, err = s.Every(time.Millisecond, task, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))

@@ -611,7 +611,7 @@ func TestContextSurvivesStop(t *testing.T) {
 	require.NoError(t, err)
 
 	got := s.Stop()
-	assert.Equal(t, []shardwheel.Timeout{kept}, got, "Stop returns the user's timer only")
+	assert.Equal(t, []shardwheel.Timer{kept}, got, "Stop returns the user's timer only")
 	if expiring.Err() != nil { // Stop took longer than the timeout
 		assert.GreaterOrEqual(t, time.Since(start), timeout, "expired early")
 	}

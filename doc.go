@@ -9,7 +9,7 @@
 // default one per P. A timer is filed in the wheel of the P its caller runs
 // on; one scheduled with a key (ByKey, ScheduleKey) runs on the shard its
 // key hashes to, and crosses to that shard only near its deadline. The
-// returned Timeout remembers the shard that filed its timer, so that
+// returned Timer remembers the shard that filed its timer, so that
 // Cancel and Reset go straight to it. A shard's goroutine never runs a
 // task: it hands the due ones, in deadline order, to the shard's runner, a
 // goroutine that runs them one at a time, so that the tasks of one key run
@@ -29,7 +29,7 @@
 // # Two kinds of timers
 //
 // AfterFunc and Every make plain timers: a key only picks the shard, keys
-// need not be unique, and the Timeout handle is the only way to cancel or
+// need not be unique, and the Timer handle is the only way to cancel or
 // reset the timer. ScheduleKey makes an indexed timer: the shard the key
 // routes to also indexes it by key, at most one per key, so that CancelKey,
 // ResetKey and Lookup reach it by key alone (a multiplexed client that
@@ -55,7 +55,7 @@
 //     it (returned it, or handed it over, or, for a series whose run is
 //     handed out, left that run as its last: see Stop). Pending counts
 //     the timers that have not ended yet.
-//   - Stale handles are inert: once a timer has ended, its Timeout reports
+//   - Stale handles are inert: once a timer has ended, its Timer reports
 //     not pending, and Cancel and Reset on it return false, even after the
 //     node behind it was reused for another timer.
 //   - delay <= 0 runs at the first tick at or after the call (the next

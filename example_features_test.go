@@ -70,7 +70,7 @@ func ExampleSlack() {
 // Cancel returns false once a task has started, and cannot say when it
 // ends. CancelWait waits for it: when it returns false, the task has
 // returned, so what it wrote may be read and what it used may be freed.
-func ExampleTimeout_CancelWait() {
+func ExampleTimer_CancelWait() {
 	s, err := shardwheel.New()
 	if err != nil {
 		panic(err)

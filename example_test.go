@@ -45,7 +45,7 @@ func ExampleScheduler_AfterFunc() {
 // An idle-connection timeout is pushed forward on every read. Moving a
 // deadline later is one compare-and-swap; the timer fires only once the
 // connection has been idle for the whole delay.
-func ExampleTimeout_Reset() {
+func ExampleTimer_Reset() {
 	s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
 	if err != nil {
 		panic(err)

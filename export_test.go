@@ -56,7 +56,7 @@ func RunningShard(s *Scheduler) int {
 
 // FiledOn returns the index of the shard whose wheel filed t: the shard
 // whose Stats count it.
-func FiledOn(t Timeout) int { return t.ref.Shard() }
+func FiledOn(t Timer) int { return t.ref.Shard() }
 
 // WithShardCapacity lowers the timers each shard holds from ShardCapacity
 // to n, so that tests can fill a shard without gigabytes.

@@ -34,7 +34,7 @@ func TestExpvarOneLiner(t *testing.T) {
 
 	expvar.Publish(name, expvar.Func(func() any { return s.Stats() }))
 
-	var tms []shardwheel.Timeout
+	var tms []shardwheel.Timer
 	for k := range uint64(3) {
 		tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(k))
 		require.NoError(t, err)

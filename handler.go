@@ -64,12 +64,12 @@ func (s *Scheduler) NewHandler(fn func(key uint64)) (Handler, error) {
 // now, on the shard of the P the caller runs on, or, with ByKey(arg), on
 // the shard arg routes to. Without a key it is the cheapest timer there
 // is: no closure, no routing, a node on the caller's own wheel. Its
-// Timeout's Key is arg. Options, delays, errors and guarantees are
+// Timer's Key is arg. Options, delays, errors and guarantees are
 // Scheduler.AfterFunc's, and the zero Handler's calls return ErrNilTask;
 // it allocates nothing, closure included.
-func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption) (Timeout, error) {
+func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption) (Timer, error) {
 	if h.s == nil {
-		return Timeout{}, ErrNilTask
+		return Timer{}, ErrNilTask
 	}
 	return h.s.afterFunc("AfterFunc", arg, true, delay, h.task(), opts)
 }
@@ -81,9 +81,9 @@ func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption)
 // errors and guarantees are Scheduler.Every's, and the zero Handler's
 // calls return ErrNilTask; with no closure it allocates only the series'
 // record (80 bytes).
-func (h Handler) Every(arg uint64, period time.Duration, opts ...TimerOption) (Timeout, error) {
+func (h Handler) Every(arg uint64, period time.Duration, opts ...TimerOption) (Timer, error) {
 	if h.s == nil {
-		return Timeout{}, ErrNilTask
+		return Timer{}, ErrNilTask
 	}
 	return h.s.every("Every", arg, true, period, h.task(), opts)
 }
@@ -96,9 +96,9 @@ func (h Handler) task() shard.Task { return shard.Task{Handler: h.id} }
 // replacing the key's pending indexed timer whatever its task, and
 // CancelKey, ResetKey and Lookup reach it by key. It allocates the index
 // entry (24 bytes: the key and the timer's handle), as ScheduleKey does.
-func (h Handler) ScheduleKey(key uint64, delay time.Duration) (Timeout, error) {
+func (h Handler) ScheduleKey(key uint64, delay time.Duration) (Timer, error) {
 	if h.s == nil {
-		return Timeout{}, ErrNilTask
+		return Timer{}, ErrNilTask
 	}
 	return h.s.scheduleKey(key, delay, h.task())
 }

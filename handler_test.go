@@ -263,7 +263,7 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 	h, err := s.NewHandler(func(k uint64) { ran[k].Add(1) })
 	require.NoError(t, err)
 	type timer struct {
-		t         shardwheel.Timeout
+		t         shardwheel.Timer
 		cancelled bool
 	}
 	timers := make([][]timer, goroutines)
@@ -275,7 +275,7 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 			for i := range perG {
 				id := uint64(g*perG + i)
 				d := time.Duration(id%7) * time.Millisecond
-				var tm shardwheel.Timeout
+				var tm shardwheel.Timer
 				var err error
 				if id%2 == 0 {
 					tm, err = h.AfterFunc(id, d, shardwheel.ByKey(id))
@@ -301,7 +301,7 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return ran[0].Load()+ran[1].Load() > 0 }, waitFor, pollEvery)
 	left := s.Stop()
 	wg.Wait()
-	stopped := map[shardwheel.Timeout]bool{}
+	stopped := map[shardwheel.Timer]bool{}
 	for _, tm := range left {
 		stopped[tm] = true
 	}

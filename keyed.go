@@ -16,7 +16,7 @@ import (
 //
 //   - Plain timers, from AfterFunc and Every. Their key only routes them
 //     to a shard; any number of them may share a key, and only their
-//     Timeout handle reaches them.
+//     Timer handle reaches them.
 //   - Indexed timers, from ScheduleKey. Each shard keeps an index from key
 //     to the key's one indexed timer, so CancelKey, ResetKey and Lookup
 //     reach it by key alone, and ScheduleKey on a key replaces the key's
@@ -98,8 +98,8 @@ func (ix *keyIndex) unindex(key uint64, r shard.Ref) {
 // lock, so that no other keyed call on the key, the new timer's own task
 // included (it may run before add returns and re-arm its key), comes
 // between it and the store of its entry.
-func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, error)) (Timeout, error) {
-	var t Timeout
+func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timer, error)) (Timer, error) {
+	var t Timer
 	var err error
 	ix.m.Compute(key, func(old shard.Ref, loaded bool) (shard.Ref, bool) {
 		if t, err = schedule(); err != nil {
@@ -112,7 +112,7 @@ func (s *Scheduler) add(ix *keyIndex, key uint64, schedule func() (Timeout, erro
 		return t.ref, false
 	})
 	if err != nil {
-		return Timeout{}, err
+		return Timer{}, err
 	}
 	// t may have ended before its entry was stored (it ran, was cancelled
 	// through a copy of its handle, or Stop returned it and cleared the
@@ -177,17 +177,17 @@ func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard(
 // call is resizing that index, which the caller whose insert or delete
 // crossed a size threshold does at once), and allocates the index entry (24 bytes: the key and the
 // timer's handle).
-func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timeout, error) {
+func (s *Scheduler) ScheduleKey(key uint64, delay time.Duration, task func()) (Timer, error) {
 	return s.scheduleKey(key, delay, shard.Task{Func: task})
 }
 
 // scheduleKey is ScheduleKey for task, a closure or a handler.
-func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task) (Timeout, error) {
+func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task) (Timer, error) {
 	if task.IsZero() {
-		return Timeout{}, ErrNilTask
+		return Timer{}, ErrNilTask
 	}
 	ix := s.keyed(key)
-	return s.add(ix, key, func() (Timeout, error) {
+	return s.add(ix, key, func() (Timer, error) {
 		r := s.request(key, delay, task)
 		r.Indexed, r.Routed = true, true
 		return s.scheduleOn(s.localShard(), &r)
@@ -197,7 +197,7 @@ func (s *Scheduler) scheduleKey(key uint64, delay time.Duration, task shard.Task
 // CancelKey cancels key's indexed timer and reports whether this call
 // stopped it: false if key has no pending indexed timer (none was
 // scheduled, it ran, it was cancelled or replaced, or Stop returned it).
-// Like Timeout.Cancel it is O(1) and never waits for a shard; it takes the
+// Like Timer.Cancel it is O(1) and never waits for a shard; it takes the
 // lock of one bucket of the key's index for the length of a cancel. Plain
 // timers (AfterFunc, Every) are never cancelled by key.
 func (s *Scheduler) CancelKey(key uint64) bool {
@@ -212,9 +212,9 @@ func (s *Scheduler) CancelKey(key uint64) bool {
 
 // ResetKey moves the deadline of key's indexed timer to delay from now
 // (clamped like AfterFunc's) and reports whether key had a pending indexed
-// timer, as Timeout.Reset does for a handle: if true, the timer runs delay
+// timer, as Timer.Reset does for a handle: if true, the timer runs delay
 // after this call (never earlier) and not at its old deadline. It is
-// lock-free and, like Timeout.Reset, allocates nothing.
+// lock-free and, like Timer.Reset, allocates nothing.
 func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
 	ix := s.keyed(key)
 	_, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Reset(r, key, delay) })
@@ -223,11 +223,11 @@ func (s *Scheduler) ResetKey(key uint64, delay time.Duration) bool {
 
 // Lookup returns the handle of key's pending indexed timer, and false if key
 // has none. It is lock-free. Plain timers are never found.
-func (s *Scheduler) Lookup(key uint64) (Timeout, bool) {
+func (s *Scheduler) Lookup(key uint64) (Timer, bool) {
 	ix := s.keyed(key)
 	r, ok := ix.find(key, func(r shard.Ref) bool { return s.shardOf(r).Pending(r) })
 	if !ok {
-		return Timeout{}, false
+		return Timer{}, false
 	}
-	return Timeout{sh: s.shardOf(r), ref: r, key: key}, true
+	return Timer{sh: s.shardOf(r), ref: r, key: key}, true
 }

@@ -54,7 +54,7 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			}
 			// Whether or not the worker has freed the node yet, the
 			// entry must be gone as soon as add returns.
-			got, err := s.add(&s.index[0], 1, func() (Timeout, error) { return tm, nil })
+			got, err := s.add(&s.index[0], 1, func() (Timer, error) { return tm, nil })
 			require.NoError(t, err)
 			require.Equal(t, tm, got)
 			assert.Zero(t, IndexLen(s), "add left an entry for a timer that had ended")
@@ -79,7 +79,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	const k = 5
 	taskG := make(chan uint64, 1)
 	type result struct {
-		tm  Timeout
+		tm  Timer
 		err error
 	}
 	rearmed := make(chan result, 1)
@@ -90,7 +90,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	}
 	var held string // why add could not be held where the test wants it
 	var early *result
-	first, err := s.add(&s.index[0], k, func() (Timeout, error) {
+	first, err := s.add(&s.index[0], k, func() (Timer, error) {
 		r := s.request(k, 0, shard.Task{Func: task})
 		r.Indexed = true
 		tm, err := s.scheduleOn(s.shards[0], &r)

@@ -19,7 +19,7 @@ import (
 type keyedRun struct {
 	t      *testing.T
 	s      *shardwheel.Scheduler
-	timers map[string]shardwheel.Timeout
+	timers map[string]shardwheel.Timer
 	ran    map[string]*atomic.Int32
 }
 
@@ -42,7 +42,7 @@ func (r *keyedRun) exec(st step) {
 		}
 		ran := new(atomic.Int32)
 		task := func() { ran.Add(1) }
-		var tm shardwheel.Timeout
+		var tm shardwheel.Timer
 		var err error
 		if st.do == "schedule" {
 			tm, err = r.s.AfterFunc(d, task, shardwheel.ByKey(st.key))
@@ -65,7 +65,7 @@ func (r *keyedRun) exec(st step) {
 			assert.Equal(t, r.timers[st.name], tm, "Lookup(%d) returns %s", st.key, st.name)
 			assert.True(t, tm.Pending())
 		} else {
-			assert.Equal(t, shardwheel.Timeout{}, tm)
+			assert.Equal(t, shardwheel.Timer{}, tm)
 		}
 	case "cancel":
 		assert.Equal(t, st.want, r.timers[st.name].Cancel(), "%s.Cancel()", st.name)
@@ -164,7 +164,7 @@ func TestKeyedSemantics(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
-			r := &keyedRun{t: t, s: s, timers: map[string]shardwheel.Timeout{}, ran: map[string]*atomic.Int32{}}
+			r := &keyedRun{t: t, s: s, timers: map[string]shardwheel.Timer{}, ran: map[string]*atomic.Int32{}}
 			for _, st := range c.steps {
 				r.exec(st)
 			}
@@ -189,7 +189,7 @@ func TestKeyedSemantics(t *testing.T) {
 
 // keyedFate is one timer of the keyed hammer: how it may have ended.
 type keyedFate struct {
-	handle    shardwheel.Timeout
+	handle    shardwheel.Timer
 	keyed     bool
 	ran       atomic.Int32
 	cancelled atomic.Int32 // by a Cancel through its handle
@@ -222,9 +222,9 @@ func keyedHammer(t *testing.T, workers, ops int) {
 	var (
 		mu        sync.Mutex // guards fates, byHandle and looked; never held across a scheduler call
 		fates     []*keyedFate
-		byHandle  = map[shardwheel.Timeout]*keyedFate{}
-		looked    []shardwheel.Timeout // handles Lookup returned
-		stopped   []shardwheel.Timeout
+		byHandle  = map[shardwheel.Timer]*keyedFate{}
+		looked    []shardwheel.Timer // handles Lookup returned
+		stopped   []shardwheel.Timer
 		stopOnce  sync.Once
 		opsDone   atomic.Int64
 		keyCancel atomic.Int64 // CancelKey calls that returned true
@@ -295,7 +295,7 @@ func keyedHammer(t *testing.T, workers, ops int) {
 	var crowded []int // a key's count of pending indexed timers, when above 1
 	require.Eventually(t, func() bool {
 		for _, k := range keys {
-			var live []shardwheel.Timeout
+			var live []shardwheel.Timer
 			for _, f := range fates {
 				if f.keyed && f.handle.Key() == k && f.handle.Pending() {
 					live = append(live, f.handle)
@@ -389,7 +389,7 @@ func TestResetKeyNeverEarly(t *testing.T) {
 // so that keyed calls find nothing and ScheduleKey fails.
 func TestStopReturnsIndexedTimers(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(3))
-	want := map[shardwheel.Timeout]bool{}
+	want := map[shardwheel.Timer]bool{}
 	for k := range uint64(100) {
 		tm, err := s.ScheduleKey(k, time.Hour, noop)
 		require.NoError(t, err)
@@ -423,21 +423,21 @@ func TestStopReturnsIndexedTimers(t *testing.T) {
 func TestIndexEntryGoesWhenTheTimerEnds(t *testing.T) {
 	cases := []struct {
 		name string
-		end  func(s *shardwheel.Scheduler, tm shardwheel.Timeout) (left int)
+		end  func(s *shardwheel.Scheduler, tm shardwheel.Timer) (left int)
 	}{
-		{"ran", func(s *shardwheel.Scheduler, _ shardwheel.Timeout) int {
+		{"ran", func(s *shardwheel.Scheduler, _ shardwheel.Timer) int {
 			require.True(t, s.ResetKey(1, 0))
 			return 0
 		}},
-		{"cancelled through the handle", func(_ *shardwheel.Scheduler, tm shardwheel.Timeout) int {
+		{"cancelled through the handle", func(_ *shardwheel.Scheduler, tm shardwheel.Timer) int {
 			require.True(t, tm.Cancel())
 			return 0
 		}},
-		{"cancelled by key", func(s *shardwheel.Scheduler, _ shardwheel.Timeout) int {
+		{"cancelled by key", func(s *shardwheel.Scheduler, _ shardwheel.Timer) int {
 			require.True(t, s.CancelKey(1))
 			return 0
 		}},
-		{"replaced", func(s *shardwheel.Scheduler, tm shardwheel.Timeout) int {
+		{"replaced", func(s *shardwheel.Scheduler, tm shardwheel.Timer) int {
 			next, err := s.ScheduleKey(1, time.Hour, noop)
 			require.NoError(t, err)
 			require.False(t, tm.Pending())
@@ -446,7 +446,7 @@ func TestIndexEntryGoesWhenTheTimerEnds(t *testing.T) {
 			require.Equal(t, next, got)
 			return 1 // the new timer's entry
 		}},
-		{"returned by Stop", func(s *shardwheel.Scheduler, _ shardwheel.Timeout) int {
+		{"returned by Stop", func(s *shardwheel.Scheduler, _ shardwheel.Timer) int {
 			require.Len(t, s.Stop(), 1)
 			return 0
 		}},
@@ -545,7 +545,7 @@ func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
 	const k, g, per = 99, 8, 200
 	var mu sync.Mutex
-	var all []shardwheel.Timeout
+	var all []shardwheel.Timer
 	var wg sync.WaitGroup
 	for range g {
 		wg.Add(1)
@@ -565,7 +565,7 @@ func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
 	}
 	wg.Wait()
 	pending := 0
-	var last shardwheel.Timeout
+	var last shardwheel.Timer
 	for _, tm := range all {
 		if tm.Pending() {
 			pending++

@@ -85,7 +85,7 @@ func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 	for i := range 4 {
 		keys = append(keys, keysFor(s, i, 2)...)
 	}
-	var handles []shardwheel.Timeout
+	var handles []shardwheel.Timer
 	for _, k := range keys {
 		tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(k))
 		require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestPendingNeverReadsAboveTheLimit(t *testing.T) {
 	var pairs atomic.Int64
 	for w := range 6 {
 		wg.Go(func() {
-			held := make([]shardwheel.Timeout, 0, limit/6)
+			held := make([]shardwheel.Timer, 0, limit/6)
 			for i := 0; ; i++ {
 				select {
 				case <-stop:

@@ -163,7 +163,7 @@ func TestAtCapacityEveryTimerEndsOnce(t *testing.T) {
 	for run := range runs {
 		s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithShardCapacity(capacity))
 		require.NoError(t, err)
-		var last shardwheel.Timeout
+		var last shardwheel.Timer
 		n := 0
 		for ; ; n++ {
 			tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))

@@ -17,7 +17,7 @@ import (
 type mixedSeries struct {
 	id     int
 	kind   string
-	handle shardwheel.Timeout
+	handle shardwheel.Timer
 	start  int64 // the oracle's clock before the Every call
 	period time.Duration
 	ready  atomic.Bool

@@ -46,7 +46,7 @@ import (
 type mixedTimer struct {
 	id     int
 	kind   string // how it was scheduled, for the failure message
-	handle shardwheel.Timeout
+	handle shardwheel.Timer
 	key    uint64 // its index key, or 0
 	// bound is the earliest time (ns since the load's epoch) the task
 	// may run: set before the timer can run (the task waits for ready),
@@ -328,7 +328,7 @@ func (mw *mixedWorker) newTimer(delay time.Duration) *mixedTimer {
 }
 
 // accepted records a timer whose AfterFunc returned handle.
-func (mw *mixedWorker) accepted(m *mixedTimer, handle shardwheel.Timeout) {
+func (mw *mixedWorker) accepted(m *mixedTimer, handle shardwheel.Timer) {
 	m.handle = handle
 	m.ready.Store(true)
 	mw.all.Store(handle, m)
@@ -342,14 +342,14 @@ func (mw *mixedWorker) schedule(nested bool) {
 	d := mw.delay()
 	m := mw.newTimer(d)
 	key := uint64(m.id) | mw.rng.Uint64N(4)<<40 // the low bits name the timer
-	var t shardwheel.Timeout
+	var t shardwheel.Timer
 	var err error
 	task := func() { mw.o.run(m) }
 	if nested {
 		nestedKey := uint64(m.id) | 3<<60 // a key of its own
 		task = func() {
 			mw.o.run(m)
-			var nt shardwheel.Timeout
+			var nt shardwheel.Timer
 			var err error
 			switch nestedKey % 3 {
 			case 0:
@@ -415,7 +415,7 @@ func (mw *mixedWorker) step() {
 	case 3: // the take-back path: an hour, cancelled at once
 		m := mw.newTimer(time.Hour)
 		m.kind = "AfterFunc, cancelled at once"
-		var t shardwheel.Timeout
+		var t shardwheel.Timer
 		var err error
 		if mw.rng.IntN(2) == 0 {
 			m.kind = "AfterFunc, ByKey, cancelled at once"
@@ -483,7 +483,7 @@ func (mw *mixedWorker) step() {
 func (mw *mixedWorker) spike() {
 	n := 20_000 + mw.rng.IntN(40_000)
 	routed := mw.rng.IntN(2) == 0
-	ts := make([]shardwheel.Timeout, 0, n)
+	ts := make([]shardwheel.Timer, 0, n)
 	cancel := func() {
 		for _, t := range ts {
 			if t.Cancel() {
@@ -497,7 +497,7 @@ func (mw *mixedWorker) spike() {
 		if routed && len(ts) == 1000 {
 			cancel()
 		}
-		var t shardwheel.Timeout
+		var t shardwheel.Timer
 		var err error
 		d := time.Hour
 		if routed {
@@ -546,7 +546,7 @@ func (mw *mixedWorker) keyed() {
 	if mw.rng.IntN(4) == 0 { // a fresh key, never used again
 		key := uint64(m.id) | 1<<62
 		m.kind = "ScheduleKey, fresh key"
-		var t shardwheel.Timeout
+		var t shardwheel.Timer
 		var err error
 		if mw.rng.IntN(2) == 0 {
 			m.kind = "Handler.ScheduleKey, fresh key"

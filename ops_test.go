@@ -44,7 +44,7 @@ func FuzzSchedulerOps(f *testing.F) {
 
 		require.NoError(t, err)
 		type timer struct {
-			tm   shardwheel.Timeout
+			tm   shardwheel.Timer
 			long bool // never fires during the test
 			live bool // model, for long timers: pending
 			open bool // model, for short timers: may still be pending
@@ -54,10 +54,10 @@ func FuzzSchedulerOps(f *testing.F) {
 			runs bool
 		}
 		var timers []*timer
-		known := map[shardwheel.Timeout]*timer{}
+		known := map[shardwheel.Timer]*timer{}
 		indexed := map[uint64]*timer{} // model of the index: each key's indexed timer
 		stopped := false
-		add := func(tm shardwheel.Timeout, key uint64, d time.Duration) *timer {
+		add := func(tm shardwheel.Timer, key uint64, d time.Duration) *timer {
 			require.Equal(t, key, tm.Key())
 			long := d >= time.Hour
 			tr := &timer{tm: tm, long: long, live: long, open: !long}
@@ -93,7 +93,7 @@ func FuzzSchedulerOps(f *testing.F) {
 			switch ops[i] % 15 {
 			case 0, 1: // schedule: a closure (0) or the Handler (1)
 				d := delays[arg%len(delays)]
-				var tm shardwheel.Timeout
+				var tm shardwheel.Timer
 				var err error
 				if ops[i]%12 == 0 {
 					tm, err = s.AfterFunc(d, func() {}, shardwheel.ByKey(uint64(arg)))
@@ -131,7 +131,7 @@ func FuzzSchedulerOps(f *testing.F) {
 					tm.open = false // Reset lost: the timer has ended
 				}
 			case 5: // zero and foreign handles
-				var zero shardwheel.Timeout
+				var zero shardwheel.Timer
 				require.False(t, zero.Cancel())
 				require.False(t, zero.Reset(time.Second))
 				require.True(t, foreign.Pending(), "a handle acts on its own scheduler only")
@@ -140,7 +140,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				if stopped {
 					require.Nil(t, got)
 				}
-				returned := map[shardwheel.Timeout]bool{}
+				returned := map[shardwheel.Timer]bool{}
 				for _, tm := range got {
 					tr := known[tm]
 					require.NotNil(t, tr, "Stop returned a handle Schedule never did")
@@ -166,7 +166,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				require.Zero(t, shardwheel.IndexLen(s), "Stop empties the index")
 			case 8: // ScheduleKey (or the Handler's): replaces the key's indexed timer
 				key, d := uint64(arg%4), delays[arg/4%len(delays)]
-				var tm shardwheel.Timeout
+				var tm shardwheel.Timer
 				var err error
 				if arg/4%2 == 0 {
 					tm, err = s.ScheduleKey(key, d, func() {})
@@ -202,7 +202,7 @@ func FuzzSchedulerOps(f *testing.F) {
 			case 12: // Every: a long or a short period, each policy, a closure or the Handler
 				period := []time.Duration{time.Hour, time.Millisecond, math.MaxInt64, time.Microsecond}[arg%4]
 				missed := shardwheel.Missed(arg / 4 % 3)
-				var tm shardwheel.Timeout
+				var tm shardwheel.Timer
 				var err error
 				if arg/12%2 == 0 {
 					tm, err = s.Every(period, func() {}, shardwheel.ByKey(uint64(arg)), shardwheel.OnMissed(missed))

@@ -37,7 +37,7 @@ func TestTimersEndedFromOtherPs(t *testing.T) {
 		const producers, takers = 4, 4
 		out := make([][]outcome, producers)
 		type handed struct {
-			tm     shardwheel.Timeout
+			tm     shardwheel.Timer
 			o      *outcome
 			due    *atomic.Int64 // clock reading before which it must not run
 			action int
@@ -84,7 +84,7 @@ func TestTimersEndedFromOtherPs(t *testing.T) {
 						}
 						o.ran.Add(1)
 					}
-					var tm shardwheel.Timeout
+					var tm shardwheel.Timer
 					var err error
 					if i%2 == 0 {
 						tm, err = s.AfterFunc(delay, task)
@@ -158,10 +158,10 @@ func TestGOMAXPROCSChangesWhileTimersRun(t *testing.T) {
 	for p := range producers {
 		out[p] = make([]outcome, rounds)
 		wg.Go(func() {
-			var kept []shardwheel.Timeout
+			var kept []shardwheel.Timer
 			for i := range rounds {
 				o := &out[p][i]
-				var tm shardwheel.Timeout
+				var tm shardwheel.Timer
 				var err error
 				if i%2 == 0 {
 					tm, err = s.AfterFunc(time.Duration(i%4)*time.Millisecond, func() { o.ran.Add(1) })
@@ -289,12 +289,12 @@ func TestGOMAXPROCSDownAndUp(t *testing.T) {
 	// cancelled, and give the memory back. Timers with keys routed there
 	// are filed on shard 0 and cross near their deadline: rounds of them,
 	// due soon, leave every shard's memory flat.
-	var filed [][]shardwheel.Timeout
+	var filed [][]shardwheel.Timer
 	var filedMu sync.Mutex
 	var wg sync.WaitGroup
 	for range 8 { // goroutines on every P: their timers land on every shard
 		wg.Go(func() {
-			mine := make([]shardwheel.Timeout, 0, 20000)
+			mine := make([]shardwheel.Timer, 0, 20000)
 			for range cap(mine) {
 				tm, err := s.AfterFunc(time.Hour, noop)
 				require.NoError(t, err)

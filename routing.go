@@ -45,9 +45,9 @@ func (s *Scheduler) localShard() *shard.Shard {
 
 // scheduleOn schedules r on sh, borrowing pending tokens from other shards
 // and trying again while sh reports none.
-func (s *Scheduler) scheduleOn(sh *shard.Shard, r *shard.Request) (Timeout, error) {
+func (s *Scheduler) scheduleOn(sh *shard.Shard, r *shard.Request) (Timer, error) {
 	if sh.Closed() {
-		return Timeout{}, ErrStopped
+		return Timer{}, ErrStopped
 	}
 	var ref shard.Ref
 	var rej shard.Reject
@@ -58,13 +58,13 @@ func (s *Scheduler) scheduleOn(sh *shard.Shard, r *shard.Request) (Timeout, erro
 	}
 	switch rej {
 	case shard.Accepted:
-		return Timeout{sh: sh, ref: ref, key: r.Key}, nil
+		return Timer{sh: sh, ref: ref, key: r.Key}, nil
 	case shard.NoTokens:
-		return Timeout{}, s.errLimit
+		return Timer{}, s.errLimit
 	case shard.ArenaFull:
-		return Timeout{}, errShardFull
+		return Timer{}, errShardFull
 	default:
-		return Timeout{}, ErrStopped
+		return Timer{}, ErrStopped
 	}
 }
 

@@ -43,7 +43,7 @@ func extremeDelays(s *shardwheel.Scheduler) []struct {
 // checkDue checks that t, scheduled between before and after with delay d,
 // is due where d says: within a tick or two of the call if now, else at
 // MaxDelay (or d, if less) after the call, never earlier.
-func checkDue(t *testing.T, s *shardwheel.Scheduler, tm shardwheel.Timeout, before, after time.Time, d time.Duration, now bool) {
+func checkDue(t *testing.T, s *shardwheel.Scheduler, tm shardwheel.Timer, before, after time.Time, d time.Duration, now bool) {
 	t.Helper()
 	if now {
 		// Due at the next tick, or already run.
@@ -67,38 +67,38 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 	h, err := s.NewHandler(func(uint64) {})
 	require.NoError(t, err)
 	var key uint64
-	calls := map[string]func(d time.Duration) (shardwheel.Timeout, error){
-		"AfterFunc": func(d time.Duration) (shardwheel.Timeout, error) { return s.AfterFunc(d, noop) },
-		"Schedule": func(d time.Duration) (shardwheel.Timeout, error) {
+	calls := map[string]func(d time.Duration) (shardwheel.Timer, error){
+		"AfterFunc": func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop) },
+		"Schedule": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return s.AfterFunc(d, noop, shardwheel.ByKey(key))
 		},
-		"ScheduleKey": func(d time.Duration) (shardwheel.Timeout, error) {
+		"ScheduleKey": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return s.ScheduleKey(key, d, noop)
 		},
-		"ScheduleWithin": func(d time.Duration) (shardwheel.Timeout, error) {
+		"ScheduleWithin": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return s.AfterFunc(d, noop, shardwheel.ByKey(key), shardwheel.Slack(time.Millisecond))
 		},
-		"AfterFuncWithin":   func(d time.Duration) (shardwheel.Timeout, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
-		"Handler.AfterFunc": func(d time.Duration) (shardwheel.Timeout, error) { key++; return h.AfterFunc(key, d) },
-		"Handler.Schedule": func(d time.Duration) (shardwheel.Timeout, error) {
+		"AfterFuncWithin":   func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
+		"Handler.AfterFunc": func(d time.Duration) (shardwheel.Timer, error) { key++; return h.AfterFunc(key, d) },
+		"Handler.Schedule": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return h.AfterFunc(key, d, shardwheel.ByKey(key))
 		},
-		"Handler.ScheduleKey": func(d time.Duration) (shardwheel.Timeout, error) {
+		"Handler.ScheduleKey": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return h.ScheduleKey(key, d)
 		},
-		"Reset": func(d time.Duration) (shardwheel.Timeout, error) {
+		"Reset": func(d time.Duration) (shardwheel.Timer, error) {
 			tm, err := s.AfterFunc(time.Hour, noop)
 			if err == nil && !tm.Reset(d) {
 				err = errors.New("Reset returned false")
 			}
 			return tm, err
 		},
-		"ResetKey": func(d time.Duration) (shardwheel.Timeout, error) {
+		"ResetKey": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			tm, err := s.ScheduleKey(key, time.Hour, noop)
 			if err == nil && !s.ResetKey(key, d) {
@@ -246,7 +246,7 @@ func TestShutdownWithExtremeDeadlines(t *testing.T) {
 			} else if err != nil {
 				require.ErrorIs(t, err, context.DeadlineExceeded)
 			}
-			require.Equal(t, []shardwheel.Timeout{tm}, out)
+			require.Equal(t, []shardwheel.Timer{tm}, out)
 			require.NoError(t, func() error { _, err := s.Shutdown(context.Background()); return err }())
 		})
 	}

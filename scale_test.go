@@ -30,7 +30,7 @@ func TestScale(t *testing.T) {
 	const resident, expiring = 5_000_000, 1_000_000
 	s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
 	epoch := time.Now()
-	handles := make([]shardwheel.Timeout, resident)
+	handles := make([]shardwheel.Timer, resident)
 	due := make([]int64, expiring) // ns since epoch
 	runs := make([]atomic.Int32, expiring)
 	var early, ran atomic.Int64

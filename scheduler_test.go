@@ -55,7 +55,7 @@ func TestScheduleErrors(t *testing.T) {
 	_, err = s.AfterFunc(time.Hour, nil)
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 
-	var ts []shardwheel.Timeout
+	var ts []shardwheel.Timer
 	for i := range 3 {
 		tm, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)

@@ -70,7 +70,7 @@ const (
 
 // record is the oracle's view of one timer.
 type record struct {
-	tm    shardwheel.Timeout
+	tm    shardwheel.Timer
 	due   atomic.Int64 // earliest allowed run, ns since the oracle's epoch
 	fate  atomic.Int32
 	runs  atomic.Int32
@@ -220,7 +220,7 @@ func (o *oracle) pending() int {
 
 // finish accounts for the timers Stop returned and fails for any timer that
 // never ended.
-func (o *oracle) finish(t *testing.T, stopped []shardwheel.Timeout) {
+func (o *oracle) finish(t *testing.T, stopped []shardwheel.Timer) {
 	for _, tm := range stopped {
 		v, ok := o.live.Load(tm)
 		if !ok {

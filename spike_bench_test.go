@@ -85,18 +85,18 @@ func measureSpikeHeap(gcs int) spikeHeap {
 // (see spikeSize).
 func BenchmarkSpikeComesBack(b *testing.B) {
 	b.Run("closure", func(b *testing.B) {
-		benchSpike(b, func(s *shardwheel.Scheduler) func(i int) (shardwheel.Timeout, error) {
-			return func(i int) (shardwheel.Timeout, error) { return s.AfterFunc(time.Hour, spikeTask(i)) }
-		}, shardwheel.Timeout.Cancel)
+		benchSpike(b, func(s *shardwheel.Scheduler) func(i int) (shardwheel.Timer, error) {
+			return func(i int) (shardwheel.Timer, error) { return s.AfterFunc(time.Hour, spikeTask(i)) }
+		}, shardwheel.Timer.Cancel)
 	})
 	b.Run("handler", func(b *testing.B) {
-		benchSpike(b, func(s *shardwheel.Scheduler) func(i int) (shardwheel.Timeout, error) {
+		benchSpike(b, func(s *shardwheel.Scheduler) func(i int) (shardwheel.Timer, error) {
 			h, err := s.NewHandler(func(uint64) {})
 			if err != nil {
 				b.Fatal(err)
 			}
-			return func(i int) (shardwheel.Timeout, error) { return h.AfterFunc(uint64(i), time.Hour) }
-		}, shardwheel.Timeout.Cancel)
+			return func(i int) (shardwheel.Timer, error) { return h.AfterFunc(uint64(i), time.Hour) }
+		}, shardwheel.Timer.Cancel)
 	})
 	b.Run("afterfunc", func(b *testing.B) {
 		if runtimeSpiked {

@@ -102,7 +102,7 @@ func TestStatsAddUp(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Stats().Total.Fired == 200 }, waitFor, pollEvery)
 	addsUp("quiescent")
 
-	var later []shardwheel.Timeout
+	var later []shardwheel.Timer
 	for i := range 50 {
 		tm, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestStatsAddUpWithContextsHandedOverByStop(t *testing.T) {
 // than timers held, however many Cancels came since the shard's last pass.
 func TestHeldCancelledIsNeverAboveResident(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(1))
-	ts := make([]shardwheel.Timeout, 5000)
+	ts := make([]shardwheel.Timer, 5000)
 	for range 20 {
 		for i := range ts {
 			var err error
@@ -257,7 +257,7 @@ func TestStatsRelationsHoldInEveryRead(t *testing.T) {
 	for w := range 3 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 1))
-			var ts []shardwheel.Timeout
+			var ts []shardwheel.Timer
 			for {
 				select {
 				case <-stop:
@@ -330,7 +330,7 @@ func TestCancelledCrossedTimersAreFreed(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		n = 6_000
 	}
-	ts := make([]shardwheel.Timeout, 0, n)
+	ts := make([]shardwheel.Timer, 0, n)
 	for k := uint64(0); len(ts) < n; k++ {
 		if s.ShardOf(k) != 1 { // GOMAXPROCS 1: files on shard 0, crosses to 1
 			continue

@@ -9,7 +9,7 @@ import (
 
 // Stop stops every shard, waits for their goroutines to return, and returns
 // the timers that had not ended, plain and indexed: they never run, their
-// handles report not pending, and Timeout.Task gives back their tasks, so
+// handles report not pending, and Timer.Task gives back their tasks, so
 // that their work can be handed elsewhere. It empties the key index, so
 // keyed calls find nothing afterwards. After Stop, Schedule and ScheduleKey
 // return ErrStopped.
@@ -53,7 +53,7 @@ import (
 // goroutines are not the shard's: Stop called from a task an executor runs
 // asynchronously waits for every shard's runners, so an executor whose run
 // call waits until a task that calls Stop returns will deadlock.
-func (s *Scheduler) Stop() []Timeout {
+func (s *Scheduler) Stop() []Timer {
 	out, _ := s.Shutdown(context.Background())
 	return out
 }
@@ -68,7 +68,7 @@ func (s *Scheduler) Stop() []Timeout {
 // nil); ctx.Err() means ctx was done while such a task was still running
 // or queued, and those tasks run to their end. A later call, or Stop,
 // waits (bounded by its own ctx) for them, and returns no timers.
-func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
+func (s *Scheduler) Shutdown(ctx context.Context) ([]Timer, error) {
 	s.mustBeNew()
 	gid := shard.GoroutineID()
 	if !s.stopping.CompareAndSwap(false, true) {
@@ -88,13 +88,13 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timeout, error) {
 	for _, sh := range s.shards {
 		<-sh.Stopped()
 	}
-	var out []Timeout
+	var out []Timer
 	for _, sh := range s.shards {
 		sh.Drain(func(r shard.Ref, key uint64, due time.Duration, task shard.Task) bool {
 			if s.handOver(sh, task, due) {
 				return false // not returned: Task reports nil, as documented
 			}
-			out = append(out, Timeout{sh: sh, ref: r, key: key})
+			out = append(out, Timer{sh: sh, ref: r, key: key})
 			return true
 		})
 	}

@@ -53,7 +53,7 @@ func TestStopFromTask(t *testing.T) {
 			_, err := s.AfterFunc(time.Hour, func() {}, shardwheel.ByKey(i))
 			require.NoError(t, err)
 		}
-		returned := make(chan []shardwheel.Timeout, 1)
+		returned := make(chan []shardwheel.Timer, 1)
 		_, err = s.AfterFunc(0, func() { returned <- s.Stop() }, shardwheel.ByKey(100))
 		require.NoError(t, err)
 		select {
@@ -110,7 +110,7 @@ func TestScheduleRacingStop(t *testing.T) {
 	for round := range 20 {
 		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithFirstBlock(16))
 		var mu sync.Mutex
-		accepted := map[shardwheel.Timeout]*atomic.Int32{}
+		accepted := map[shardwheel.Timer]*atomic.Int32{}
 		var count atomic.Int64
 		var wg sync.WaitGroup
 		for w := range 4 {
@@ -134,7 +134,7 @@ func TestScheduleRacingStop(t *testing.T) {
 		require.Eventually(t, func() bool { return count.Load() >= int64(1+round*50) }, waitFor, pollEvery)
 		stopped := s.Stop()
 		wg.Wait()
-		inStop := map[shardwheel.Timeout]bool{}
+		inStop := map[shardwheel.Timer]bool{}
 		for _, tm := range stopped {
 			inStop[tm] = true
 		}
@@ -267,7 +267,7 @@ func TestStopGivesBackTasks(t *testing.T) {
 	require.NoError(t, err)
 	var handed sync.Map // key -> true once its task was called
 	pending := map[uint64]bool{}
-	var ended []shardwheel.Timeout
+	var ended []shardwheel.Timer
 	var fired atomic.Int64
 	for i := range uint64(300) {
 		task := func() { handed.Store(i, true) }
@@ -303,7 +303,7 @@ func TestStopGivesBackTasks(t *testing.T) {
 	for _, tm := range ended {
 		assert.Nil(t, tm.Task(), "key %d ended before Stop", tm.Key())
 	}
-	assert.Nil(t, shardwheel.Timeout{}.Task())
+	assert.Nil(t, shardwheel.Timer{}.Task())
 }
 
 // hangingTask schedules, on shard i of s, a task that blocks until the
@@ -338,7 +338,7 @@ func TestShutdownReturnsWhenATaskHangs(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	var got []shardwheel.Timeout
+	var got []shardwheel.Timer
 	var err error
 	within(t, "Shutdown", func() {
 		got, err = s.Shutdown(ctx)
@@ -473,7 +473,7 @@ func TestShutdownWithADoneContextSaysWhetherAnythingRuns(t *testing.T) {
 }
 
 // TestTaskIsNilUnlessStopReturnedTheTimer: Task is nil for a pending,
-// cancelled, fired or replaced timer and for the zero Timeout, and gives
+// cancelled, fired or replaced timer and for the zero Timer, and gives
 // back the task of each timer Stop returned (plain and keyed), whose
 // handles are then inert.
 func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
@@ -510,7 +510,7 @@ func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 	assert.Nil(t, cancelled.Task())
 	assert.Nil(t, fired.Task())
 	assert.Nil(t, replaced.Task())
-	assert.Nil(t, shardwheel.Timeout{}.Task())
+	assert.Nil(t, shardwheel.Timer{}.Task())
 	_, ok := s.Lookup(4)
 	assert.False(t, ok)
 	assert.Zero(t, shardwheel.IndexLen(s))
@@ -531,7 +531,7 @@ func TestShutdownClaimsTheOtherTimersOfTheHungTick(t *testing.T) {
 			<-release
 		}
 	}
-	var tms []shardwheel.Timeout
+	var tms []shardwheel.Timer
 	for i := range n {
 		tm, err := s.AfterFunc(10*time.Millisecond, task, shardwheel.ByKey(uint64(i)))
 		require.NoError(t, err)
@@ -598,7 +598,7 @@ func TestStopLeavesAnExecutorsSeriesRunToIt(t *testing.T) {
 		return len(held) == 1
 	}, waitFor, pollEvery, "the executor holds the first run")
 	got := s.Stop()
-	assert.Equal(t, []shardwheel.Timeout{idle}, got, "only the series between runs")
+	assert.Equal(t, []shardwheel.Timer{idle}, got, "only the series between runs")
 	assert.False(t, inFlight.Pending())
 	assert.Nil(t, inFlight.Task())
 	mu.Lock()

@@ -19,7 +19,7 @@ import (
 // fate records how one timer ended. Exactly one of ran, cancelled and
 // stopped must be set, once.
 type fate struct {
-	handle    shardwheel.Timeout
+	handle    shardwheel.Timer
 	due       atomic.Int64 // earliest allowed run, ns since the test's epoch
 	ran       atomic.Int32
 	early     atomic.Int64 // how early it ran, if it did
@@ -67,7 +67,7 @@ func stress(t *testing.T, shards, workers, opsPerWorker int) {
 
 	var mu sync.Mutex // guards all; the scheduler itself is never called under it
 	var all []*fate
-	var stopped []shardwheel.Timeout
+	var stopped []shardwheel.Timer
 	var done atomic.Int64 // operations so far; Stop comes half way through
 	half := int64(workers * opsPerWorker / 2)
 	var wg sync.WaitGroup
@@ -137,7 +137,7 @@ func stress(t *testing.T, shards, workers, opsPerWorker int) {
 	}
 	wg.Wait()
 	<-readerDone
-	byHandle := make(map[shardwheel.Timeout]*fate, len(all))
+	byHandle := make(map[shardwheel.Timer]*fate, len(all))
 	for _, f := range all {
 		byHandle[f.handle] = f
 	}

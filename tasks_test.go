@@ -187,7 +187,7 @@ func TestGoexitingTaskLeavesItsShardRunning(t *testing.T) {
 				assert.Zero(t, early.Load(), "timers ran early")
 				hour, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 				require.NoError(t, err)
-				assert.Equal(t, []shardwheel.Timeout{hour}, s.Stop())
+				assert.Equal(t, []shardwheel.Timer{hour}, s.Stop())
 				mu.Lock()
 				defer mu.Unlock()
 				assert.Len(t, reported, aborts, "each reported once")

@@ -1,220 +1,93 @@
 package shardwheel
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// TimerOption sets where and how precisely one timer runs: ByKey, Slack,
-// OnMissed. It is a small value, built and read on the caller's stack:
-// passing options costs no allocation. Options apply in order, and a later
-// one of a kind overrides an earlier one; the zero TimerOption is ignored.
-type TimerOption struct {
-	kind   timerOptionKind
-	key    uint64
-	slack  time.Duration
-	missed Missed
+// Timer is a handle to one scheduled timer. It is a small value: copy it
+// freely. Its zero value is valid and names no timer: Cancel and Reset
+// return false, Pending false, Key 0 and Deadline the zero Time.
+type Timer struct {
+	sh  *shard.Shard
+	ref shard.Ref
+	key uint64
 }
 
-type timerOptionKind uint8
+// Cancel stops the timer from running and reports whether this call did so:
+// true at most once per timer, and never after it fired (its task handed
+// to its shard's runner, started or queued behind the tasks handed before
+// it), was cancelled, or Stop returned it. On a periodic timer (Every) it
+// ends the series: true iff the series was still live; a run in progress
+// finishes, a run queued and not started does not start, and none starts
+// after it (CancelWait also waits for a run in progress). Cancel is
+// lock-free and O(1): it marks the timer cancelled and drops its task, so
+// that the closure can be collected at once. The timer's node (its 32
+// bytes) stays in the wheel until the wheel meets it or a sweep frees it
+// (Stats.HeldCancelled); a Cancel on the wheel's own P of the timer filed
+// last there, not from ScheduleKey, frees it at once (Stats.TakenBack). An
+// indexed timer (from ScheduleKey) cancelled this way is no longer its
+// key's: CancelKey, ResetKey and Lookup no longer find it, and the shard
+// drops its index entry when it frees the node.
+func (t Timer) Cancel() bool {
+	return t.sh != nil && t.sh.Cancel(t.ref)
+}
 
-const (
-	optNone timerOptionKind = iota
-	optByKey
-	optSlack
-	optMissed
-)
-
-// ByKey runs the timer on the shard that key routes to (ShardOf) instead
-// of the caller's: the tasks of equal keys run one at a time, in deadline
-// order when their deadlines are a tick or more apart (unless the wheel
-// that filed the earlier one fell behind and handed it over late, or
-// WithExecutor runs them on goroutines of its own); keys need not be
-// unique. A one-shot timer is filed in the wheel of the caller's P all the
-// same and crosses to its key's shard only once its deadline is less than
-// WithWheelSize ticks away (512ms at the defaults): one cancelled before
-// then never leaves the caller's wheel and costs what a timer without a
-// key costs; one that runs on another shard pays one hand-over between
-// shards. A series (Every) is filed on its key's shard from the start.
-// The timer's Timeout.Key is key. On a Handler's timer key must be the
-// handler's argument, which is what the handler is called with.
-func ByKey(key uint64) TimerOption { return TimerOption{kind: optByKey, key: key} }
-
-// Slack lets a one-shot timer run late by up to d: it runs no earlier than
-// its delay from now and no later than delay+d from now (plus its shard's
-// tick lag, as every timer). Within that window the shard picks the tick
-// with the most trailing zero bits, so that timers with nearby windows
-// tend to share ticks; when the window holds the start of a higher wheel
-// level's slot (with the default wheel, a multiple of 256 ticks: 256ms at
-// the default tick), that is the tick, and the timer is filed in a slot
-// that runs directly, never moved down the wheel. A million 60s idle
-// timeouts with 1s of slack so cost the shard no cascade work and about
-// two wake-ups a second instead of one per tick (BENCHMARKS.md has the
-// figures). Timers without slack keep their precision exactly: they never
-// share these slots.
+// Reset moves the timer's deadline to delay from now (clamped like
+// AfterFunc's) and reports whether the timer was still pending, in which case
+// it now runs at the new deadline and not at the old one. If Reset returns
+// false the timer has ended (possibly by running at its old deadline, with
+// which Reset raced) and nothing changes. Moving a deadline later costs one
+// atomic compare-and-swap and allocates nothing.
 //
-// A d <= 0 is the default: a tick's precision. The window is clamped to
-// MaxDelay, and Reset makes the timer exact again. A series runs on its
-// grid: Every refuses Slack.
-func Slack(d time.Duration) TimerOption { return TimerOption{kind: optSlack, slack: d} }
-
-// OnMissed sets what a series (Every) does with the grid points it misses
-// while it is behind; the default is SkipMissed. AfterFunc refuses it.
-func OnMissed(policy Missed) TimerOption { return TimerOption{kind: optMissed, missed: policy} }
-
-// timerSpec is what a call's options say.
-type timerSpec struct {
-	byKey  bool
-	key    uint64
-	slack  time.Duration
-	missed Missed
+// On a periodic timer (Every) Reset restarts the series' grid from the
+// call with period delay: its next run is delay from now, then every
+// delay (it allocates the new grid, 24 bytes). A delay shorter than the
+// tick is refused, as Every refuses it: Reset returns false and the
+// series goes on unchanged. A timer with Slack becomes exact: it runs at
+// the new deadline.
+func (t Timer) Reset(delay time.Duration) bool {
+	return t.sh != nil && t.sh.Reset(t.ref, t.key, delay)
 }
 
-// specOf reads opts for the verb named verb (for errors): every error wraps
-// ErrInvalidOption and names the option and its value.
-func specOf(verb string, series bool, opts []TimerOption) (timerSpec, error) {
-	var sp timerSpec
-	for _, o := range opts {
-		switch o.kind {
-		case optByKey:
-			sp.byKey, sp.key = true, o.key
-		case optSlack:
-			if series {
-				return sp, fmt.Errorf("%w: %s: Slack(%v): a series runs on its grid, without slack", ErrInvalidOption, verb, o.slack)
-			}
-			sp.slack = o.slack
-		case optMissed:
-			if !series {
-				return sp, fmt.Errorf("%w: %s: OnMissed(%v): only a series (Every) misses grid points", ErrInvalidOption, verb, o.missed)
-			}
-			if _, ok := o.missed.engine(); !ok {
-				return sp, fmt.Errorf("%w: %s: OnMissed(%v): not a policy", ErrInvalidOption, verb, o.missed)
-			}
-			sp.missed = o.missed
-		}
-	}
-	return sp, nil
+// Pending reports whether the timer has not yet ended: for a periodic
+// timer, whether the series lives (during its runs too).
+func (t Timer) Pending() bool {
+	return t.sh != nil && t.sh.Pending(t.ref)
 }
 
-// AfterFunc runs task once, delay from now, and returns a handle to the
-// timer. By default the timer is filed on the shard of the P the caller
-// runs on and its task runs there, which makes it the cheapest way to
-// schedule: its whole life usually stays on the caller's CPU. ByKey runs
-// it on its key's shard instead, one at a time with the key's other tasks;
-// Slack lets it run late, where it costs the wheel least. delay <= 0 runs
-// task at the first tick at or after the call, normally the next, and a
-// delay beyond MaxDelay is clamped. Cancel, Reset, Pending and Stop act on
-// the timer wherever it is.
-//
-// It returns ErrNilTask for a nil task, an error wrapping ErrInvalidOption
-// for an option that does not apply, ErrStopped after Stop, and
-// ErrTooManyPending at the WithMaxPending limit (or, wrapped, when the
-// shard holds ShardCapacity timers); a rejected call leaves no trace, in
-// Stats too. AfterFunc never blocks: it does not wait for any shard, so it
-// is safe to call from a task however many timers the task schedules. It
-// is lock-free and, in steady state, allocates nothing but what the
-// caller's closure does.
-func (s *Scheduler) AfterFunc(delay time.Duration, task func(), opts ...TimerOption) (Timeout, error) {
-	if task == nil {
-		return Timeout{}, ErrNilTask
+// Task returns the task of a timer that Stop or Shutdown returned, so that
+// its work can be handed elsewhere (or run: calling it does not revive the
+// timer, which never runs). For a periodic series it is the series' task,
+// which the scheduler runs no more: with WithExecutor, Stop returns no
+// series whose run the executor still holds, so calling it never
+// duplicates such a run (see Stop). For every other timer (pending, ended
+// in any other way) and for the zero Timer it returns nil: a shard drops
+// a task when its timer ends. A stopped Scheduler keeps the tasks of the
+// timers Stop returned, for Task, for as long as the Scheduler or a
+// Timer of it is reachable.
+func (t Timer) Task() func() {
+	if t.sh == nil {
+		return nil
 	}
-	return s.afterFunc("AfterFunc", 0, false, delay, shard.Task{Func: task}, opts)
+	return t.sh.Func(t.sh.Claimed(t.ref), t.key)
 }
 
-// afterFunc schedules a one-shot timer of task. A handler's task passes
-// its argument as arg (hasArg), which ByKey must then repeat.
-func (s *Scheduler) afterFunc(verb string, arg uint64, hasArg bool, delay time.Duration, task shard.Task, opts []TimerOption) (Timeout, error) {
-	s.mustBeNew()
-	sp, err := specOf(verb, false, opts)
-	if err != nil {
-		return Timeout{}, err
-	}
-	key, err := sp.keyFor(verb, arg, hasArg)
-	if err != nil {
-		return Timeout{}, err
-	}
-	r := s.request(key, delay, task)
-	r.Slack, r.Routed = sp.slack, sp.byKey
-	return s.scheduleOn(s.localShard(), &r)
-}
+// Key returns the key the timer was scheduled with.
+func (t Timer) Key() uint64 { return t.key }
 
-// keyFor returns the key a timer carries: a handler's argument, which
-// ByKey must repeat, or ByKey's key, or 0.
-func (sp timerSpec) keyFor(verb string, arg uint64, hasArg bool) (uint64, error) {
-	if !hasArg {
-		return sp.key, nil
+// Deadline returns when the timer is due, or the zero Time if it has ended.
+// The deadline is on the tick grid, so it may be up to a tick after
+// schedule time plus delay. Until the shard has picked up a new timer
+// (normally within one tick) Deadline reports the earliest time it can run.
+func (t Timer) Deadline() time.Time {
+	if t.sh == nil {
+		return time.Time{}
 	}
-	if sp.byKey && sp.key != arg {
-		return 0, fmt.Errorf("%w: Handler.%s(%d, ...): ByKey(%d): a handler's timer runs on the shard of its argument", ErrInvalidOption, verb, arg, sp.key)
+	d, ok := t.sh.Deadline(t.ref)
+	if !ok {
+		return time.Time{}
 	}
-	return arg, nil
-}
-
-// Every runs task periodically at the grid points start + k·period (k = 1,
-// 2, ...; start is the call), and returns a handle to the series. By
-// default the series lives on the shard of the P the caller runs on, as
-// AfterFunc's timers do; ByKey files it on its key's shard, where it runs
-// one at a time with the key's other tasks. Each run starts no earlier
-// than its grid point, and the grid does not drift: neither the task's
-// run time nor the tick grid moves it. A period beyond MaxDelay is
-// clamped to MaxDelay.
-//
-// Runs never overlap: the next run begins only once the previous one has
-// returned, with WithExecutor too (the executor's goroutine then hands
-// the series back). A grid point that comes while the series is behind
-// (its previous run not started or not returned: a stalled shard, a slow
-// task, a slow executor) is missed, and OnMissed says what to do:
-// SkipMissed (the default: after a stall the series runs once and goes on
-// on the grid), BurstMissed (one run per missed point, back to back, then
-// on the grid) or DelayMissed (one run, then the grid restarts one period
-// after it returns). Stats counts runs (PeriodicRuns) and missed points
-// (PeriodicMissed).
-//
-// The handle acts on the whole series: Cancel ends it and reports whether
-// it was still live (a run in progress finishes, none starts after it);
-// CancelWait also waits for a run in progress; Reset(d) restarts the grid
-// from the call with period d (and returns false, changing nothing, for
-// d <= 0); Pending is true while the series lives; Deadline is its next
-// run's tick (a run's own while it runs); Stop returns a live series
-// once, and its Task is task, except with WithExecutor a series whose run
-// the executor holds, which Stop ends without returning it: that run is
-// its last (see Stop). The series is one timer in Pending and in Stats
-// (Scheduled, then Cancelled or Stopped); its runs are not Fired.
-//
-// It returns ErrNilTask for a nil task, ErrBadPeriod for a period shorter
-// than the tick (<= 0 included), an error wrapping ErrInvalidOption for
-// Slack or an unknown OnMissed policy, and AfterFunc's errors otherwise.
-// It allocates the series' record (80 bytes), and each Reset a new grid
-// (24 bytes); nothing per run: one node serves the whole series.
-func (s *Scheduler) Every(period time.Duration, task func(), opts ...TimerOption) (Timeout, error) {
-	if task == nil {
-		return Timeout{}, ErrNilTask
-	}
-	return s.every("Every", 0, false, period, shard.Task{Func: task}, opts)
-}
-
-// every schedules a series of task, as afterFunc a one-shot timer.
-func (s *Scheduler) every(verb string, arg uint64, hasArg bool, period time.Duration, task shard.Task, opts []TimerOption) (Timeout, error) {
-	s.mustBeNew()
-	sp, err := specOf(verb, true, opts)
-	if err != nil {
-		return Timeout{}, err
-	}
-	key, err := sp.keyFor(verb, arg, hasArg)
-	if err != nil {
-		return Timeout{}, err
-	}
-	if period < s.tick {
-		return Timeout{}, ErrBadPeriod
-	}
-	policy, _ := sp.missed.engine() // checked by specOf; SkipMissed is 0
-	sh := s.localShard()
-	if sp.byKey {
-		sh = s.shards[s.route(key)]
-	}
-	r := s.request(key, period, task)
-	r.Period, r.Missed = period, policy
-	return s.scheduleOn(sh, &r)
+	return t.sh.Time(d)
 }

@@ -388,7 +388,7 @@ func (c *ChurnConfig) describe(b *strings.Builder) {
 		groupDigits(c.Resident), units.Duration(churnBgMin), units.Duration(churnBgMin+churnBgSpread))
 	fmt.Fprintf(b, "      every %s iterations a goroutine also schedules a %v probe timer, never cancelled, that records how late it runs\n",
 		groupDigits(c.ProbeEvery), c.ProbeDelay)
-	fmt.Fprintf(b, "calls: time.AfterFunc + Timer.Stop; s.AfterFunc + Timeout.Cancel (no key); s.AfterFunc(..., ByKey(key)) + Timeout.Cancel (a distinct key per timer)\n")
+	fmt.Fprintf(b, "calls: time.AfterFunc + Timer.Stop; s.AfterFunc + Timer.Cancel (no key); s.AfterFunc(..., ByKey(key)) + Timer.Cancel (a distinct key per timer)\n")
 	fmt.Fprintf(b, "one fresh process per run, %s of the three in turn; %v measured after %v warm-up; GOMAXPROCS %d; shardwheel: %s, tick %v%s\n",
 		plural(c.Rounds, "round"), c.Duration, c.Warmup, c.GOMAXPROCS, plural(c.Shards, "shard"), c.Tick, affinityNote(c.Affinity))
 	if c.WaitQuiet > 0 {

@@ -58,8 +58,8 @@ func validRing(n int) bool { return n >= 1 && n <= churnMaxRing && n&(n-1) == 0 
 // Implementations of the churn load, by the id the child is given.
 const (
 	churnStd   = "afterfunc" // time.AfterFunc + Timer.Stop
-	churnWheel = "wheel"     // s.AfterFunc + Timeout.Cancel
-	churnKeyed = "keyed"     // s.AfterFunc(…, ByKey(key)) + Timeout.Cancel
+	churnWheel = "wheel"     // s.AfterFunc + Timer.Cancel
+	churnKeyed = "keyed"     // s.AfterFunc(…, ByKey(key)) + Timer.Cancel
 )
 
 // churnImpls are the implementations in the order every round runs them;
@@ -408,12 +408,12 @@ func (l *churnLoad) workStd(w *churnWorker) {
 // workWheel is the loop on shardwheel: s.AfterFunc, or with ByKey and a
 // distinct key per timer when keyed.
 func (l *churnLoad) workWheel(w *churnWorker, keyed bool) {
-	ring := make([]shardwheel.Timeout, l.c.ring)
+	ring := make([]shardwheel.Timer, l.c.ring)
 	mask := uint64(l.c.ring - 1)
 	var cancels, missed int64
 	for n := uint64(0); ; {
 		key := w.keyBase | n
-		var t shardwheel.Timeout
+		var t shardwheel.Timer
 		var err error
 		if keyed {
 			t, err = l.s.AfterFunc(churnDelay, l.task(key), shardwheel.ByKey(key))

@@ -210,7 +210,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	}
 	seedHelp := "random seed of the load; both implementations get the same one"
 	keyedHelp := "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey " +
-		"(by default s.AfterFunc + Timeout.Cancel/Reset), time.AfterFunc through a sync.Map of timers"
+		"(by default s.AfterFunc + Timer.Cancel/Reset), time.AfterFunc through a sync.Map of timers"
 	switch o.cmd {
 	case "tune":
 		seedHelp = "random seed of the load; every point and run gets the same one"
@@ -220,7 +220,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	if o.cmd == "tune" || o.cmd == "lag" {
 		// They run shardwheel alone.
 		keyedHelp = "cancel and reset by request and connection id rather than by handle: shardwheel's ScheduleKey/CancelKey/ResetKey " +
-			"(by default s.AfterFunc + Timeout.Cancel/Reset)"
+			"(by default s.AfterFunc + Timer.Cancel/Reset)"
 	}
 	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, seedHelp)
 

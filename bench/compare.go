@@ -168,7 +168,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 	if c.Keyed {
 		b.WriteString("calls, by key: shardwheel s.ScheduleKey, s.CancelKey, s.ResetKey; time.AfterFunc through a sync.Map of timers\n")
 	} else {
-		b.WriteString("calls: shardwheel s.AfterFunc (no key), Timeout.Cancel, Timeout.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
+		b.WriteString("calls: shardwheel s.AfterFunc (no key), Timer.Cancel, Timer.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
 	}
 	b.WriteString("\n")
 

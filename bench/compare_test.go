@@ -22,7 +22,7 @@ func TestCompareText(t *testing.T) {
 	require.Equal(t, exitOK, run(tinyArgs("compare"), &stdout, &stderr), stderr.String())
 	out := stdout.String()
 	assert.Regexp(t, `(?m)^\s+shardwheel\s+time\.AfterFunc\s+ratio\s+winner$`, out)
-	assert.Contains(t, out, "calls: shardwheel s.AfterFunc (no key), Timeout.Cancel, Timeout.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
+	assert.Contains(t, out, "calls: shardwheel s.AfterFunc (no key), Timer.Cancel, Timer.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
 	assert.Contains(t, out, "2 load goroutines")
 	assert.Contains(t, out, "shardwheel: 2 shards, tick 1ms")
 	for _, row := range []string{"requests/s achieved", "calls/s", "CPU per call", "library CPU (cores)", "library CPU per call", "heap per resident timer",

@@ -26,18 +26,18 @@ type timers[H any] interface {
 }
 
 // wheel adapts a shardwheel.Scheduler through its un-keyed call, as a
-// proxy's request timeout needs no key: s.AfterFunc, Timeout.Cancel and
-// Timeout.Reset. The load's key is not used.
+// proxy's request timeout needs no key: s.AfterFunc, Timer.Cancel and
+// Timer.Reset. The load's key is not used.
 type wheel struct{ s *shardwheel.Scheduler }
 
-func (w wheel) Schedule(_ uint64, d time.Duration, f func()) (shardwheel.Timeout, error) {
+func (w wheel) Schedule(_ uint64, d time.Duration, f func()) (shardwheel.Timer, error) {
 	return w.s.AfterFunc(d, f)
 }
 
-func (w wheel) Cancel(t shardwheel.Timeout) bool { return t.Cancel() }
+func (w wheel) Cancel(t shardwheel.Timer) bool { return t.Cancel() }
 
 // Reset falls back to AfterFunc when the timer has ended.
-func (w wheel) Reset(t shardwheel.Timeout, _ uint64, d time.Duration, f func()) (shardwheel.Timeout, bool) {
+func (w wheel) Reset(t shardwheel.Timer, _ uint64, d time.Duration, f func()) (shardwheel.Timer, bool) {
 	if t.Reset(d) {
 		return t, true
 	}
@@ -52,7 +52,7 @@ func (w wheel) Reset(t shardwheel.Timeout, _ uint64, d time.Duration, f func()) 
 
 // Close stops the scheduler, which ends every pending timer: the load's
 // handles are not needed.
-func (w wheel) Close(iter.Seq[shardwheel.Timeout]) { w.s.Stop() }
+func (w wheel) Close(iter.Seq[shardwheel.Timer]) { w.s.Stop() }
 
 // keyedWheel adapts a shardwheel.Scheduler through its keyed API, as a
 // multiplexed client uses it: the load's handle is the timer's key (a

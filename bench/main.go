@@ -12,7 +12,7 @@
 //   - compare (the default, about three minutes): a proxy-shaped load
 //     (request timeouts, most cancelled by their response; idle timers
 //     reset on every read; a million timers resident) against shardwheel
-//     (s.AfterFunc, Timeout.Cancel, Timeout.Reset; -keyed: s.ScheduleKey,
+//     (s.AfterFunc, Timer.Cancel, Timer.Reset; -keyed: s.ScheduleKey,
 //     s.CancelKey, s.ResetKey), alone and against time.AfterFunc, in one
 //     process; then the churn load below (-churn-rounds 0 leaves it out).
 //   - churn: the delayed-cancel load the library is judged on. Each of G

@@ -248,7 +248,7 @@ func rateIssuer(impl string, s *shardwheel.Scheduler, timeout time.Duration, rin
 			return nil
 		}
 	case rateWheelFunc:
-		timers := make([]shardwheel.Timeout, ring)
+		timers := make([]shardwheel.Timer, ring)
 		return func() error {
 			timers[i].Cancel()
 			var err error

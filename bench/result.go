@@ -29,7 +29,7 @@ const (
 type Result struct {
 	Impl string `json:"impl"`
 	// Call is the call that schedules the timers: s.AfterFunc (with
-	// Timeout.Cancel and Reset), s.ScheduleKey (with CancelKey and
+	// Timer.Cancel and Reset), s.ScheduleKey (with CancelKey and
 	// ResetKey), time.AfterFunc, time.AfterFunc in a sync.Map, or none
 	// (the load alone).
 	Call   string        `json:"call"`

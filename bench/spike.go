@@ -593,7 +593,7 @@ func spikeWinner(row spikeRow, sums []*SpikeSummary, name func(impl string) stri
 func (res *SpikeResults) notes(c SpikeConfig) []string {
 	notes := []string{
 		"heap: the process's heap objects (MemStats.HeapAlloc) right after forced collections; at the peaks, less the run's own",
-		"  slice of the spike's handles (a Timeout or *time.Timer per timer), which the peak's collections scan all the same.",
+		"  slice of the spike's handles (a shardwheel.Timer or *time.Timer per timer), which the peak's collections scan all the same.",
 		fmt.Sprintf("forced GC: the wall time of runtime.GC(), the median of %d in a row (%d before the spike); on a busy host it moves by",
 			c.GCs, spikeBaseGCs),
 		"  milliseconds from one collection to the next. kept: (heap after - before) / (heap at peak - before).",

@@ -298,16 +298,16 @@ func (c spikeChild) run(ctx context.Context) (SpikeRun, error) {
 	// The process exits after the run: Stop only ends the shard
 	// goroutines so that nothing runs while the result is printed.
 	defer s.Stop()
-	ops := spikeOps[shardwheel.Timeout]{
-		schedule: func(key uint64, d time.Duration) (shardwheel.Timeout, error) { return s.AfterFunc(d, task(key)) },
-		cancel:   shardwheel.Timeout.Cancel,
+	ops := spikeOps[shardwheel.Timer]{
+		schedule: func(key uint64, d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, task(key)) },
+		cancel:   shardwheel.Timer.Cancel,
 	}
 	if c.impl == spikeHandler {
 		h, err := s.NewHandler(func(uint64) { fired.Add(1) })
 		if err != nil {
 			return SpikeRun{}, err
 		}
-		ops.schedule = func(key uint64, d time.Duration) (shardwheel.Timeout, error) { return h.AfterFunc(key, d) }
+		ops.schedule = func(key uint64, d time.Duration) (shardwheel.Timer, error) { return h.AfterFunc(key, d) }
 	}
 	return runSpike(ctx, c, s, ops, &fired)
 }

@@ -219,7 +219,7 @@ func TestDiagnoseCascade(t *testing.T) {
 	// Windows of 3.2s from 1s on, opened within 3s of New, share the
 	// tick with the most trailing zeros in them, 4096: one coarse slot
 	// for all, which the Resets must reach before it comes due.
-	timers := make([]shardwheel.Timeout, n)
+	timers := make([]shardwheel.Timer, n)
 	noop := func() {}
 	for i := range timers {
 		var err error

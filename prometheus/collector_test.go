@@ -54,8 +54,8 @@ func newScenario(t *testing.T, opts ...shardwheel.Option) *shardwheel.Scheduler 
 	s, err := shardwheel.New(opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Stop() })
-	hour := func(shard, n int) []shardwheel.Timeout {
-		var tms []shardwheel.Timeout
+	hour := func(shard, n int) []shardwheel.Timer {
+		var tms []shardwheel.Timer
 		for _, k := range keysFor(s, shard, n) {
 			tm, err := s.Every(time.Hour, func() {}, shardwheel.ByKey(k), shardwheel.OnMissed(shardwheel.SkipMissed))
 			require.NoError(t, err)

@@ -63,7 +63,7 @@ import (
 //	cancelled      the holder that meets it: in its slot, in a cascade, in the
 //	               sweep, in the queue, or the Cancel that takes it straight back
 //	cancelling     nobody, until it is cancelled: a holder that meets one leaves it
-//	stopped        nobody: Stop keeps its task for Timeout.Task
+//	stopped        nobody: Stop keeps its task for Timer.Task
 //	running        nobody: its run re-files it, or frees it if it ended meanwhile
 //	handed         nobody: the routed shard hands it back ended (cross.go)
 //

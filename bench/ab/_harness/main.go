@@ -13,7 +13,7 @@
 // input data.
 //
 // It uses only API that every revision since 9a175ea has (New, WithTick,
-// AfterFunc, Timeout.Cancel, WithTimeout, Stop), so that one source builds
+// AfterFunc, Timer.Cancel, WithTimeout, Stop), so that one source builds
 // against both sides. Unix only: it reads the process's CPU time with
 // getrusage.
 //
@@ -181,6 +181,17 @@ func ordered[T any](round int, a, b T) []T {
 		return []T{b, a}
 	}
 	return []T{a, b}
+}
+
+// handlesLike returns a maker of slices of the type of t, a handle that
+// AfterFunc returned (and that it cancels). The handle's type is inferred,
+// not named: both sides' trees build this source, and the type's name is
+// not the same in every revision.
+func handlesLike[T interface{ Cancel() bool }](t T, err error) func(n int) []T {
+	if err == nil {
+		t.Cancel()
+	}
+	return func(n int) []T { return make([]T, n) }
 }
 
 func newScheduler() (*shardwheel.Scheduler, error) {
@@ -425,7 +436,7 @@ func churnPhase(impl string, gs, resident, ring int, warmup, window time.Duratio
 			// A loop per implementation, alike but for the calls: the
 			// measured pair pays no indirect call on either side.
 			if s != nil {
-				handles := make([]shardwheel.Timeout, ring)
+				handles := handlesLike(s.AfterFunc(time.Hour, noop))(ring)
 				for j := 0; ; j = (j + 1) % ring {
 					t, err := s.AfterFunc(delay, noop)
 					if err != nil {
@@ -774,7 +785,7 @@ func rateIssuer(impl string, s *shardwheel.Scheduler, timeout time.Duration, rin
 				}
 			}
 	case "s.AfterFunc":
-		timers := make([]shardwheel.Timeout, ring)
+		timers := handlesLike(s.AfterFunc(time.Hour, noop))(ring)
 		return func() error {
 				timers[i].Cancel()
 				var err error
