@@ -7,21 +7,21 @@ import (
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// Missed says what a periodic timer does with the grid points it missed
-// while its shard was behind.
-type Missed uint8
+// MissedPolicy says what a series (Every) does with the grid points it
+// missed while it was behind (see OnMissed); SkipMissed is the default.
+type MissedPolicy uint8
 
 const (
-	SkipMissed  Missed = iota // run once for all of them, then go on at the next future grid point
-	BurstMissed               // run once for each of them, back to back, then go on on the grid
-	DelayMissed               // run once, and the grid restarts one period after this run returns
+	SkipMissed  MissedPolicy = iota // run once for all of them, then go on at the next future grid point
+	BurstMissed                     // run once for each of them, back to back, then go on on the grid
+	DelayMissed                     // run once, and the grid restarts one period after this run returns
 )
 
 // engine returns the engine's value of the policy m (shard.SkipMissed and
 // its kin), and false for a value that is no policy. The engine's
 // constants are its own: this switch, not a conversion, joins the two, and
 // TestMissedMatchesTheEngine checks it.
-func (m Missed) engine() (uint8, bool) {
+func (m MissedPolicy) engine() (uint8, bool) {
 	switch m {
 	case SkipMissed:
 		return shard.SkipMissed, true
@@ -34,7 +34,7 @@ func (m Missed) engine() (uint8, bool) {
 }
 
 // String returns the constant's name.
-func (m Missed) String() string {
+func (m MissedPolicy) String() string {
 	switch m {
 	case SkipMissed:
 		return "SkipMissed"
@@ -43,7 +43,7 @@ func (m Missed) String() string {
 	case DelayMissed:
 		return "DelayMissed"
 	}
-	return fmt.Sprintf("Missed(%d)", uint8(m))
+	return fmt.Sprintf("MissedPolicy(%d)", uint8(m))
 }
 
 var (

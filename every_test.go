@@ -15,7 +15,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-var missedPolicies = []shardwheel.Missed{shardwheel.SkipMissed, shardwheel.BurstMissed, shardwheel.DelayMissed}
+var missedPolicies = []shardwheel.MissedPolicy{shardwheel.SkipMissed, shardwheel.BurstMissed, shardwheel.DelayMissed}
 
 // TestEveryAcrossAStalledShard runs a series on the bubble's fake clock
 // while its shard stalls (another timer's task, or the executor's run call,
@@ -125,13 +125,13 @@ func TestEveryAPI(t *testing.T) {
 		_, err = s.Every(p, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 		assert.ErrorIs(t, err, shardwheel.ErrBadPeriod)
 	}
-	_, err = s.Every(time.Second, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.Missed(3)))
+	_, err = s.Every(time.Second, noop, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.MissedPolicy(3)))
 	assert.ErrorIs(t, err, shardwheel.ErrInvalidOption)
-	assert.ErrorContains(t, err, "OnMissed(Missed(3))")
+	assert.ErrorContains(t, err, "OnMissed(MissedPolicy(3))")
 	_, err = (shardwheel.Handler{}).Every(1, time.Second, shardwheel.ByKey(1), shardwheel.OnMissed(shardwheel.SkipMissed))
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	assert.Equal(t, "BurstMissed", shardwheel.BurstMissed.String())
-	assert.Equal(t, "Missed(9)", shardwheel.Missed(9).String())
+	assert.Equal(t, "MissedPolicy(9)", shardwheel.MissedPolicy(9).String())
 
 	var keys sync.Map
 	h, err := s.NewHandler(func(key uint64) { keys.Store(key, true) })

@@ -12,7 +12,7 @@ import (
 const TimerCtxSize = unsafe.Sizeof(timerCtx{})
 
 // LiveSchedulers returns the number of Schedulers made by New and not yet
-// stopped, and RearmLiveWarning lets the next New beyond WarnSchedulers
+// stopped, and RearmLiveWarning lets the next New beyond warnSchedulers
 // warn again: the warning is once per process, and tests need to see it.
 func LiveSchedulers() int64 { return liveSchedulers.Load() }
 
@@ -63,3 +63,6 @@ func FiledOn(t Timer) int { return t.ref.Shard() }
 func WithShardCapacity(n int) Option {
 	return func(c *config) error { c.capacity = n; return nil }
 }
+
+// WarnSchedulersForTest is warnSchedulers, for the tests of the warning.
+const WarnSchedulersForTest = warnSchedulers

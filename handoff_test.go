@@ -152,7 +152,7 @@ func TestBurstIntoBlockedShardNeverWaits(t *testing.T) {
 // shard, schedule many timers into that same shard, which cannot drain them
 // until the task returns.
 func TestTaskSchedulingIntoItsOwnShard(t *testing.T) {
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithFirstBlock(1), shardwheel.WithTick(time.Millisecond))
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithInitialCapacity(1), shardwheel.WithTick(time.Millisecond))
 	const n = 50000
 	var ran atomic.Int64
 	_, err := s.AfterFunc(0, func() {

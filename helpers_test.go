@@ -147,3 +147,6 @@ func settles(t *testing.T, s *shardwheel.Scheduler, what string, want func(stats
 // records its goroutine without allocating here: on amd64, arm64 and 386
 // with the gc compiler, as WithExecutor promises.
 var cheapGoroutineToken = runtime.Compiler == "gc" && slices.Contains([]string{"amd64", "arm64", "386"}, runtime.GOARCH)
+
+// maxInitialCapacity is WithInitialCapacity's bound, as its doc states it.
+const maxInitialCapacity = 1 << 22

@@ -14,16 +14,16 @@ import (
 // TestHandlerErrors fills: the engine keeps its limit to itself.)
 func TestLimitsMatchTheEngine(t *testing.T) {
 	assert.Equal(t, pool.Capacity, ShardCapacity)
-	assert.Equal(t, pool.MaxFirst, MaxFirstBlock)
+	assert.Equal(t, pool.MaxFirst, maxInitialCapacity)
 }
 
-// TestMissedMatchesTheEngine checks the join of the API's Missed policies
+// TestMissedMatchesTheEngine checks the join of the API's MissedPolicy policies
 // to the engine's: each maps to the engine's constant of the same name,
 // and has its value, so that a number read in one layer means the same
 // policy in the other; the engine's three are distinct, and no other
 // value is a policy.
 func TestMissedMatchesTheEngine(t *testing.T) {
-	want := map[Missed]uint8{SkipMissed: shard.SkipMissed, BurstMissed: shard.BurstMissed, DelayMissed: shard.DelayMissed}
+	want := map[MissedPolicy]uint8{SkipMissed: shard.SkipMissed, BurstMissed: shard.BurstMissed, DelayMissed: shard.DelayMissed}
 	seen := map[uint8]bool{}
 	for m, e := range want {
 		got, ok := m.engine()
@@ -34,9 +34,9 @@ func TestMissedMatchesTheEngine(t *testing.T) {
 		seen[got] = true
 	}
 	for m := range 256 {
-		if _, ok := want[Missed(m)]; !ok {
-			_, ok := Missed(m).engine()
-			assert.False(t, ok, "Missed(%d) is no policy", m)
+		if _, ok := want[MissedPolicy(m)]; !ok {
+			_, ok := MissedPolicy(m).engine()
+			assert.False(t, ok, "MissedPolicy(%d) is no policy", m)
 		}
 	}
 }

@@ -59,9 +59,9 @@ func BenchmarkNewFootprint(b *testing.B) {
 // exceeds the machine fails in New with an error naming the options,
 // instead of an out-of-memory crash later.
 func TestOptionsThatCannotFitFailInNew(t *testing.T) {
-	_, err := shardwheel.New(shardwheel.WithShards(shardwheel.MaxShards), shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock))
+	_, err := shardwheel.New(shardwheel.WithShards(shardwheel.MaxShards), shardwheel.WithInitialCapacity(maxInitialCapacity))
 	require.ErrorIs(t, err, shardwheel.ErrInvalidOption)
-	for _, want := range []string{"WithShards(4096)", "WithFirstBlock(4194304)", "MiB"} {
+	for _, want := range []string{"WithShards(4096)", "WithInitialCapacity(4194304)", "MiB"} {
 		assert.Contains(t, err.Error(), want)
 	}
 	// The largest shard count alone fits: nothing is preallocated.
@@ -77,7 +77,7 @@ func TestShardCapacityIsExact(t *testing.T) {
 	if os.Getenv("SHARDWHEEL_CAPACITY") == "" {
 		t.Skip("set SHARDWHEEL_CAPACITY=1 to fill a shard (3 GB)")
 	}
-	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock))
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithInitialCapacity(maxInitialCapacity))
 	for i := range shardwheel.ShardCapacity {
 		if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(0)); err != nil {
 			t.Fatalf("timer %d of %d refused: %v", i+1, shardwheel.ShardCapacity, err)
@@ -94,7 +94,7 @@ func TestShardCapacityIsExact(t *testing.T) {
 // reserved), per node of the block.
 func bytesPerSlot(t *testing.T, schedule func(s *shardwheel.Scheduler, h shardwheel.Handler, i int)) float64 {
 	const block = 1 << 18
-	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithFirstBlock(block))
+	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithInitialCapacity(block))
 	require.NoError(t, err)
 	defer s.Stop()
 	h, err := s.NewHandler(func(uint64) {})

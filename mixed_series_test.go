@@ -57,7 +57,7 @@ func (mw *mixedWorker) series() {
 	m := &mixedSeries{id: int(mw.nextID.Add(1)), start: o.now()}
 	m.period = time.Duration(1+mw.rng.IntN(5)) * time.Millisecond
 	key := uint64(m.id) | 1<<61
-	policy := shardwheel.Missed(mw.rng.IntN(3))
+	policy := shardwheel.MissedPolicy(mw.rng.IntN(3))
 	opts := []shardwheel.TimerOption{shardwheel.OnMissed(policy)}
 	m.kind = "Every, " + policy.String()
 	if mw.rng.IntN(2) == 0 {

@@ -146,7 +146,7 @@ func mixedDuration(t testing.TB) time.Duration {
 func TestMixedLoadOracle(t *testing.T) {
 	for name, opts := range map[string][]shardwheel.Option{
 		"defaults": nil,
-		"small":    {shardwheel.WithFirstBlock(64), shardwheel.WithTransferCap(64)},
+		"small":    {shardwheel.WithInitialCapacity(64), shardwheel.WithTransferCap(64)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			runMixedLoad(t, mixedDuration(t), 4, append([]shardwheel.Option{shardwheel.WithShards(3)}, opts...)...)

@@ -201,7 +201,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				}
 			case 12: // Every: a long or a short period, each policy, a closure or the Handler
 				period := []time.Duration{time.Hour, time.Millisecond, math.MaxInt64, time.Microsecond}[arg%4]
-				missed := shardwheel.Missed(arg / 4 % 3)
+				missed := shardwheel.MissedPolicy(arg / 4 % 3)
 				var tm shardwheel.Timer
 				var err error
 				if arg/12%2 == 0 {

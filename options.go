@@ -25,10 +25,10 @@ const (
 	// ticks, so a 1ms wheel holds every timeout under half a second
 	// without a cascade, in 6 KiB of slots per level.
 	DefaultWheelSize = 512
-	// DefaultFirstBlock is the nodes a shard allocates with its first
+	// defaultInitialCapacity is the nodes a shard allocates with its first
 	// timer (36 KiB); its storage then doubles up to 16,384 nodes and
-	// grows by blocks of that size (see WithFirstBlock).
-	DefaultFirstBlock = 1024
+	// grows by blocks of that size (see WithInitialCapacity).
+	defaultInitialCapacity = 1024
 	// DefaultTransferCap is Netty's HashedWheelTimer's: it moves at most
 	// 100000 new timeouts into its wheel per tick.
 	DefaultTransferCap = 100000
@@ -45,9 +45,9 @@ const (
 	// MaxWheelSize bounds WithWheelSize: 2^16 slots per level is 768 KiB
 	// of slots per level and shard.
 	MaxWheelSize = 1 << 16
-	// MaxFirstBlock bounds WithFirstBlock: 2^22 nodes (184 MiB with
+	// maxInitialCapacity bounds WithInitialCapacity: 2^22 nodes (184 MiB with
 	// their tasks) is the largest block a shard allocates.
-	MaxFirstBlock = 1 << 22
+	maxInitialCapacity = 1 << 22
 	// DefaultBlockedTicks is WithBlockedAfter's default, in ticks: the
 	// runs behind a task that has held them up for a tick (1ms at the
 	// default tick; noticed within two) go to another runner, so that a
@@ -92,7 +92,7 @@ func defaultConfig() config {
 		shards:      runtime.GOMAXPROCS(0),
 		tick:        DefaultTick,
 		wheelSize:   DefaultWheelSize,
-		firstBlock:  DefaultFirstBlock,
+		firstBlock:  defaultInitialCapacity,
 		transferCap: DefaultTransferCap,
 		stats:       true,
 		maxBlocked:  DefaultMaxBlockedTasks,
@@ -144,7 +144,7 @@ func WithWheelSize(n int) Option {
 	}
 }
 
-// WithFirstBlock sets how many timers a shard's storage holds when it
+// WithInitialCapacity sets how many timers a shard's storage holds when it
 // first grows: a shard allocates nothing for timers until it gets its
 // first one, then a block of n nodes (rounded up to a power of two, at
 // least 64; 36 bytes each, plus 8 (4 on 32-bit platforms) once a closure
@@ -152,13 +152,13 @@ func WithWheelSize(n int) Option {
 // it doubles its storage, each new block as large as all before it, until
 // it holds 2^14 nodes (16,384) or n rounded up, whichever is larger, then
 // grows by blocks of that size, the unit in which it gives memory back. The
-// default is DefaultFirstBlock; n must be in [1, MaxFirstBlock]. A larger
-// first block saves a few early allocations for a shard that will surely
-// hold many timers.
-func WithFirstBlock(n int) Option {
+// default is 1024; n must be in [1, 2^22] (4,194,304 nodes, 184 MiB with
+// their tasks). A larger first block saves a few early allocations for a
+// shard that will surely hold many timers.
+func WithInitialCapacity(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > MaxFirstBlock {
-			return invalid("WithFirstBlock", n, fmt.Sprintf("must be in [1, %d]", MaxFirstBlock))
+		if n < 1 || n > maxInitialCapacity {
+			return invalid("WithInitialCapacity", n, fmt.Sprintf("must be in [1, %d]", maxInitialCapacity))
 		}
 		c.firstBlock = n
 		return nil
@@ -314,7 +314,7 @@ func WithStats(on bool) Option {
 // WithLogger sets where the Scheduler logs: a task's panic (unless
 // WithPanicHandler is set), a shard that could not be pinned
 // (WithAffinity), and the warning about too many live Schedulers (see
-// WarnSchedulers). The default, or a nil l, is slog.Default() at the time
+// New). The default, or a nil l, is slog.Default() at the time
 // of each message.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
@@ -397,7 +397,7 @@ func (c *config) checkMemory() error {
 	if need <= avail {
 		return nil
 	}
-	return fmt.Errorf("%w: WithShards(%d), WithWheelSize(%d) and WithFirstBlock(%d) need %d MiB "+
+	return fmt.Errorf("%w: WithShards(%d), WithWheelSize(%d) and WithInitialCapacity(%d) need %d MiB "+
 		"(%d KiB per shard at GOMAXPROCS %d, its first block of timers included), more than the %d MiB "+
 		"this process may use", ErrInvalidOption, c.shards, c.wheelSize, c.firstBlock, need>>20,
 		perShard>>10, lanes, avail>>20)

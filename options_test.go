@@ -31,8 +31,8 @@ func TestInvalidOptionsNameOptionAndValue(t *testing.T) {
 		{shardwheel.WithWheelSize(1<<16 + 1), "WithWheelSize(65537)"},
 		{shardwheel.WithWheelSize(3), "WithWheelSize(3): must be a power of two in [2, 65536]"},
 		{shardwheel.WithWheelSize(100), "WithWheelSize(100)"},
-		{shardwheel.WithFirstBlock(0), "WithFirstBlock(0)"},
-		{shardwheel.WithFirstBlock(shardwheel.MaxFirstBlock + 1), "WithFirstBlock(4194305)"},
+		{shardwheel.WithInitialCapacity(0), "WithInitialCapacity(0)"},
+		{shardwheel.WithInitialCapacity(maxInitialCapacity + 1), "WithInitialCapacity(4194305)"},
 		{shardwheel.WithTransferCap(0), "WithTransferCap(0)"},
 		{shardwheel.WithMaxPending(-1), "WithMaxPending(-1)"},
 		{shardwheel.WithBlockedAfter(-time.Millisecond), "WithBlockedAfter(-1ms)"},
@@ -60,7 +60,7 @@ func TestValidOptions(t *testing.T) {
 	assert.Equal(t, shardwheel.DefaultTick, s.Tick())
 
 	s = newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithWheelSize(128), shardwheel.WithFirstBlock(10), shardwheel.WithTransferCap(1),
+		shardwheel.WithWheelSize(128), shardwheel.WithInitialCapacity(10), shardwheel.WithTransferCap(1),
 		shardwheel.WithMaxPending(5), shardwheel.WithAffinity(false))
 	assert.Equal(t, 3, s.Shards())
 	assert.Equal(t, time.Millisecond, s.Tick())
@@ -80,12 +80,12 @@ func FuzzOptions(f *testing.F) {
 		shards %= 64 // keep each run cheap: a valid config starts goroutines
 		ring %= 1 << 16
 		s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Duration(tick)),
-			shardwheel.WithWheelSize(wheel), shardwheel.WithFirstBlock(ring),
+			shardwheel.WithWheelSize(wheel), shardwheel.WithInitialCapacity(ring),
 			shardwheel.WithTransferCap(cap), shardwheel.WithMaxPending(maxPending))
 		valid := shards >= 1 &&
 			time.Duration(tick) >= shardwheel.MinTick && time.Duration(tick) <= shardwheel.MaxTick &&
 			wheel >= 2 && wheel <= shardwheel.MaxWheelSize && wheel&(wheel-1) == 0 &&
-			ring >= 1 && ring <= shardwheel.MaxFirstBlock &&
+			ring >= 1 && ring <= maxInitialCapacity &&
 			cap >= 1 && maxPending >= 0
 		if valid && errors.Is(err, shardwheel.ErrInvalidOption) && strings.Contains(err.Error(), "MiB") {
 			valid = false // in range, but more memory than the process may use

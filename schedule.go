@@ -15,7 +15,7 @@ type TimerOption struct {
 	kind   timerOptionKind
 	key    uint64
 	slack  time.Duration
-	missed Missed
+	missed MissedPolicy
 }
 
 type timerOptionKind uint8
@@ -62,14 +62,14 @@ func Slack(d time.Duration) TimerOption { return TimerOption{kind: optSlack, sla
 
 // OnMissed sets what a series (Every) does with the grid points it misses
 // while it is behind; the default is SkipMissed. AfterFunc refuses it.
-func OnMissed(policy Missed) TimerOption { return TimerOption{kind: optMissed, missed: policy} }
+func OnMissed(policy MissedPolicy) TimerOption { return TimerOption{kind: optMissed, missed: policy} }
 
 // timerSpec is what a call's options say.
 type timerSpec struct {
 	byKey  bool
 	key    uint64
 	slack  time.Duration
-	missed Missed
+	missed MissedPolicy
 }
 
 // specOf reads opts for the verb named verb (for errors): every error wraps

@@ -136,8 +136,8 @@ func TestTimerOptionsThatDoNotApply(t *testing.T) {
 			return s.Every(time.Hour, noop, shardwheel.Slack(time.Second))
 		}, []string{"Every", "Slack(1s)"}},
 		{"Every with an unknown policy", func() (shardwheel.Timer, error) {
-			return s.Every(time.Hour, noop, shardwheel.OnMissed(shardwheel.Missed(9)))
-		}, []string{"Every", "OnMissed(Missed(9))", "not a policy"}},
+			return s.Every(time.Hour, noop, shardwheel.OnMissed(shardwheel.MissedPolicy(9)))
+		}, []string{"Every", "OnMissed(MissedPolicy(9))", "not a policy"}},
 		{"Handler.AfterFunc with OnMissed", func() (shardwheel.Timer, error) {
 			return h.AfterFunc(1, time.Hour, shardwheel.OnMissed(shardwheel.SkipMissed))
 		}, []string{"AfterFunc", "OnMissed(SkipMissed)"}},
@@ -184,7 +184,7 @@ func TestLaterTimerOptionOverrides(t *testing.T) {
 		case <-time.After(waitFor):
 			t.Fatal("never ran")
 		}
-		series, err := s.Every(time.Hour, noop, shardwheel.OnMissed(shardwheel.Missed(9)), shardwheel.OnMissed(shardwheel.SkipMissed))
+		series, err := s.Every(time.Hour, noop, shardwheel.OnMissed(shardwheel.MissedPolicy(9)), shardwheel.OnMissed(shardwheel.SkipMissed))
 		assert.ErrorIs(t, err, shardwheel.ErrInvalidOption, "a bad option fails the call even when a later one overrides it")
 		assert.Equal(t, shardwheel.Timer{}, series)
 	})

@@ -105,7 +105,10 @@ func (s *Scheduler) mustNotBeNil() {
 
 // New starts a Scheduler with the given options. It fails, with an error
 // that wraps ErrInvalidOption and names the option and value, if an option
-// is invalid.
+// is invalid. A Scheduler runs a goroutine per shard and is meant to be
+// shared: beyond 64 live ones (made by New and not yet stopped), New logs
+// one warning per process (see WithLogger), as Netty's HashedWheelTimer
+// does beyond 64 instances.
 func New(opts ...Option) (*Scheduler, error) {
 	c := defaultConfig()
 	for _, o := range opts {
@@ -181,12 +184,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	return s, nil
 }
 
-// WarnSchedulers is the number of live Schedulers (made by New and not yet
+// warnSchedulers is the number of live Schedulers (made by New and not yet
 // stopped) beyond which New logs one warning (see WithLogger), once per
 // process, as Netty's HashedWheelTimer does beyond 64 instances. Each
 // Scheduler runs a goroutine per shard and is meant to be shared: one per
 // connection or per request is a misuse that this warning catches.
-const WarnSchedulers = 64
+const warnSchedulers = 64
 
 var (
 	liveSchedulers atomic.Int64 // New adds one, the first Stop takes it away
@@ -194,11 +197,11 @@ var (
 )
 
 // countLive adds d to the live Schedulers and warns, once, to log, when
-// there are more than WarnSchedulers.
+// there are more than warnSchedulers.
 func countLive(d int64, log *slog.Logger) {
-	if n := liveSchedulers.Add(d); n > WarnSchedulers && warnedLive.CompareAndSwap(false, true) {
+	if n := liveSchedulers.Add(d); n > warnSchedulers && warnedLive.CompareAndSwap(false, true) {
 		log.Warn("shardwheel: too many live Schedulers; share one Scheduler instead of creating one per connection or request",
-			"live", n, "limit", WarnSchedulers)
+			"live", n, "limit", warnSchedulers)
 	}
 }
 

@@ -92,7 +92,7 @@ func TestHugeAndNegativeDelays(t *testing.T) {
 }
 
 // TestWarnsOnceBeyondLiveLimit: New logs one warning when live Schedulers
-// exceed WarnSchedulers, not one per New; stopped ones do not count.
+// exceed the limit (64), not one per New; stopped ones do not count.
 func TestWarnsOnceBeyondLiveLimit(t *testing.T) {
 	var buf bytes.Buffer
 	// slog.SetDefault redirects package log too, and setting the old
@@ -118,14 +118,14 @@ func TestWarnsOnceBeyondLiveLimit(t *testing.T) {
 	// A stopped Scheduler is not live.
 	newOne()
 	made[0].Stop()
-	for shardwheel.LiveSchedulers() < shardwheel.WarnSchedulers {
+	for shardwheel.LiveSchedulers() < shardwheel.WarnSchedulersForTest {
 		newOne()
 	}
 	assert.Empty(t, buf.String(), "no warning at the limit")
 	newOne()
 	newOne()
 	assert.Equal(t, 1, strings.Count(buf.String(), "too many live Schedulers"), buf.String())
-	assert.Contains(t, buf.String(), fmt.Sprintf("live=%d limit=%d", shardwheel.WarnSchedulers+1, shardwheel.WarnSchedulers))
+	assert.Contains(t, buf.String(), fmt.Sprintf("live=%d limit=%d", shardwheel.WarnSchedulersForTest+1, shardwheel.WarnSchedulersForTest))
 }
 
 // TestNonPositiveDelayRunsWithinATick: a timer with delay 0, negative or

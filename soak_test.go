@@ -23,7 +23,7 @@ import (
 // early or stuck timer fails with that timer's history.
 func TestChurnSoak(t *testing.T) {
 	d := soakDuration(t)
-	s := newScheduler(t, shardwheel.WithTick(time.Millisecond), shardwheel.WithFirstBlock(256))
+	s := newScheduler(t, shardwheel.WithTick(time.Millisecond), shardwheel.WithInitialCapacity(256))
 	o := newOracle()
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup

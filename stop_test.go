@@ -108,7 +108,7 @@ func TestNoGoroutineLeftAfterStop(t *testing.T) {
 // then ran or was returned by Stop. Nothing is lost.
 func TestScheduleRacingStop(t *testing.T) {
 	for round := range 20 {
-		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithFirstBlock(16))
+		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond), shardwheel.WithInitialCapacity(16))
 		var mu sync.Mutex
 		accepted := map[shardwheel.Timer]*atomic.Int32{}
 		var count atomic.Int64
@@ -155,7 +155,7 @@ func TestScheduleRacingStop(t *testing.T) {
 // accounted for.
 func TestStopUnderFullLoad(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithFirstBlock(8), shardwheel.WithTransferCap(10))
+		shardwheel.WithInitialCapacity(8), shardwheel.WithTransferCap(10))
 	f := flood(t, s, math.MaxInt, func(int) time.Duration { return 0 })
 	require.Eventually(t, func() bool { return s.Stats().Total.CapHits > 3 }, waitFor, pollEvery)
 	stopped := s.Stop()
@@ -198,7 +198,7 @@ func TestShutdownUnderFullLoad(t *testing.T) {
 	}
 	for round := range rounds {
 		s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond),
-			shardwheel.WithFirstBlock(8), shardwheel.WithTransferCap(10))
+			shardwheel.WithInitialCapacity(8), shardwheel.WithTransferCap(10))
 		f := flood(t, s, perWorker, func(i int) time.Duration { return time.Duration(i%2) * time.Millisecond })
 		require.Eventually(t, func() bool { return f.ran.Load() > int64(100*round) }, waitFor, pollEvery)
 		done, cancel := context.WithCancel(context.Background())

@@ -60,7 +60,7 @@ func counters(st stats.Shard) map[string]uint64 {
 
 func stress(t *testing.T, shards, workers, opsPerWorker int) {
 	s, err := shardwheel.New(shardwheel.WithShards(shards), shardwheel.WithTick(time.Millisecond),
-		shardwheel.WithFirstBlock(64), shardwheel.WithTransferCap(50))
+		shardwheel.WithInitialCapacity(64), shardwheel.WithTransferCap(50))
 	require.NoError(t, err)
 	epoch := time.Now()
 	since := func() int64 { return int64(time.Since(epoch)) }

@@ -129,7 +129,7 @@ type Shard struct {
 	// in use or free, and NodesReleased the nodes it has given back to
 	// the garbage collector so far. After a spike of timers has ended,
 	// the shard releases the storage its wheel no longer needs, in blocks
-	// of 16,384 nodes (or WithFirstBlock's, if larger), reviewing at most
+	// of 16,384 nodes (or WithInitialCapacity's, if larger), reviewing at most
 	// once a second: it keeps the blocks its live timers occupy and free
 	// nodes of at most the largest of a block, an eighth of its timers,
 	// twice what other goroutines took from it in the last second and
