@@ -120,9 +120,17 @@ func (s *Scheduler) AfterFunc(delay time.Duration, task func(), opts ...TimerOpt
 	if task == nil {
 		return Timer{}, ErrNilTask
 	}
-	if len(opts) == 0 { // the common case, with nothing to read
+	// The two common shapes, no option and ByKey alone, skip reading the
+	// options: the request timeout's hot path pays nothing for them.
+	switch {
+	case len(opts) == 0:
 		sh := s.localShard()
 		r := s.request(0, delay, shard.Task{Func: task})
+		return s.scheduleOn(sh, &r)
+	case len(opts) == 1 && opts[0].kind == optByKey:
+		sh := s.localShard()
+		r := s.request(opts[0].key, delay, shard.Task{Func: task})
+		r.Routed = true
 		return s.scheduleOn(sh, &r)
 	}
 	return s.afterFunc("AfterFunc", 0, false, delay, shard.Task{Func: task}, opts)
