@@ -188,11 +188,11 @@ func TestEveryCountsInStats(t *testing.T) {
 	assert.Contains(t, []uint64{ran, ran + 1}, st.PeriodicRuns, "the task ran %d times", ran)
 }
 
-// TestEveryFuncAndAfterFuncWithinStayLocal: the forms without a key file
+// TestSeriesAndSlackWithoutAKeyStayLocal: the forms without a key file
 // on the caller's P's shard and run there, with key 0 (the Handler forms
 // pass their key to the handler); a period shorter than the tick is
 // refused.
-func TestEveryFuncAndAfterFuncWithinStayLocal(t *testing.T) {
+func TestSeriesAndSlackWithoutAKeyStayLocal(t *testing.T) {
 	withGOMAXPROCS(1, func() { // one P: P 0's shard
 		s := newScheduler(t, shardwheel.WithShards(3), shardwheel.WithTick(time.Millisecond))
 		ran := make(chan int, 8)

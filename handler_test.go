@@ -320,9 +320,9 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 	}
 }
 
-// TestHandlerTimersRouteLikeSchedule: a Handler timer on key k goes to
+// TestHandlerTimersRouteByKey: a Handler timer on key k goes to
 // shard ShardOf(k), plain and keyed.
-func TestHandlerTimersRouteLikeSchedule(t *testing.T) {
+func TestHandlerTimersRouteByKey(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(4))
 	ranOn := make(chan [2]uint64, 400)
 	h, err := s.NewHandler(func(key uint64) { ranOn <- [2]uint64{key, uint64(shardwheel.RunningShard(s))} })

@@ -12,16 +12,14 @@ import (
 // passing options costs no allocation. Options apply in order, and a later
 // one of a kind overrides an earlier one; the zero TimerOption is ignored.
 type TimerOption struct {
-	kind   timerOptionKind
-	key    uint64
-	slack  time.Duration
-	missed MissedPolicy
+	kind timerOptionKind
+	v    uint64 // ByKey's key, Slack's duration, OnMissed's policy: 16 bytes in all
 }
 
 type timerOptionKind uint8
 
 const (
-	optNone timerOptionKind = iota
+	_ timerOptionKind = iota // the zero TimerOption, ignored
 	optByKey
 	optSlack
 	optMissed
@@ -40,7 +38,7 @@ const (
 // shards. A series (Every) is filed on its key's shard from the start.
 // The timer's Timer.Key is key. On a Handler's timer key must be the
 // handler's argument, which is what the handler is called with.
-func ByKey(key uint64) TimerOption { return TimerOption{kind: optByKey, key: key} }
+func ByKey(key uint64) TimerOption { return TimerOption{kind: optByKey, v: key} }
 
 // Slack lets a one-shot timer run late by up to d: it runs no earlier than
 // its delay from now and no later than delay+d from now (plus its shard's
@@ -58,11 +56,13 @@ func ByKey(key uint64) TimerOption { return TimerOption{kind: optByKey, key: key
 // A d <= 0 is the default: a tick's precision. The window is clamped to
 // MaxDelay, and Reset makes the timer exact again. A series runs on its
 // grid: Every refuses Slack.
-func Slack(d time.Duration) TimerOption { return TimerOption{kind: optSlack, slack: d} }
+func Slack(d time.Duration) TimerOption { return TimerOption{kind: optSlack, v: uint64(d)} }
 
 // OnMissed sets what a series (Every) does with the grid points it misses
 // while it is behind; the default is SkipMissed. AfterFunc refuses it.
-func OnMissed(policy MissedPolicy) TimerOption { return TimerOption{kind: optMissed, missed: policy} }
+func OnMissed(policy MissedPolicy) TimerOption {
+	return TimerOption{kind: optMissed, v: uint64(policy)}
+}
 
 // timerSpec is what a call's options say.
 type timerSpec struct {
@@ -79,20 +79,22 @@ func specOf(verb string, series bool, opts []TimerOption) (timerSpec, error) {
 	for _, o := range opts {
 		switch o.kind {
 		case optByKey:
-			sp.byKey, sp.key = true, o.key
+			sp.byKey, sp.key = true, o.v
 		case optSlack:
+			slack := time.Duration(o.v)
 			if series {
-				return sp, fmt.Errorf("%w: %s: Slack(%v): a series runs on its grid, without slack", ErrInvalidOption, verb, o.slack)
+				return sp, fmt.Errorf("%w: %s: Slack(%v): a series runs on its grid, without slack", ErrInvalidOption, verb, slack)
 			}
-			sp.slack = o.slack
+			sp.slack = slack
 		case optMissed:
+			policy := MissedPolicy(o.v)
 			if !series {
-				return sp, fmt.Errorf("%w: %s: OnMissed(%v): only a series (Every) misses grid points", ErrInvalidOption, verb, o.missed)
+				return sp, fmt.Errorf("%w: %s: OnMissed(%v): only a series (Every) misses grid points", ErrInvalidOption, verb, policy)
 			}
-			if _, ok := o.missed.engine(); !ok {
-				return sp, fmt.Errorf("%w: %s: OnMissed(%v): not a policy", ErrInvalidOption, verb, o.missed)
+			if _, ok := policy.engine(); !ok {
+				return sp, fmt.Errorf("%w: %s: OnMissed(%v): not a policy", ErrInvalidOption, verb, policy)
 			}
-			sp.missed = o.missed
+			sp.missed = policy
 		}
 	}
 	return sp, nil
@@ -129,7 +131,7 @@ func (s *Scheduler) AfterFunc(delay time.Duration, task func(), opts ...TimerOpt
 		return s.scheduleOn(sh, &r)
 	case len(opts) == 1 && opts[0].kind == optByKey:
 		sh := s.localShard()
-		r := s.request(opts[0].key, delay, shard.Task{Func: task})
+		r := s.request(opts[0].v, delay, shard.Task{Func: task})
 		r.Routed = true
 		return s.scheduleOn(sh, &r)
 	}

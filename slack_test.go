@@ -13,11 +13,11 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-// TestScheduleWithinWindows: on the bubble's fake clock (no tick lag),
+// TestSlackOptionWindows: on the bubble's fake clock (no tick lag),
 // timers with slack run within [delay, delay+slack] and exact timers at
 // their deadline's tick, on a mix of both; the timers with slack share
 // few ticks.
-func TestScheduleWithinWindows(t *testing.T) {
+func TestSlackOptionWindows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := shardwheel.New(shardwheel.WithShards(2))
 		require.NoError(t, err)
@@ -70,10 +70,10 @@ func TestScheduleWithinWindows(t *testing.T) {
 	})
 }
 
-// TestScheduleWithinSkipsTheCascade: a minute-long timer with a second of
+// TestSlackOptionSkipsTheCascade: a minute-long timer with a second of
 // slack is filed where it runs without moving down the wheel: no Refiled,
 // where the exact one cascades.
-func TestScheduleWithinSkipsTheCascade(t *testing.T) {
+func TestSlackOptionSkipsTheCascade(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, slack := range []time.Duration{0, time.Second} {
 			s, err := shardwheel.New(shardwheel.WithShards(1))

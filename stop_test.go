@@ -364,23 +364,6 @@ func TestShutdownReturnsWhenATaskHangs(t *testing.T) {
 	within(t, "Stop after the task returned", func() { assert.Nil(t, s.Stop()) })
 }
 
-// TestShutdownWithADoneContext still claims the timers; with a task
-// hanging, the error is the context's.
-func TestShutdownWithADoneContext(t *testing.T) {
-	s := newUnstopped(t, shardwheel.WithShards(1))
-	release := hangingTask(t, s, 0)
-	_, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(7))
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	got, err := s.Shutdown(ctx)
-	assert.ErrorIs(t, err, context.Canceled)
-	require.Len(t, got, 1)
-	assert.Equal(t, uint64(7), got[0].Key())
-	release()
-	within(t, "Stop", func() { s.Stop() })
-}
-
 // TestShutdownWaitsForABlockedExecutor: an executor blocked in its run call
 // counts as a task that hangs.
 func TestShutdownWaitsForABlockedExecutor(t *testing.T) {
