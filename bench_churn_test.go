@@ -238,10 +238,9 @@ func runCancelAtOnce(b *testing.B, parallel bool, pair func() bool) {
 }
 
 // BenchmarkChurnFeatures is BenchmarkChurn for the timers with slack and
-// the periodic series: with a key (ScheduleWithin, Every: filed on the
-// caller's wheel, or, for Every, on the key's) against without one
-// (AfterFuncWithin, EveryFunc: the caller's wheel), each scheduled and
-// cancelled a ring later. A series' task never runs: its period is the
+// the periodic series: with ByKey (filed on the caller's wheel, or, for
+// Every, on the key's) against without it (the caller's wheel), each
+// scheduled and cancelled a ring later. A series' task never runs: its period is the
 // churn's delay.
 func BenchmarkChurnFeatures(b *testing.B) {
 	ops := func(s *shardwheel.Scheduler, f func(key uint64, d time.Duration, task func()) (shardwheel.Timer, error)) churnOps[shardwheel.Timer] {
@@ -272,12 +271,12 @@ func BenchmarkChurnFeatures(b *testing.B) {
 		}},
 		{"every/key", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timer, error) {
 			return func(key uint64, d time.Duration, task func()) (shardwheel.Timer, error) {
-				return s.Every(d, task, shardwheel.ByKey(key), shardwheel.OnMissed(shardwheel.SkipMissed))
+				return s.Every(d, task, shardwheel.ByKey(key))
 			}
 		}},
 		{"every/nokey", func(s *shardwheel.Scheduler) func(uint64, time.Duration, func()) (shardwheel.Timer, error) {
 			return func(_ uint64, d time.Duration, task func()) (shardwheel.Timer, error) {
-				return s.Every(d, task, shardwheel.OnMissed(shardwheel.SkipMissed))
+				return s.Every(d, task)
 			}
 		}},
 	} {

@@ -69,7 +69,7 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 	var key uint64
 	calls := map[string]func(d time.Duration) (shardwheel.Timer, error){
 		"AfterFunc": func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop) },
-		"Schedule": func(d time.Duration) (shardwheel.Timer, error) {
+		"AfterFunc, ByKey": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return s.AfterFunc(d, noop, shardwheel.ByKey(key))
 		},
@@ -77,13 +77,13 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 			key++
 			return s.ScheduleKey(key, d, noop)
 		},
-		"ScheduleWithin": func(d time.Duration) (shardwheel.Timer, error) {
+		"AfterFunc, ByKey, Slack": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return s.AfterFunc(d, noop, shardwheel.ByKey(key), shardwheel.Slack(time.Millisecond))
 		},
-		"AfterFuncWithin":   func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
+		"AfterFunc, Slack": func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
 		"Handler.AfterFunc": func(d time.Duration) (shardwheel.Timer, error) { key++; return h.AfterFunc(key, d) },
-		"Handler.Schedule": func(d time.Duration) (shardwheel.Timer, error) {
+		"Handler.AfterFunc, ByKey": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
 			return h.AfterFunc(key, d, shardwheel.ByKey(key))
 		},
