@@ -81,7 +81,7 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 			key++
 			return s.AfterFunc(d, noop, shardwheel.ByKey(key), shardwheel.Slack(time.Millisecond))
 		},
-		"AfterFunc, Slack": func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
+		"AfterFunc, Slack":  func(d time.Duration) (shardwheel.Timer, error) { return s.AfterFunc(d, noop, shardwheel.Slack(0)) },
 		"Handler.AfterFunc": func(d time.Duration) (shardwheel.Timer, error) { key++; return h.AfterFunc(key, d) },
 		"Handler.AfterFunc, ByKey": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
