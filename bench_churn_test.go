@@ -21,7 +21,7 @@ import (
 
 const (
 	churnDelay     = 30 * time.Second
-	churnRing      = 1 << 16 // iterations between a Schedule and its Cancel
+	churnRing      = 1 << 16 // iterations between a timer's AfterFunc and its Cancel
 	churnResident  = 1_000_000
 	churnSmallRing = 1 << 10 // for smoke runs: see churnSize
 	churnSmallRes  = 10_000
@@ -51,7 +51,7 @@ var afterFuncOps = churnOps[*time.Timer]{
 	cancel:   (*time.Timer).Stop,
 }
 
-// wheelOps returns s.AfterFunc's calls, or with keyed s.Schedule's.
+// wheelOps returns s.AfterFunc's calls, with ByKey if keyed.
 func wheelOps(s *shardwheel.Scheduler, keyed bool) churnOps[shardwheel.Timer] {
 	return churnOps[shardwheel.Timer]{
 		schedule: func(key uint64, d time.Duration, f func()) shardwheel.Timer {
@@ -73,13 +73,13 @@ func wheelOps(s *shardwheel.Scheduler, keyed bool) churnOps[shardwheel.Timer] {
 
 // BenchmarkChurn is the delayed-cancel loop with the background timers
 // resident and the cancel rings full before the timer starts: b.N pairs
-// shared by G goroutines, each pair a Schedule (time.AfterFunc,
-// s.AfterFunc, or s.Schedule with a distinct key) and the Cancel of the
+// shared by G goroutines, each pair a schedule (time.AfterFunc,
+// s.AfterFunc, or s.AfterFunc with a distinct ByKey) and the Cancel of the
 // timer that goroutine scheduled a ring earlier. cpu-ns/pair is the
 // process's CPU (getrusage: the goroutines, the runtime's or the wheel's
 // own goroutines, the GC) per pair; where getrusage is missing,
 // wallxP-ns/pair is the wall time times min(G, GOMAXPROCS) per pair, an
-// upper bound. allocs/op counts the task closure each Schedule takes, as
+// upper bound. allocs/op counts the task closure each schedule takes, as
 // a proxy's does. Unlike go run ./bench churn, every implementation runs
 // in the same process, one after the other.
 func BenchmarkChurn(b *testing.B) {
@@ -192,7 +192,7 @@ func benchChurn[H any](b *testing.B, g int, ops churnOps[H]) {
 // (a response faster than anything), through the calls that take no key:
 // time.AfterFunc + Stop against s.AfterFunc + Cancel, from one goroutine
 // and from RunParallel's. BenchmarkScheduleCancel has the keyed
-// s.Schedule; BenchmarkResetLater the Reset of a pending timer;
+// s.AfterFunc with ByKey; BenchmarkResetLater the Reset of a pending timer;
 // BenchmarkWithTimeout the contexts.
 func BenchmarkCancelAtOnce(b *testing.B) {
 	for _, parallel := range []bool{false, true} {

@@ -15,9 +15,10 @@
 // AfterFunc runs a closure once, Every periodically; a Handler, a function
 // registered once and called with each timer's argument, has the same two
 // and holds no closure per timer. Options on the call place and time that
-// one timer, at no cost: by default it lives on the caller's shard, exact
-// to the tick; ByKey(k) runs it on k's shard, one at a time and in deadline
-// order with k's other tasks; Slack(d) lets a one-shot timer run up to d
+// one timer, without allocating: by default it lives on the caller's
+// shard, exact to the tick; ByKey(k) runs it on k's shard, a one-shot
+// timer's task one at a time, in deadline order, with k's other one-shot
+// tasks; Slack(d) lets a one-shot timer run up to d
 // late, where it costs the wheel least; OnMissed says what a series does
 // with the grid points it missed. The Timer returned cancels, resets and
 // describes its timer. ScheduleKey indexes a timer by key, at most one per
@@ -48,8 +49,9 @@
 // AfterFunc, Cancel and Reset are lock-free and allocate nothing in steady
 // state (the caller's closure aside): nodes live in per-shard pools,
 // pointer-free so that the garbage collector skips them. A timer set and
-// cancelled on one goroutine usually stays on its core; a timer with a key
-// crosses to its key's shard only as it comes near its deadline. An idle
+// cancelled on one goroutine usually stays on its core; a one-shot timer
+// with a key crosses to its key's shard only as it comes near its
+// deadline. An idle
 // shard sleeps until its next due slot, or parks, and after a spike each
 // shard gives back the storage it no longer needs.
 //

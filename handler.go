@@ -71,7 +71,7 @@ func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption)
 	if h.s == nil {
 		return Timer{}, ErrNilTask
 	}
-	return h.s.afterFunc("AfterFunc", arg, true, delay, h.task(), opts)
+	return h.s.afterFunc("Handler.AfterFunc", arg, true, delay, h.task(), opts)
 }
 
 // Every is Scheduler.Every for a series whose task is the handler's
@@ -85,7 +85,7 @@ func (h Handler) Every(arg uint64, period time.Duration, opts ...TimerOption) (T
 	if h.s == nil {
 		return Timer{}, ErrNilTask
 	}
-	return h.s.every("Every", arg, true, period, h.task(), opts)
+	return h.s.every("Handler.Every", arg, true, period, h.task(), opts)
 }
 
 // task returns the handler as a timer's task.

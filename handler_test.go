@@ -192,7 +192,7 @@ func TestHandlerErrors(t *testing.T) {
 }
 
 // TestHandlerTimersAllocateNothing: scheduling and cancelling through a
-// Handler allocates nothing, closure included (a plain Schedule needs the
+// Handler allocates nothing, closure included (a closure timer needs the
 // caller's closure; a Handler timer has none).
 func TestHandlerTimersAllocateNothing(t *testing.T) {
 	s := newScheduler(t)

@@ -12,7 +12,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-// Tests of the producer→shard hand-off: Schedule never waits for a shard,
+// Tests of the producer→shard hand-off: AfterFunc never waits for a shard,
 // from any goroutine or task, and nothing is lost.
 
 // TestShardsFloodingEachOtherFromTasks is the cross-shard deadlock of a
@@ -103,7 +103,7 @@ func TestBlockingExecutorDoesNotWedgeTheShard(t *testing.T) {
 
 // TestBurstIntoBlockedShardNeverWaits has 8 goroutines schedule a burst of
 // timers, all due at once, into a one-shard scheduler whose runner is
-// blocked in a task (WithBlockedAfter(0)): every Schedule must return
+// blocked in a task (WithBlockedAfter(0)): every AfterFunc must return
 // without the runner's help, and once the task returns every timer fires,
 // none lost.
 func TestBurstIntoBlockedShardNeverWaits(t *testing.T) {

@@ -169,7 +169,7 @@ func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard(
 // that key routes to, a rejected call leaves no trace and replaces nothing
 // (at the WithMaxPending limit the new timer needs a token before the old
 // one's is freed, so replacing fails there too).
-// Besides Schedule's work, ScheduleKey takes the lock of one bucket of that
+// Besides AfterFunc's work, ScheduleKey takes the lock of one bucket of that
 // shard's index, which it holds while it schedules the new timer and
 // cancels the old (never yielding the processor meanwhile), never waiting
 // for a shard's wheel (it waits only for that bucket's lock, held by

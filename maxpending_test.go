@@ -77,7 +77,7 @@ func TestPendingLimitUnderConcurrency(t *testing.T) {
 
 // TestRejectionAtTheLimitClearsWhenATokenReturns fills the limit, lets
 // rejections mark the scheduler dry, then frees room in each way a timer
-// can end: the next Schedule, on any shard, is accepted at once.
+// can end: the next AfterFunc, on any shard, is accepted at once.
 func TestRejectionAtTheLimitClearsWhenATokenReturns(t *testing.T) {
 	const limit = 8
 	s := newScheduler(t, shardwheel.WithShards(4), shardwheel.WithMaxPending(limit), shardwheel.WithTick(time.Millisecond))
@@ -136,7 +136,7 @@ func TestPendingErrorNamesTheLimit(t *testing.T) {
 // held by a timer on one shard, Schedule and ScheduleKey on another are
 // rejected without a trace; once the token is free again (the timer
 // cancelled; then also a timer that ran, or a keyed one cancelled by key,
-// on the first shard) the very next Schedule on the other shard succeeds.
+// on the first shard) the very next AfterFunc on the other shard succeeds.
 func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 	const shards = 4
 	s := newScheduler(t, shardwheel.WithShards(shards), shardwheel.WithMaxPending(1))

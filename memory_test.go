@@ -152,7 +152,7 @@ func TestBytesPerTimerNode(t *testing.T) {
 // TestAtCapacityEveryTimerEndsOnce repeats, at a small capacity, a full
 // shard's life: one goroutine fills it until ErrTooManyPending, Pending
 // reads the capacity, it cancels the last timer and retries until one
-// Schedule is accepted, and Stop returns every timer that is left: as many
+// AfterFunc is accepted, and Stop returns every timer that is left: as many
 // as the capacity, whatever the shard goroutine did meanwhile.
 func TestAtCapacityEveryTimerEndsOnce(t *testing.T) {
 	const capacity = 50_000
@@ -178,7 +178,7 @@ func TestAtCapacityEveryTimerEndsOnce(t *testing.T) {
 		require.True(t, last.Cancel())
 		retried := 0
 		for ; ; retried++ {
-			require.Less(t, retried, 1_000_000, "run %d: no Schedule accepted after a Cancel at capacity", run)
+			require.Less(t, retried, 1_000_000, "run %d: no AfterFunc accepted after a Cancel at capacity", run)
 			if _, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1)); err == nil {
 				break
 			}

@@ -77,7 +77,7 @@ type mixedOracle struct {
 	// spikes counts the spikes' timers and how they ended: each runs or
 	// is cancelled, once.
 	spikes struct{ scheduled, ran, cancelled atomic.Int64 }
-	// series holds every series (Timeout -> *mixedSeries), seriesByKey
+	// series holds every series (Timer -> *mixedSeries), seriesByKey
 	// the Handler ones by their argument.
 	series, seriesByKey sync.Map
 }
@@ -97,7 +97,7 @@ func (o *mixedOracle) fail(format string, args ...any) {
 func (o *mixedOracle) run(m *mixedTimer) {
 	now := o.now()
 	for !m.ready.Load() {
-		// Its Schedule has not returned yet (a delay of 0 may run
+		// Its AfterFunc has not returned yet (a delay of 0 may run
 		// first): the bound was the call's start, stored before it.
 		runtime.Gosched()
 	}
@@ -192,7 +192,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 	}()
 
 	var nextID atomic.Int64
-	var all sync.Map // Timeout -> *mixedTimer
+	var all sync.Map // Timer -> *mixedTimer
 	var ctxs sync.WaitGroup
 	var wg sync.WaitGroup
 	var liveSeries atomic.Int64 // left for Stop to return
@@ -292,7 +292,7 @@ type mixedWorker struct {
 	s      *shardwheel.Scheduler
 	h, hs  shardwheel.Handler // the one-shot timers' handler, the series'
 	byID   *sync.Map
-	all    *sync.Map // Timeout -> *mixedTimer
+	all    *sync.Map // Timer -> *mixedTimer
 	nextID *atomic.Int64
 	rng    *rand.Rand
 	ctxs   *sync.WaitGroup

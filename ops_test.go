@@ -12,10 +12,10 @@ import (
 )
 
 // FuzzSchedulerOps runs fuzzer-chosen sequences of every public entry point
-// (Schedule with any delay, nil tasks, Cancel, Reset, zero and foreign
+// (AfterFunc with any delay, nil tasks, Cancel, Reset, zero and foreign
 // handles, Stop and use after Stop, the keyed calls ScheduleKey,
 // CancelKey, ResetKey and Lookup on four keys that plain timers use too,
-// Every with long and short periods under each policy, ScheduleWithin,
+// Every with long and short periods under each policy, Slack,
 // and CancelWait) and checks each result against a model.
 // Timers either never fire during the run (delays of at least an hour) or
 // fire at once, so the model knows which are pending; a periodic timer
@@ -61,7 +61,7 @@ func FuzzSchedulerOps(f *testing.F) {
 			require.Equal(t, key, tm.Key())
 			long := d >= time.Hour
 			tr := &timer{tm: tm, long: long, live: long, open: !long}
-			require.Nil(t, known[tm], "Schedule returned a handle it had returned before")
+			require.Nil(t, known[tm], "AfterFunc returned a handle it had returned before")
 			known[tm] = tr
 			timers = append(timers, tr)
 			return tr
@@ -143,7 +143,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				returned := map[shardwheel.Timer]bool{}
 				for _, tm := range got {
 					tr := known[tm]
-					require.NotNil(t, tr, "Stop returned a handle Schedule never did")
+					require.NotNil(t, tr, "Stop returned a handle AfterFunc never did")
 					require.False(t, returned[tm], "Stop returned a timer twice")
 					require.True(t, tr.live || tr.open, "Stop returned a timer that had ended")
 					require.NotNil(t, tm.Task(), "Stop returned a timer without its task")
@@ -219,7 +219,7 @@ func FuzzSchedulerOps(f *testing.F) {
 				}
 				require.NoError(t, err)
 				add(tm, uint64(arg), time.Hour).runs = period < time.Hour // live until cancelled or stopped
-			case 13: // ScheduleWithin: any delay, slack up to an hour
+			case 13: // Slack: any delay, slack up to an hour
 				d := delays[arg%len(delays)]
 				slack := time.Duration(arg/len(delays)) * time.Hour / 25
 				tm, err := s.AfterFunc(d, func() {}, shardwheel.ByKey(uint64(arg)), shardwheel.Slack(slack))

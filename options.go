@@ -263,7 +263,7 @@ func WithAffinity(on bool) Option {
 // returns, runs only the blocked task's key's tasks that were queued
 // behind it; that key's timers that come due meanwhile are held, pending
 // and cancellable, and run when it has, in deadline order. Other keys'
-// tasks, and AfterFunc's, run on. CancelWait on the blocked timer still
+// tasks, timers without a key and series run on. CancelWait on the blocked timer still
 // waits for it, and Stop and Shutdown wait for it as for any task. Stats
 // count the runners left behind (BlockedRuns) and name the tasks still
 // running (Blocked). The default is DefaultBlockedTicks ticks; d must be 0,

@@ -10,7 +10,9 @@ import (
 // TimerOption sets where and how precisely one timer runs: ByKey, Slack,
 // OnMissed. It is a small value, built and read on the caller's stack:
 // passing options costs no allocation. Options apply in order, and a later
-// one of a kind overrides an earlier one; the zero TimerOption is ignored.
+// one of a kind overrides an earlier one, but every option is checked: an
+// invalid one fails the call even when a later one overrides it. The zero
+// TimerOption is ignored.
 type TimerOption struct {
 	kind timerOptionKind
 	v    uint64 // ByKey's key, Slack's duration, OnMissed's policy: 16 bytes in all
@@ -26,18 +28,21 @@ const (
 )
 
 // ByKey runs the timer on the shard that key routes to (ShardOf) instead
-// of the caller's: the tasks of equal keys run one at a time, in deadline
-// order when their deadlines are a tick or more apart (unless the wheel
-// that filed the earlier one fell behind and handed it over late, or
-// WithExecutor runs them on goroutines of its own); keys need not be
-// unique. A one-shot timer is filed in the wheel of the caller's P all the
+// of the caller's. The tasks of one-shot timers of equal keys run one at a
+// time, in deadline order when their deadlines are a tick or more apart
+// (unless the wheel that filed the earlier one fell behind and handed it
+// over late, or WithExecutor runs them on goroutines of its own), and
+// wait behind a blocked one (see WithBlockedAfter); keys need not be
+// unique. Such a timer is filed in the wheel of the caller's P all the
 // same and crosses to its key's shard only once its deadline is less than
 // WithWheelSize ticks away (512ms at the defaults): one cancelled before
 // then never leaves the caller's wheel and costs what a timer without a
 // key costs; one that runs on another shard pays one hand-over between
-// shards. A series (Every) is filed on its key's shard from the start.
-// The timer's Timer.Key is key. On a Handler's timer key must be the
-// handler's argument, which is what the handler is called with.
+// shards. A series (Every) with ByKey is filed on its key's shard from the
+// start and runs there; its runs, one at a time among themselves, are not
+// ordered with the key's one-shot tasks. The timer's Timer.Key is key. On
+// a Handler's timer key must be the handler's argument, which is what the
+// handler is called with.
 func ByKey(key uint64) TimerOption { return TimerOption{kind: optByKey, v: key} }
 
 // Slack lets a one-shot timer run late by up to d: it runs no earlier than
@@ -55,11 +60,12 @@ func ByKey(key uint64) TimerOption { return TimerOption{kind: optByKey, v: key} 
 //
 // A d <= 0 is the default: a tick's precision. The window is clamped to
 // MaxDelay, and Reset makes the timer exact again. A series runs on its
-// grid: Every refuses Slack.
+// grid: Every refuses a Slack above 0.
 func Slack(d time.Duration) TimerOption { return TimerOption{kind: optSlack, v: uint64(d)} }
 
 // OnMissed sets what a series (Every) does with the grid points it misses
-// while it is behind; the default is SkipMissed. AfterFunc refuses it.
+// while it is behind; the default is SkipMissed. AfterFunc refuses it,
+// whatever the policy: a one-shot timer misses nothing.
 func OnMissed(policy MissedPolicy) TimerOption {
 	return TimerOption{kind: optMissed, v: uint64(policy)}
 }
@@ -82,7 +88,7 @@ func specOf(verb string, series bool, opts []TimerOption) (timerSpec, error) {
 			sp.byKey, sp.key = true, o.v
 		case optSlack:
 			slack := time.Duration(o.v)
-			if series {
+			if series && slack > 0 {
 				return sp, fmt.Errorf("%w: %s: Slack(%v): a series runs on its grid, without slack", ErrInvalidOption, verb, slack)
 			}
 			sp.slack = slack
@@ -162,7 +168,7 @@ func (sp timerSpec) keyFor(verb string, arg uint64, hasArg bool) (uint64, error)
 		return sp.key, nil
 	}
 	if sp.byKey && sp.key != arg {
-		return 0, fmt.Errorf("%w: Handler.%s(%d, ...): ByKey(%d): a handler's timer runs on the shard of its argument", ErrInvalidOption, verb, arg, sp.key)
+		return 0, fmt.Errorf("%w: %s(%d, ...): ByKey(%d): a handler's timer runs on the shard of its argument", ErrInvalidOption, verb, arg, sp.key)
 	}
 	return arg, nil
 }
@@ -170,8 +176,9 @@ func (sp timerSpec) keyFor(verb string, arg uint64, hasArg bool) (uint64, error)
 // Every runs task periodically at the grid points start + k·period (k = 1,
 // 2, ...; start is the call), and returns a handle to the series. By
 // default the series lives on the shard of the P the caller runs on, as
-// AfterFunc's timers do; ByKey files it on its key's shard, where it runs
-// one at a time with the key's other tasks. Each run starts no earlier
+// AfterFunc's timers do; ByKey files it on its key's shard (its runs are
+// not ordered with the key's one-shot tasks: see ByKey). Each run starts
+// no earlier
 // than its grid point, and the grid does not drift: neither the task's
 // run time nor the tick grid moves it. A period beyond MaxDelay is
 // clamped to MaxDelay.

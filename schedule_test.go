@@ -140,10 +140,10 @@ func TestTimerOptionsThatDoNotApply(t *testing.T) {
 		}, []string{"Every", "OnMissed(MissedPolicy(9))", "not a policy"}},
 		{"Handler.AfterFunc with OnMissed", func() (shardwheel.Timer, error) {
 			return h.AfterFunc(1, time.Hour, shardwheel.OnMissed(shardwheel.SkipMissed))
-		}, []string{"AfterFunc", "OnMissed(SkipMissed)"}},
+		}, []string{"Handler.AfterFunc", "OnMissed(SkipMissed)"}},
 		{"Handler.Every with Slack", func() (shardwheel.Timer, error) {
 			return h.Every(1, time.Hour, shardwheel.Slack(time.Millisecond))
-		}, []string{"Every", "Slack(1ms)"}},
+		}, []string{"Handler.Every", "Slack(1ms)"}},
 		{"Handler.AfterFunc with another key", func() (shardwheel.Timer, error) {
 			return h.AfterFunc(1, time.Hour, shardwheel.ByKey(2))
 		}, []string{"Handler.AfterFunc(1, ...)", "ByKey(2)", "argument"}},
@@ -163,6 +163,17 @@ func TestTimerOptionsThatDoNotApply(t *testing.T) {
 			assert.Equal(t, before, s.Stats().Total.Scheduled, "nothing scheduled")
 			assert.Zero(t, s.Pending())
 		})
+	}
+}
+
+// TestDefaultSlackOnASeries: Slack at or below 0 is the default, no
+// slack, which a series accepts (a computed option need not be left out).
+func TestDefaultSlackOnASeries(t *testing.T) {
+	s := newScheduler(t)
+	for _, d := range []time.Duration{0, -time.Second} {
+		tm, err := s.Every(time.Hour, noop, shardwheel.Slack(d))
+		require.NoError(t, err, "Slack(%v)", d)
+		assert.True(t, tm.Cancel())
 	}
 }
 

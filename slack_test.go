@@ -14,15 +14,19 @@ import (
 )
 
 // TestSlackOptionWindows: on the bubble's fake clock (no tick lag),
-// timers with slack run within [delay, delay+slack] and exact timers at
-// their deadline's tick, on a mix of both; the timers with slack share
-// few ticks.
+// timers with slack (closures with and without a key, Handlers') run
+// within [delay, delay+slack] and exact timers at their deadline's tick,
+// on a mix of both; the timers with slack share few ticks.
 func TestSlackOptionWindows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := shardwheel.New(shardwheel.WithShards(2))
 		require.NoError(t, err)
 		defer s.Stop()
-		h, err := s.NewHandler(func(uint64) {})
+		var tasks sync.Map // the Handler's argument -> the task
+		h, err := s.NewHandler(func(arg uint64) {
+			task, _ := tasks.Load(arg)
+			task.(func())()
+		})
 		require.NoError(t, err)
 		r := rand.New(rand.NewPCG(3, 4))
 		tick := s.Tick()
@@ -48,10 +52,18 @@ func TestSlackOptionWindows(t *testing.T) {
 				slackTicks[time.Since(time.Time{})] = true
 				mu.Unlock()
 			}
-			if exact {
+			// Exact timers, and timers with slack of every form: a
+			// closure with and without a key, a Handler's.
+			switch i % 6 {
+			case 0, 2, 4:
 				_, err = s.AfterFunc(delay, task, shardwheel.ByKey(uint64(i)))
-			} else {
+			case 1:
 				_, err = s.AfterFunc(delay, task, shardwheel.ByKey(uint64(i)), shardwheel.Slack(slack))
+			case 3:
+				_, err = s.AfterFunc(delay, task, shardwheel.Slack(slack))
+			default:
+				tasks.Store(uint64(i), task)
+				_, err = h.AfterFunc(uint64(i), delay, shardwheel.ByKey(uint64(i)), shardwheel.Slack(slack))
 			}
 			require.NoError(t, err)
 			if i%100 == 0 {
@@ -61,8 +73,6 @@ func TestSlackOptionWindows(t *testing.T) {
 		wg.Wait()
 		t.Logf("1500 timers with slack ran on %d distinct ticks", len(slackTicks))
 		assert.Less(t, len(slackTicks), 300)
-		_, err = h.AfterFunc(1, time.Second, shardwheel.ByKey(1), shardwheel.Slack(time.Second))
-		require.NoError(t, err)
 		_, err = (shardwheel.Handler{}).AfterFunc(1, time.Second, shardwheel.ByKey(1), shardwheel.Slack(time.Second))
 		assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 		_, err = s.AfterFunc(time.Second, nil, shardwheel.ByKey(1), shardwheel.Slack(time.Second))

@@ -17,7 +17,7 @@ import (
 	"github.com/shardwheel/shardwheel"
 )
 
-// TestChurnSoak runs random Schedule, Cancel, Reset and natural expiry from
+// TestChurnSoak runs random AfterFunc, Cancel, Reset and natural expiry from
 // many goroutines for a bounded time (SHARDWHEEL_SOAK, default 2s, or 60s
 // in CI) with an oracle that knows each timer's fate; a lost, duplicated,
 // early or stuck timer fails with that timer's history.
@@ -95,10 +95,10 @@ type oracle struct {
 	epoch                                    time.Time
 	created, ran, cancelled, stopped, resets atomic.Int64
 	// live maps handles to records of timers not known to have ended. A
-	// task may end its timer before Schedule has returned the handle, so
+	// task may end its timer before AfterFunc has returned the handle, so
 	// an entry may outlive its timer; finish skips those. (No lock is held
-	// across Schedule: a task blocked on it would stall the shard that
-	// Schedule may be waiting for.)
+	// across AfterFunc: a task blocked on it would stall the shard that
+	// AfterFunc may be waiting for.)
 	live sync.Map
 }
 
@@ -112,7 +112,7 @@ func (o *oracle) end(t *testing.T, r *record, fate int32, how string) {
 		t.Errorf("timer ended twice (%s after fate %d): %s", how, r.fate.Load(), r.history())
 		return
 	}
-	r.mu.Lock() // r.tm is set by the producer after Schedule returns
+	r.mu.Lock() // r.tm is set by the producer after AfterFunc returns
 	tm := r.tm
 	r.mu.Unlock()
 	o.live.Delete(tm)

@@ -11,8 +11,8 @@ import (
 // the timers that had not ended, plain and indexed: they never run, their
 // handles report not pending, and Timer.Task gives back their tasks, so
 // that their work can be handed elsewhere. It empties the key index, so
-// keyed calls find nothing afterwards. After Stop, Schedule and ScheduleKey
-// return ErrStopped.
+// keyed calls find nothing afterwards. After Stop, AfterFunc, Every,
+// ScheduleKey, the Handler forms and NewHandler return ErrStopped.
 //
 // Timers whose task is the CancelFunc of a context from WithTimeout,
 // WithDeadline or their Cause variants (the context's own timer among
@@ -63,11 +63,16 @@ func (s *Scheduler) Stop() []Timer {
 // the first call claims every pending timer, returns it (or hands it over,
 // as Stop does), and makes AfterFunc return ErrStopped. The error says
 // whether anything is still running: nil means every task handed out
-// before has returned, as after Stop, even when ctx was done already (an
-// idle scheduler's Shutdown with a cancelled ctx returns its timers and
-// nil); ctx.Err() means ctx was done while such a task was still running
-// or queued, and those tasks run to their end. A later call, or Stop,
-// waits (bounded by its own ctx) for them, and returns no timers.
+// before has returned, even when ctx was done already (an idle
+// scheduler's Shutdown with a cancelled ctx returns its timers and nil);
+// ctx.Err() means ctx was done while such a task was still running or
+// queued, and those tasks run to their end. Two exceptions, as for Stop:
+// called from a task, Shutdown does not wait for or look at the tasks of
+// that task's shard; and with WithExecutor, a nil error covers the tasks
+// but not the executor's run calls, which may still be returning, nor the
+// tasks it runs asynchronously once its run calls have returned. A later
+// call, or Stop, waits (bounded by its own ctx) for what still runs, and
+// returns no timers.
 func (s *Scheduler) Shutdown(ctx context.Context) ([]Timer, error) {
 	s.mustBeNew()
 	gid := shard.GoroutineID()

@@ -28,7 +28,7 @@ type fate struct {
 }
 
 // TestStressExactlyOnce hammers one scheduler from many goroutines with
-// random Schedule, Cancel, Reset and stale-handle calls, then stops it
+// random AfterFunc, Cancel, Reset and stale-handle calls, then stops it
 // mid-flight, and checks that every accepted timer ended exactly one way,
 // none ran early, and Pending agrees. It runs at several GOMAXPROCS values,
 // with fewer and more shards than Ps.

@@ -90,7 +90,7 @@ func TestCancelOfTheLastFiledTimerTakesItBackAtOnce(t *testing.T) {
 		tm, err := s.AfterFunc(time.Hour, func() { t.Error("cancelled timer ran") })
 		require.NoError(t, err)
 		st := s.Stats().Total
-		assert.Equal(t, base.Scheduled+1, st.Scheduled, "Schedule counted at once")
+		assert.Equal(t, base.Scheduled+1, st.Scheduled, "AfterFunc counted at once")
 		assert.Equal(t, base.Queued, st.Queued, "filed at once, not queued")
 		require.True(t, tm.Cancel())
 		st = s.Stats().Total
