@@ -123,7 +123,10 @@ func (sh *Shard) watchRunner(now time.Duration) {
 	if w&(runIdle|runWoken) != 0 || w>>runShift == 0 || w>>runShift == r.handed {
 		// Parked, woken or not started (its goroutine waits for a CPU:
 		// no task holds the runs up), or nothing waits behind its task.
-		r.looked = false
+		// Not timed; but a runner with runs waiting may start one that
+		// blocks at any moment, and it tells nobody when it does: the
+		// look at lookAt plans the next one (runnerWake).
+		r.looked, r.lookAt = false, now
 		return
 	}
 	if !r.looked || w != r.lookWord {
@@ -136,10 +139,12 @@ func (sh *Shard) watchRunner(now time.Duration) {
 }
 
 // runnerWake returns the tick at which the shard goroutine looks at its
-// runner next, if runs wait behind its task. The shard goroutine.
+// runner next, if runs handed to it wait: behind its task, or for its
+// goroutine to start, after which its task may block them. The shard
+// goroutine.
 func (sh *Shard) runnerWake() (uint64, bool) {
 	r := sh.runner
-	if r == nil || !r.looked || sh.cfg.BlockedAfter <= 0 {
+	if r == nil || sh.cfg.BlockedAfter <= 0 || r.word.Load()>>runShift >= r.handed {
 		return 0, false
 	}
 	return sh.ceilTick(r.lookAt + sh.cfg.BlockedAfter), true

@@ -33,7 +33,9 @@ import (
 // (goroutine: the shard goroutine.) runWoken says that the runner ran
 // every run it claimed and has not claimed since it was woken (or since a
 // new goroutine took it up): runs wait for its goroutine to get a CPU, not
-// behind a task, so watchRunner does not leave it.
+// behind a task, so watchRunner does not leave it. It looks again a
+// BlockedAfter later all the same (runnerWake): the runner claims without
+// telling anybody, and the task it starts may block.
 //
 // Once runLeft is set nobody claims again: the runs the runner had not
 // claimed are the shard goroutine's, which wrote them and now splits them

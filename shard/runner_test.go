@@ -192,6 +192,13 @@ func TestOnlyATaskHoldsUpItsRunner(t *testing.T) {
 			now := h.clock.Now()
 			sh.watchRunner(now)
 			assert.Equal(t, tc.timing, r.looked)
+			// Runs waiting, timed or not, keep a look planned: a runner
+			// that starts later tells nobody, and its task may block.
+			at, ok := sh.runnerWake()
+			assert.Equal(t, tc.word>>runShift < r.handed, ok, "a look planned")
+			if ok {
+				assert.Equal(t, sh.ceilTick(now+sh.cfg.BlockedAfter), at)
+			}
 			if tc.timing {
 				return // TestABlockedTaskLeavesItsRunner goes on from here
 			}
