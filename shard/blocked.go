@@ -56,8 +56,7 @@ type BlockedTask struct {
 	Ran   time.Duration
 }
 
-// taskCode returns the code pointer of task's function, for the name Stats
-// shows.
+// taskCode returns the code pointer of task's function, for Stats' name.
 func (sh *Shard) taskCode(task Task) uintptr {
 	if task.Func != nil {
 		return reflect.ValueOf(task.Func).Pointer()
@@ -68,8 +67,7 @@ func (sh *Shard) taskCode(task Task) uintptr {
 	return 0
 }
 
-// blockedView is what publishBlocked publishes: immutable but for the
-// records' done.
+// blockedView is what publishBlocked publishes: immutable but records' done.
 type blockedView struct {
 	runs    []*blockedRun
 	longest BlockedTask
@@ -121,11 +119,9 @@ func (sh *Shard) watchRunner(now time.Duration) {
 	}
 	w := r.word.Load()
 	if w&(runIdle|runWoken) != 0 || w>>runShift == 0 || w>>runShift == r.handed {
-		// Parked, woken or not started (its goroutine waits for a CPU:
-		// no task holds the runs up), or nothing waits behind its task.
-		// Not timed; but a runner with runs waiting may start one that
-		// blocks at any moment, and it tells nobody when it does: the
-		// look at lookAt plans the next one (runnerWake).
+		// Parked, woken or not started (no task holds the runs up), or
+		// nothing waits behind its task: not timed, but looked at again
+		// (runnerWake) while runs wait, as a task it starts may block.
 		r.looked, r.lookAt = false, now
 		return
 	}
@@ -139,9 +135,8 @@ func (sh *Shard) watchRunner(now time.Duration) {
 }
 
 // runnerWake returns the tick at which the shard goroutine looks at its
-// runner next, if runs handed to it wait: behind its task, or for its
-// goroutine to start, after which its task may block them. The shard
-// goroutine.
+// runner next, if runs handed to it wait (behind its task, or for its
+// goroutine to start). The shard goroutine.
 func (sh *Shard) runnerWake() (uint64, bool) {
 	r := sh.runner
 	if r == nil || sh.cfg.BlockedAfter <= 0 || r.word.Load()>>runShift >= r.handed {
