@@ -244,7 +244,7 @@ func WithPanicHandler(h func(v any)) Option {
 // no-op. A failure to pin is logged (see WithLogger) and the shard runs
 // unpinned. Pinned goroutines cost the Go scheduler a thread hand-off on
 // every wake-up: leave it off unless go run ./bench compare -affinity (or
-// burst -affinity) shows a gain on your host.
+// burst -affinity) shows a gain on your host. It is off by default.
 func WithAffinity(on bool) Option {
 	return func(c *config) error {
 		c.affinity = on
