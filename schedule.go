@@ -78,9 +78,13 @@ type timerSpec struct {
 	missed MissedPolicy
 }
 
-// specOf reads opts for the verb named verb (for errors): every error wraps
-// ErrInvalidOption and names the option and its value.
-func specOf(verb string, series bool, opts []TimerOption) (timerSpec, error) {
+// specOf reads opts for the call named verb (for errors), of a series or
+// not, whose task is a handler's with argument arg if hasArg: every error
+// wraps ErrInvalidOption and names the option and its value. sp.key is the
+// key the timer carries: a handler's argument, which ByKey must repeat, or
+// ByKey's key, or 0.
+func (s *Scheduler) specOf(verb string, series bool, arg uint64, hasArg bool, opts []TimerOption) (timerSpec, error) {
+	s.mustBeNew()
 	var sp timerSpec
 	for _, o := range opts {
 		switch o.kind {
@@ -102,6 +106,12 @@ func specOf(verb string, series bool, opts []TimerOption) (timerSpec, error) {
 			}
 			sp.missed = policy
 		}
+	}
+	if hasArg {
+		if sp.byKey && sp.key != arg {
+			return sp, fmt.Errorf("%w: %s(%d, ...): ByKey(%d): a handler's timer runs on the shard of its argument", ErrInvalidOption, verb, arg, sp.key)
+		}
+		sp.key = arg
 	}
 	return sp, nil
 }
@@ -147,30 +157,13 @@ func (s *Scheduler) AfterFunc(delay time.Duration, task func(), opts ...TimerOpt
 // afterFunc schedules a one-shot timer of task. A handler's task passes
 // its argument as arg (hasArg), which ByKey must then repeat.
 func (s *Scheduler) afterFunc(verb string, arg uint64, hasArg bool, delay time.Duration, task shard.Task, opts []TimerOption) (Timer, error) {
-	s.mustBeNew()
-	sp, err := specOf(verb, false, opts)
+	sp, err := s.specOf(verb, false, arg, hasArg, opts)
 	if err != nil {
 		return Timer{}, err
 	}
-	key, err := sp.keyFor(verb, arg, hasArg)
-	if err != nil {
-		return Timer{}, err
-	}
-	r := s.request(key, delay, task)
+	r := s.request(sp.key, delay, task)
 	r.Slack, r.Routed = sp.slack, sp.byKey
 	return s.scheduleOn(s.localShard(), &r)
-}
-
-// keyFor returns the key a timer carries: a handler's argument, which
-// ByKey must repeat, or ByKey's key, or 0.
-func (sp timerSpec) keyFor(verb string, arg uint64, hasArg bool) (uint64, error) {
-	if !hasArg {
-		return sp.key, nil
-	}
-	if sp.byKey && sp.key != arg {
-		return 0, fmt.Errorf("%w: %s(%d, ...): ByKey(%d): a handler's timer runs on the shard of its argument", ErrInvalidOption, verb, arg, sp.key)
-	}
-	return arg, nil
 }
 
 // Every runs task periodically at the grid points start + k·period (k = 1,
@@ -219,12 +212,7 @@ func (s *Scheduler) Every(period time.Duration, task func(), opts ...TimerOption
 
 // every schedules a series of task, as afterFunc a one-shot timer.
 func (s *Scheduler) every(verb string, arg uint64, hasArg bool, period time.Duration, task shard.Task, opts []TimerOption) (Timer, error) {
-	s.mustBeNew()
-	sp, err := specOf(verb, true, opts)
-	if err != nil {
-		return Timer{}, err
-	}
-	key, err := sp.keyFor(verb, arg, hasArg)
+	sp, err := s.specOf(verb, true, arg, hasArg, opts)
 	if err != nil {
 		return Timer{}, err
 	}
@@ -234,9 +222,9 @@ func (s *Scheduler) every(verb string, arg uint64, hasArg bool, period time.Dura
 	policy, _ := sp.missed.engine() // checked by specOf; SkipMissed is 0
 	sh := s.localShard()
 	if sp.byKey {
-		sh = s.shards[s.route(key)]
+		sh = s.shards[s.route(sp.key)]
 	}
-	r := s.request(key, period, task)
+	r := s.request(sp.key, period, task)
 	r.Period, r.Missed = period, policy
 	return s.scheduleOn(sh, &r)
 }

@@ -29,7 +29,14 @@ var verbs = []verb{
 	{"Scheduler.Every", true, func(s *shardwheel.Scheduler, _ uint64, d time.Duration, ran func(int), opts ...shardwheel.TimerOption) (shardwheel.Timer, error) {
 		return s.Every(d, func() { ran(shardwheel.RunningShard(s)) }, opts...)
 	}},
-	{"Handler.AfterFunc", false, func(s *shardwheel.Scheduler, arg uint64, d time.Duration, ran func(int), opts ...shardwheel.TimerOption) (shardwheel.Timer, error) {
+	{"Handler.AfterFunc", false, handlerVerb(shardwheel.Handler.AfterFunc)},
+	{"Handler.Every", true, handlerVerb(shardwheel.Handler.Every)},
+}
+
+// handlerVerb is a verb of a Handler that calls ran with its shard when it
+// runs with its argument.
+func handlerVerb(call func(shardwheel.Handler, uint64, time.Duration, ...shardwheel.TimerOption) (shardwheel.Timer, error)) func(*shardwheel.Scheduler, uint64, time.Duration, func(int), ...shardwheel.TimerOption) (shardwheel.Timer, error) {
+	return func(s *shardwheel.Scheduler, arg uint64, d time.Duration, ran func(int), opts ...shardwheel.TimerOption) (shardwheel.Timer, error) {
 		h, err := s.NewHandler(func(got uint64) {
 			if got == arg {
 				ran(shardwheel.RunningShard(s))
@@ -38,19 +45,8 @@ var verbs = []verb{
 		if err != nil {
 			return shardwheel.Timer{}, err
 		}
-		return h.AfterFunc(arg, d, opts...)
-	}},
-	{"Handler.Every", true, func(s *shardwheel.Scheduler, arg uint64, d time.Duration, ran func(int), opts ...shardwheel.TimerOption) (shardwheel.Timer, error) {
-		h, err := s.NewHandler(func(got uint64) {
-			if got == arg {
-				ran(shardwheel.RunningShard(s))
-			}
-		})
-		if err != nil {
-			return shardwheel.Timer{}, err
-		}
-		return h.Every(arg, d, opts...)
-	}},
+		return call(h, arg, d, opts...)
+	}
 }
 
 // TestEveryVerbWithEveryOption: each verb with each combination of the
