@@ -141,8 +141,13 @@ func (sh *Shard) cross(k *Shard, idx uint32, n *pool.Node, s state) bool {
 	// from reading it before.
 	if !n.State.CompareAndSwap(uint64(s), uint64(s.to(statusHanded).withQueued(true))) {
 		// p was never published: end its life and give it back to the
-		// lane it came from.
-		pn.State.Store(uint64(state(pn.State.Load()).to(statusCancelled)))
+		// lane it came from, unless k's Drain (Stop) claimed it
+		// meanwhile, the only other goroutine that can see it: a
+		// stopped node is never freed, and Drain reads its flags.
+		ps := state(pn.State.Load())
+		if ps.status() != statusNew || !pn.State.CompareAndSwap(uint64(ps), uint64(ps.to(statusCancelled))) {
+			return false
+		}
 		var c pool.Chain
 		k.arena.Add(&c, pidx)
 		k.arena.PutChain(p, &c)
