@@ -51,8 +51,10 @@ func (sh *Shard) endProxy(pidx uint32, pn *pool.Node, a *Shard, aidx uint32, s s
 	sh.assertHolder()
 	ps := state(pn.State.Load())
 	fs := ps.to(statusFired) // a proxy ends as if it ran
-	if !moveProxy(pn, ps, fs) {
-		return // Drain claimed it: Stop is under way
+	if ps.status() == statusStopped || !moveProxy(pn, ps, fs) {
+		// Drain claimed it (Stop is under way), before the load or
+		// after: a stopped node is never freed (Drain reads its flags).
+		return
 	}
 	sh.freeNode(pidx, pn, fs)
 	if s.status() != statusStopped {
