@@ -47,6 +47,12 @@ const nodeCost = 200 * time.Nanosecond
 // allocate faster than it marks (assists).
 const gcShareLimit = 0.25
 
+// saturationLimit is the share of the CPU time its Ps offered that the
+// process must have used or waited for in an interval (procDelta's
+// Saturation) for a late tick to be put down to busy Ps: a due timer
+// then waits for a running goroutine's preemption, 10ms or more apart.
+const saturationLimit = 0.9
+
 // maxSpikes is how many spikes the summaries list, most time lost first.
 const maxSpikes = 5
 
@@ -221,7 +227,14 @@ func explain(s *sample, tick time.Duration) ([]cause, string) {
 	case 2*max(lag, pass) < late && (s.BlockedRuns > 0 || len(s.Blocked) > 0):
 		// The shards were on time and their passes short: the tasks
 		// waited after they were handed over, behind a task that
-		// blocked.
+		// blocked. On saturated Ps a runner preempted in a short task
+		// holds the tasks behind it as long, and the task counts as
+		// blocked once it has returned: with none still running, the
+		// wait for a CPU comes first.
+		if len(s.Blocked) == 0 && s.Proc.Saturation >= saturationLimit {
+			explainWait(&e, s, late, fmt.Sprintf("timers ran up to %s late and ticks started up to %s late, and a "+
+				"task preempted past WithBlockedAfter counts as blocked", units.Duration(late), units.Duration(lag)), false)
+		}
 		e.add(causeTasks, "waiting behind a blocked task: %s; the later timers of a blocked task's key wait for it "+
 			"(tasks ran up to %s late while ticks started at most %s late): keep tasks short, or hand the blocking "+
 			"ones off with WithExecutor", describeBlockedIn(s), units.Duration(late), units.Duration(lag))
@@ -323,10 +336,14 @@ func explainMoves(e *explanation, s *sample, worst time.Duration) bool {
 // sampling one scheduling in 8 or so (the shard goroutine's own wait is
 // rarely among them), or the process's threads must have waited half as
 // long in all on the OS's run queues: a sum over threads and the whole
-// interval, which a busy host runs up without any one long wait. The GC
-// is named when it stopped the world half as long, or took gcShareLimit
-// of the CPU while goroutines waited a quarter as long; a wait for a CPU
-// when the GC took less.
+// interval, which a busy host runs up without any one long wait; or the
+// process's goroutines must have kept its Ps saturated (saturationLimit),
+// when a goroutine's due timer waits for a P unseen by those latencies.
+// The GC is named when it stopped the world half as long, or took
+// gcShareLimit of the CPU while goroutines waited a quarter as long; a
+// wait for a CPU when the GC took less, or when the GC is not named and
+// the Ps were saturated (whatever kept them busy: a GC cycle that ends in
+// the interval may count a share of it).
 func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks bool) bool {
 	p := s.Proc
 	goWait := 4*p.SchedMax >= d
@@ -334,6 +351,7 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks 
 		goWait = 2*p.SchedMax >= d
 	}
 	osWait := !tasks && p.HostKnown && 2*p.ThreadWait >= d
+	saturated := !tasks && p.Saturation >= saturationLimit
 	gcShare := p.GCCycles > 0 && p.GCShare >= gcShareLimit
 	named := false
 	switch {
@@ -352,6 +370,12 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks 
 		cpu = append(cpu, fmt.Sprintf("runnable goroutines waited up to %s for a P (p99 %s; the runtime's scheduling "+
 			"latencies): more goroutines wanted to run than GOMAXPROCS allows (busy goroutines, GC workers)",
 			units.Duration(p.SchedMax), units.Duration(p.SchedP99)))
+	}
+	if saturated && !named {
+		cpu = append(cpu, fmt.Sprintf("the process's threads ran or waited to run for %.0f%% of the CPU time its %d Ps "+
+			"offered: its goroutines kept every P busy, and a goroutine whose timer is due waits for one of them to be "+
+			"preempted (the runtime's latencies count only the wait after the timer has run)", 100*p.Saturation,
+			runtime.GOMAXPROCS(0)))
 	}
 	if osWait {
 		busy := ""
@@ -398,6 +422,9 @@ func waitFigures(s *sample) string {
 	f := fmt.Sprintf("goroutines waited up to %s for a P", units.Duration(p.SchedMax))
 	if p.HostKnown {
 		f += fmt.Sprintf(", threads %s in all for a CPU", units.Duration(p.ThreadWait))
+	}
+	if p.Saturation > 0 {
+		f += fmt.Sprintf(", the Ps %.0f%% busy", 100*p.Saturation)
 	}
 	if p.GCCycles > 0 {
 		f += fmt.Sprintf(", GC pauses up to %s", units.Duration(p.GCPauseMax))

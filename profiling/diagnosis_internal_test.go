@@ -102,6 +102,71 @@ func TestExplain(t *testing.T) {
 			causes: []cause{causeCPU},
 			want:   []string{"threads waited 80ms in all on the OS's run queues while other processes kept 1.9 of", "(a busy host)"},
 		},
+		// Goroutines on every P, the shard's timer run only when one
+		// is preempted: the runtime's latencies show short waits, the
+		// process's CPU time shows the Ps saturated.
+		"ticks started late, the Ps saturated": {
+			s: func(s *sample) {
+				late(s, 58*ms)
+				s.PassTime.Max = 45 * us
+				s.Proc.SchedMax, s.Proc.ThreadWait, s.Proc.Saturation = 2600*us, 20*ms, 0.97
+			},
+			causes: []cause{causeCPU},
+			want: []string{"waiting for a CPU: timers ran up to 58ms late",
+				"ran or waited to run for 97% of the CPU time its", "kept every P busy"},
+		},
+		"ticks started late, the Ps short of saturated": {
+			s: func(s *sample) {
+				late(s, 58*ms)
+				s.PassTime.Max = 45 * us
+				s.Proc.SchedMax, s.Proc.ThreadWait, s.Proc.Saturation = 2600*us, 20*ms, 0.8
+			},
+			causes: []cause{causeUnknown},
+			want:   []string{"the figures cannot tell why", "the Ps 80% busy"},
+		},
+		// A runner preempted in a no-op task on saturated Ps: the task
+		// counts as blocked, but the CPU held it.
+		"a task preempted past WithBlockedAfter on saturated Ps": {
+			s: func(s *sample) {
+				late(s, 77*ms)
+				s.TickLag.Max, s.TickLag.P99 = 36*ms, 36*ms
+				s.PassTime.Max = 138 * us
+				s.BlockedRuns = 1
+				s.Proc.SchedMax, s.Proc.Saturation = 2*ms, 0.98
+			},
+			causes: []cause{causeCPU, causeTasks},
+			want: []string{"waiting for a CPU: timers ran up to 77ms late and ticks started up to 36ms late, and a task " +
+				"preempted past WithBlockedAfter counts as blocked", "kept every P busy", "also waiting behind a blocked task"},
+		},
+		"a task still blocked on saturated Ps": {
+			s: func(s *sample) {
+				late(s, 77*ms)
+				s.TickLag.Max, s.TickLag.P99 = 36*ms, 36*ms
+				s.Blocked = []stats.BlockedTask{{Key: 7, Keyed: true, Func: "main.slow", Running: 150 * ms}}
+				s.Proc.Saturation = 0.98
+			},
+			causes: []cause{causeTasks},
+		},
+		// A GC cycle that ended in an interval of busy goroutines, its
+		// share high, but no goroutine seen waiting: the Ps were busy.
+		"saturated Ps with a GC cycle, no wait seen": {
+			s: func(s *sample) {
+				late(s, 40*ms)
+				s.PassTime.Max = 200 * us
+				s.Proc.SchedMax, s.Proc.GCCycles, s.Proc.GCShare, s.Proc.Saturation = 2*ms, 1, 0.45, 0.99
+			},
+			causes: []cause{causeCPU},
+			want:   []string{"waiting for a CPU: timers ran up to 40ms late", "kept every P busy"},
+		},
+		"garbage collection took the CPU of saturated Ps": {
+			s: func(s *sample) {
+				late(s, 40*ms)
+				s.PassTime.Max = 200 * us
+				s.Proc.SchedMax, s.Proc.GCCycles, s.Proc.GCShare, s.Proc.Saturation = 16*ms, 9, 0.4, 0.99
+			},
+			causes: []cause{causeGC},
+			want:   []string{"garbage collection: timers ran up to 40ms late", "meanwhile 9 GC cycles took 40% of the CPU"},
+		},
 		"garbage collection took the CPU": {
 			s: func(s *sample) {
 				late(s, 20*ms)
