@@ -16,7 +16,7 @@ import (
 type keyedImpl struct {
 	name   string
 	new    func(b *testing.B) keyedOps
-	resets bool // runs in BenchmarkResetKey too
+	resets bool // runs in BenchmarkIndexReset too
 }
 
 // keyedOps is one way of keeping timers by key.
@@ -28,15 +28,15 @@ type keyedOps struct {
 
 var keyedImpls = []keyedImpl{
 	{"keyed", func(b *testing.B) keyedOps {
-		s := newBenchScheduler(b)
+		ix := shardwheel.NewIndex[uint64](newBenchScheduler(b))
 		return keyedOps{
 			schedule: func(key uint64, d time.Duration) {
-				if _, err := s.ScheduleKey(key, d, noop); err != nil {
+				if _, err := ix.AfterFunc(key, d, noop); err != nil {
 					b.Fatal(err)
 				}
 			},
-			cancel: func(key uint64) { s.CancelKey(key) },
-			reset:  func(key uint64, d time.Duration) { s.ResetKey(key, d) },
+			cancel: func(key uint64) { ix.Cancel(key) },
+			reset:  func(key uint64, d time.Duration) { ix.Reset(key, d) },
 		}
 	}, true},
 	{"handle", func(b *testing.B) keyedOps { // shardwheel's own handle path, no index: the bound
@@ -97,7 +97,7 @@ var keyedImpls = []keyedImpl{
 }
 
 // BenchmarkKeyedScheduleCancel measures a request timeout cancelled by
-// request id when the response arrives: ScheduleKey+CancelKey against the
+// request id when the response arrives: Index.AfterFunc+Index.Cancel against the
 // sync.Map baselines and shardwheel's handle path, on one goroutine and
 // from RunParallel.
 func BenchmarkKeyedScheduleCancel(b *testing.B) {
@@ -130,10 +130,10 @@ func BenchmarkKeyedScheduleCancel(b *testing.B) {
 	}
 }
 
-// BenchmarkResetKey pushes idle timeouts forward by key, at random among
+// BenchmarkIndexReset pushes idle timeouts forward by key, at random among
 // 100k keys, against the sync.Map baselines (BenchmarkResetLater has the
 // handle path).
-func BenchmarkResetKey(b *testing.B) {
+func BenchmarkIndexReset(b *testing.B) {
 	for _, impl := range keyedImpls {
 		if !impl.resets {
 			continue

@@ -54,6 +54,7 @@ func (r *ranAt) task(i int) func() {
 // earlier either.
 func TestSharedSchedulerInsideABubbleIsNeverEarly(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
+	ix := shardwheel.NewIndex[uint64](s)
 	const delay = 30 * time.Millisecond
 	const n = 6
 	r := newRanAt(s, n)
@@ -70,7 +71,7 @@ func TestSharedSchedulerInsideABubbleIsNeverEarly(t *testing.T) {
 			func() (shardwheel.Timer, error) { return s.AfterFunc(delay, r.task(1)) },
 			func() (shardwheel.Timer, error) { return h.AfterFunc(2, delay, shardwheel.ByKey(2)) },
 			func() (shardwheel.Timer, error) { return h.AfterFunc(3, delay) },
-			func() (shardwheel.Timer, error) { return s.ScheduleKey(4, delay, r.task(4)) },
+			func() (shardwheel.Timer, error) { return ix.AfterFunc(4, delay, r.task(4)) },
 		}
 		// Deadline is the zero Time once the timer has run: on a busy host
 		// the 30ms may be over before it is read. The timer's run is

@@ -21,8 +21,9 @@
 // tasks; Slack(d) lets a one-shot timer run up to d
 // late, where it costs the wheel least; OnMissed says what a series does
 // with the grid points it missed. The Timer returned cancels, resets and
-// describes its timer. ScheduleKey indexes a timer by key, at most one per
-// key, so that CancelKey, ResetKey and Lookup reach it by key alone.
+// describes its timer. An Index (NewIndex) keeps at most one timer per key
+// of any comparable type, so that Cancel, Reset and Lookup reach it by
+// key alone, and All lists them.
 // WithTimeout, WithDeadline and their Cause variants are the context
 // package's functions with the deadline kept in the wheel, at two
 // allocations and no goroutine per context.

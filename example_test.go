@@ -173,19 +173,20 @@ func ExampleScheduler_Stats() {
 }
 
 // A multiplexed client (HTTP/2 streams, RPC sequence numbers) learns of a
-// response by its request id alone. With ScheduleKey the scheduler keeps
-// the id → timeout index, so the client needs no map of its own:
-// CancelKey reports whether the response beat the timeout.
-func ExampleScheduler_CancelKey() {
+// response by its request id alone. With an Index the scheduler keeps the
+// id → timeout index, so the client needs no map of its own: Cancel
+// reports whether the response beat the timeout.
+func ExampleIndex_Cancel() {
 	s, err := shardwheel.New(shardwheel.WithTick(time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
 	defer s.Stop()
+	ix := shardwheel.NewIndex[uint64](s)
 
 	timedOut := make(chan uint64, 1)
 	send := func(id uint64, timeout time.Duration) {
-		if _, err := s.ScheduleKey(id, timeout, func() { timedOut <- id }); err != nil {
+		if _, err := ix.AfterFunc(id, timeout, func() { timedOut <- id }); err != nil {
 			panic(err) // ErrStopped or ErrTooManyPending: fail the request
 		}
 	}
@@ -195,11 +196,11 @@ func ExampleScheduler_CancelKey() {
 
 	// Responses arrive, carrying only their stream id.
 	for _, id := range []uint64{3, 1} {
-		fmt.Println("response", id, "in time:", s.CancelKey(id))
+		fmt.Println("response", id, "in time:", ix.Cancel(id))
 	}
 	fmt.Println("request", <-timedOut, "timed out")
-	fmt.Println("late response 2 in time:", s.CancelKey(2))
-	_, pending := s.Lookup(1)
+	fmt.Println("late response 2 in time:", ix.Cancel(2))
+	_, pending := ix.Lookup(1)
 	fmt.Println("request 1 still pending:", pending)
 	// Output:
 	// response 3 in time: true

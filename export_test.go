@@ -18,21 +18,51 @@ func LiveSchedulers() int64 { return liveSchedulers.Load() }
 
 func RearmLiveWarning() { warnedLive.Store(false) }
 
-// IndexLen returns the number of entries in s's key indexes, stale ones
-// included: tests poll it to see entries go away. It counts the entries
-// one by one (Range), not by MapOf.Size: a writer updates Size's counters
-// after it has let go of the bucket, so Size may still count an entry
-// that another goroutine (the shard goroutine's unindex) has deleted.
-func IndexLen(s *Scheduler) int {
-	n := 0
-	for i := range s.index {
-		s.index[i].m.Range(func(uint64, shard.Ref) bool {
-			n++
+// IndexEntries returns the number of entries in ix (stale ones included:
+// tests poll it to see entries go away), how many of them its routed map
+// holds, and how many routed entries name a timer no entry names or
+// tombstones stand for no key (leaks). It counts the entries one by one
+// (Range), not by the counts Len reads, which it checks against them
+// (mismatch: whether they differ).
+func IndexEntries[K comparable](ix *Index[K]) (entries, routed, strays int, mismatch bool) {
+	refs := map[shard.Ref]bool{}
+	count := func(e indexEntry[K]) {
+		if e.live() {
+			entries++
+			refs[e.ref] = true
+		}
+	}
+	for i := range ix.keys {
+		ix.keys[i].m.Range(func(h uint64, e indexEntry[K]) bool {
+			count(e)
+			if !e.live() && !ix.hasOverflow(h) {
+				strays++ // a tombstone with no key of its hash left
+			}
 			return true
 		})
 	}
-	return n
+	ix.overflow.Range(func(_ uint64, list []indexEntry[K]) bool {
+		for _, e := range list {
+			count(e)
+		}
+		return true
+	})
+	for i := range ix.routed {
+		ix.routed[i].m.Range(func(r shard.Ref, _ K) bool {
+			routed++
+			if !refs[r] {
+				strays++
+			}
+			return true
+		})
+	}
+	return entries, routed, strays, ix.Len() != entries
 }
+
+// CollideKeys makes every key of ix hash alike, as a 64-bit collision
+// would: the Index must keep them apart by ==. Call it before any other
+// call on ix.
+func CollideKeys[K comparable](ix *Index[K], h uint64) { ix.hashOf = func(K) uint64 { return h } }
 
 // ClockReading returns s's clock reading: the real monotonic clock for a
 // Scheduler made outside a testing/synctest bubble, whatever goroutine

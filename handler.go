@@ -23,12 +23,12 @@ const MaxHandlers = 1<<16 - 1
 //	t, err := fail.AfterFunc(requestID, 30*time.Second)
 //
 // A Handler's timers are timers like any other: Cancel, Reset, Pending
-// and Deadline work on their handles, CancelKey, ResetKey and Lookup on
-// those from Handler.ScheduleKey, and Stop returns them, with Task giving
+// and Deadline work on their handles, and Stop returns them, with Task giving
 // back a function that calls the handler with the key. With WithExecutor,
 // the executor gets the method value of a record of the run that the shard
 // pools (it tells the shard when the task has returned, for CancelWait),
-// so an expiry allocates nothing there either.
+// so an expiry allocates nothing there either. An Index holds closures'
+// timers only: a Handler's are found through their handles.
 //
 // A Handler is a small value, safe to copy and to use from any goroutine.
 // Handlers are never unregistered. The zero Handler is inert: its methods
@@ -71,7 +71,7 @@ func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption)
 	if h.s == nil {
 		return Timer{}, ErrNilTask
 	}
-	return h.s.afterFunc("Handler.AfterFunc", arg, true, delay, h.task(), opts)
+	return h.s.schedule("Handler.AfterFunc", false, arg, true, delay, h.task(), opts)
 }
 
 // Every is Scheduler.Every for a series whose task is the handler's
@@ -85,20 +85,8 @@ func (h Handler) Every(arg uint64, period time.Duration, opts ...TimerOption) (T
 	if h.s == nil {
 		return Timer{}, ErrNilTask
 	}
-	return h.s.every("Handler.Every", arg, true, period, h.task(), opts)
+	return h.s.schedule("Handler.Every", true, arg, true, period, h.task(), opts)
 }
 
 // task returns the handler as a timer's task.
 func (h Handler) task() shard.Task { return shard.Task{Handler: h.id} }
-
-// ScheduleKey is Scheduler.ScheduleKey for a timer whose task is the
-// handler's function called with key: it becomes key's indexed timer,
-// replacing the key's pending indexed timer whatever its task, and
-// CancelKey, ResetKey and Lookup reach it by key. It allocates the index
-// entry (24 bytes: the key and the timer's handle), as ScheduleKey does.
-func (h Handler) ScheduleKey(key uint64, delay time.Duration) (Timer, error) {
-	if h.s == nil {
-		return Timer{}, ErrNilTask
-	}
-	return h.s.scheduleKey(key, delay, h.task())
-}

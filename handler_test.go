@@ -118,24 +118,11 @@ func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
 	require.Eventually(t, func() bool { return !r.Pending() }, waitFor, pollEvery)
 	assert.False(t, r.Reset(time.Millisecond), "stale handle")
 
-	// Keyed: a Handler timer replaces a closure timer on its key and is
-	// found, reset and cancelled by key.
-	_, err = s.ScheduleKey(3, time.Hour, func() { t.Error("replaced timer ran") })
-	require.NoError(t, err)
-	k3, err := h.ScheduleKey(3, time.Hour)
-	require.NoError(t, err)
-	found, ok := s.Lookup(3)
-	require.True(t, ok)
-	assert.Equal(t, k3.Deadline(), found.Deadline())
-	assert.True(t, s.ResetKey(3, 2*time.Hour))
-	assert.True(t, s.CancelKey(3))
-	assert.False(t, k3.Pending())
-
 	// Stop returns pending Handler timers; Task calls the handler with
 	// the key, once per call, and never revives the timer.
 	p, err := h.AfterFunc(4, time.Hour, shardwheel.ByKey(4))
 	require.NoError(t, err)
-	k5, err := h.ScheduleKey(5, time.Hour)
+	k5, err := h.AfterFunc(5, time.Hour)
 	require.NoError(t, err)
 	left := s.Stop()
 	require.Len(t, left, 2)
@@ -151,8 +138,6 @@ func TestHandlerTimersAreTimersLikeAnyOther(t *testing.T) {
 	assert.False(t, k5.Pending())
 	_, err = h.AfterFunc(6, time.Hour, shardwheel.ByKey(6))
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
-	_, err = h.ScheduleKey(6, time.Hour)
-	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 }
 
 // TestHandlerErrors: nil functions, the zero Handler, the pending limit and
@@ -165,8 +150,6 @@ func TestHandlerErrors(t *testing.T) {
 	var zero shardwheel.Handler
 	_, err = zero.AfterFunc(1, time.Second, shardwheel.ByKey(1))
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
-	_, err = zero.ScheduleKey(1, time.Second)
-	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 
 	h, err := s.NewHandler(func(uint64) {})
 	require.NoError(t, err)
@@ -174,10 +157,6 @@ func TestHandlerErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.AfterFunc(2, time.Hour, shardwheel.ByKey(2))
 	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
-	_, err = h.ScheduleKey(2, time.Hour)
-	assert.ErrorIs(t, err, shardwheel.ErrTooManyPending)
-	_, found := s.Lookup(2)
-	assert.False(t, found, "a rejected ScheduleKey indexes nothing")
 	assert.Equal(t, 1, s.Pending())
 
 	// The table holds MaxHandlers; one more is refused, and the ones it
@@ -321,7 +300,7 @@ func TestHandlerStressExactlyOnce(t *testing.T) {
 }
 
 // TestHandlerTimersRouteByKey: a Handler timer on key k goes to
-// shard ShardOf(k), plain and keyed.
+// shard ShardOf(k).
 func TestHandlerTimersRouteByKey(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(4))
 	ranOn := make(chan [2]uint64, 400)
@@ -330,7 +309,7 @@ func TestHandlerTimersRouteByKey(t *testing.T) {
 	for key := range uint64(200) {
 		_, err := h.AfterFunc(key, time.Millisecond, shardwheel.ByKey(key))
 		require.NoError(t, err)
-		_, err = h.ScheduleKey(key+1000, 2*time.Millisecond)
+		_, err = h.AfterFunc(key+1000, 2*time.Millisecond, shardwheel.ByKey(key+1000))
 		require.NoError(t, err)
 	}
 	for range 400 {
@@ -465,7 +444,7 @@ func TestHandlerTimersNeverRunEarly(t *testing.T) {
 		if k%2 == 0 {
 			_, err = h.AfterFunc(k, delay, shardwheel.ByKey(k))
 		} else {
-			_, err = h.ScheduleKey(k, delay)
+			_, err = h.AfterFunc(k, delay)
 		}
 		require.NoError(t, err)
 	}

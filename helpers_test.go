@@ -150,3 +150,15 @@ var cheapGoroutineToken = runtime.Compiler == "gc" && slices.Contains([]string{"
 
 // maxInitialCapacity is WithInitialCapacity's bound, as its doc states it.
 const maxInitialCapacity = 1 << 22
+
+// indexLen returns the number of entries of ix, stale ones included, when
+// its maps agree (no routed entry names a timer without an entry, and
+// Len's counts match the entries), and -1 when they do not: a test that
+// polls for a count keeps polling while they disagree.
+func indexLen[K comparable](ix *shardwheel.Index[K]) int {
+	entries, _, strays, mismatch := shardwheel.IndexEntries(ix)
+	if strays != 0 || mismatch {
+		return -1
+	}
+	return entries
+}

@@ -15,19 +15,25 @@ import (
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// TestKeyIndexPadding checks that each shard's index pointer has a whole
-// cache line of padding on either side, so that two shards' keyed calls,
-// or anything allocated beside the slice, never share its line.
-func TestKeyIndexPadding(t *testing.T) {
-	var ix keyIndex
-	assert.GreaterOrEqual(t, unsafe.Offsetof(ix.m), uintptr(pad.CacheLineSize))
-	assert.GreaterOrEqual(t, unsafe.Sizeof(ix)-unsafe.Offsetof(ix.m)-unsafe.Sizeof(ix.m), uintptr(pad.CacheLineSize))
+// TestIndexPadding checks that each shard's part of an Index has a whole
+// cache line of padding on either side of its map pointer, and its count
+// a line of its own, so that two shards' indexed calls, the count's
+// writes, or anything allocated beside the slice, never share the
+// pointer's line.
+func TestIndexPadding(t *testing.T) {
+	var keys indexKeys[string]
+	assert.GreaterOrEqual(t, unsafe.Offsetof(keys.m), uintptr(pad.CacheLineSize))
+	assert.GreaterOrEqual(t, unsafe.Offsetof(keys.n)-unsafe.Offsetof(keys.m)-unsafe.Sizeof(keys.m), uintptr(pad.CacheLineSize))
+	assert.GreaterOrEqual(t, unsafe.Sizeof(keys)-unsafe.Offsetof(keys.n), uintptr(pad.CacheLineSize), "the count has a line of its own")
+	var names indexRouted[string]
+	assert.GreaterOrEqual(t, unsafe.Offsetof(names.m), uintptr(pad.CacheLineSize))
+	assert.GreaterOrEqual(t, unsafe.Sizeof(names)-unsafe.Offsetof(names.m)-unsafe.Sizeof(names.m), uintptr(pad.CacheLineSize))
 }
 
 // TestTimerEndedBeforeIndexedLeavesNoEntry covers the window between
-// ScheduleKey's two steps: the timer is accepted, and ends (it runs, it is
+// an Index's two steps: the timer is accepted, and ends (it runs, it is
 // cancelled through its handle, Stop returns it) before add stores its
-// entry. The worker found nothing to unindex then, so add must not leave
+// entries. The worker found nothing to unindex then, so add must not leave
 // the entry behind.
 func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 	for _, end := range []string{"ran", "cancelled", "stopped"} {
@@ -35,6 +41,7 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			s, err := New(WithShards(1), WithTick(time.Millisecond))
 			require.NoError(t, err)
 			defer s.Stop()
+			ix := NewIndex[uint64](s)
 			ran := make(chan struct{})
 			delay := time.Hour
 			if end == "ran" {
@@ -54,21 +61,22 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 			}
 			// Whether or not the worker has freed the node yet, the
 			// entry must be gone as soon as add returns.
-			got, err := s.add(&s.index[0], 1, func() (Timer, error) { return tm, nil })
+			got, err := ix.add(1, ix.hashOf(1), func() (Timer, error) { return tm, nil })
 			require.NoError(t, err)
 			require.Equal(t, tm, got)
-			assert.Zero(t, IndexLen(s), "add left an entry for a timer that had ended")
-			_, found := s.Lookup(1)
+			entries, routed, _, _ := IndexEntries(ix)
+			assert.Zero(t, entries+routed, "add left an entry for a timer that had ended")
+			_, found := ix.Lookup(1)
 			assert.False(t, found)
 		})
 	}
 }
 
-// TestTaskRearmingItsKeyWaitsForItsTimersEntry: a keyed timer's task that
-// re-arms its own key may run before the ScheduleKey that made the timer
-// has stored its entry. The test holds that ScheduleKey there, between
+// TestTaskRearmingItsKeyWaitsForItsTimersEntry: an indexed timer's task
+// that re-arms its own key may run before the AfterFunc that made the
+// timer has stored its entry. The test holds that AfterFunc there, between
 // scheduling the timer and storing its entry, until the task has started
-// and its own ScheduleKey is parked on the key's bucket lock (failing if
+// and its own AfterFunc is parked on the key's bucket lock (failing if
 // that call gets through instead). Once the entry is stored, the task's
 // call replaces it: the re-armed timer is pending and indexed, not
 // cancelled by the entry of the timer whose task made it.
@@ -76,6 +84,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	s, err := New(WithShards(1), WithTick(time.Millisecond))
 	require.NoError(t, err)
 	defer s.Stop()
+	ix := NewIndex[uint64](s)
 	const k = 5
 	taskG := make(chan uint64, 1)
 	type result struct {
@@ -85,14 +94,14 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	rearmed := make(chan result, 1)
 	task := func() {
 		taskG <- shard.GoroutineID()
-		next, err := s.ScheduleKey(k, time.Hour, func() {})
+		next, err := ix.AfterFunc(k, time.Hour, func() {})
 		rearmed <- result{next, err}
 	}
 	var held string // why add could not be held where the test wants it
 	var early *result
-	first, err := s.add(&s.index[0], k, func() (Timer, error) {
-		r := s.request(k, 0, shard.Task{Func: task})
-		r.Indexed = true
+	first, err := ix.add(k, ix.hashOf(k), func() (Timer, error) {
+		r := s.request(ix.hashOf(k), 0, shard.Task{Func: task})
+		r.Indexed, r.Routed = true, true
 		tm, err := s.scheduleOn(s.shards[0], &r)
 		if err != nil {
 			return tm, err
@@ -109,7 +118,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 		for deadline := time.Now().Add(waitFor); ; time.Sleep(100 * time.Microsecond) {
 			select {
 			case res := <-rearmed:
-				early, held = &res, "the task's ScheduleKey returned before this timer's entry was stored"
+				early, held = &res, "the task's AfterFunc returned before this timer's entry was stored"
 				return tm, nil
 			default:
 			}
@@ -117,7 +126,7 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 				return tm, nil
 			}
 			if time.Now().After(deadline) {
-				held = "the task's ScheduleKey never parked on the bucket lock"
+				held = "the task's AfterFunc never parked on the bucket lock"
 				return tm, nil
 			}
 		}
@@ -130,17 +139,18 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 		case r := <-rearmed:
 			res = &r
 		case <-time.After(waitFor):
-			t.Fatal("the task's ScheduleKey never returned")
+			t.Fatal("the task's AfterFunc never returned")
 		}
 	}
 	require.NoError(t, res.err)
 	assert.False(t, first.Pending(), "the first timer ran")
 	require.True(t, res.tm.Pending(), "the re-armed timer was cancelled")
-	got, ok := s.Lookup(k)
+	got, ok := ix.Lookup(k)
 	require.True(t, ok, "the key lost its timer")
 	assert.Equal(t, res.tm, got)
-	require.True(t, s.CancelKey(k))
-	assert.Zero(t, IndexLen(s))
+	require.True(t, ix.Cancel(k))
+	entries, routed, _, _ := IndexEntries(ix)
+	assert.Zero(t, entries+routed)
 }
 
 // waitFor bounds what this file's tests wait for; only a failing test
@@ -148,14 +158,14 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 const waitFor = 10 * time.Second
 
 // parkedInAdd reports whether goroutine g is parked on a sync.Mutex inside
-// keyIndex.add: a keyed call waiting for a bucket lock.
+// Index.add: an indexed call waiting for a bucket lock.
 func parkedInAdd(g uint64) bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	prefix := fmt.Sprintf("goroutine %d [sync.Mutex.Lock", g)
 	for _, stack := range strings.Split(string(buf), "\n\n") {
 		if strings.HasPrefix(stack, prefix) {
-			return strings.Contains(stack, "(*Scheduler).add")
+			return strings.Contains(stack, "(*Index[...]).add")
 		}
 	}
 	return false

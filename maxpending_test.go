@@ -133,13 +133,14 @@ func TestPendingErrorNamesTheLimit(t *testing.T) {
 }
 
 // TestFreedTokenIsFoundAtOnceOnAnyShard: at a limit of one, with the token
-// held by a timer on one shard, Schedule and ScheduleKey on another are
+// held by a timer on one shard, Schedule and Index.AfterFunc on another are
 // rejected without a trace; once the token is free again (the timer
 // cancelled; then also a timer that ran, or a keyed one cancelled by key,
 // on the first shard) the very next AfterFunc on the other shard succeeds.
 func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 	const shards = 4
 	s := newScheduler(t, shardwheel.WithShards(shards), shardwheel.WithMaxPending(1))
+	ix := shardwheel.NewIndex[uint64](s)
 	keys := make([][]uint64, shards)
 	for i := range shards {
 		keys[i] = keysFor(s, i, 1)
@@ -151,7 +152,7 @@ func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 		before := s.Stats().Total
 		_, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(keys[to][0]))
 		require.ErrorIs(t, err, shardwheel.ErrTooManyPending, "round %d", round)
-		_, err = s.ScheduleKey(keys[to][0], time.Hour, noop)
+		_, err = ix.AfterFunc(keys[to][0], time.Hour, noop)
 		require.ErrorIs(t, err, shardwheel.ErrTooManyPending, "round %d", round)
 		after := s.Stats().Total
 		assert.Equal(t, before.Scheduled, after.Scheduled, "a rejected call left a trace")
@@ -167,9 +168,9 @@ func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 			<-ran // its token is back before its task runs
 		case 2:
 			require.True(t, tm.Cancel())
-			k, err := s.ScheduleKey(keys[from][0], time.Hour, noop)
+			k, err := ix.AfterFunc(keys[from][0], time.Hour, noop)
 			require.NoError(t, err)
-			require.True(t, s.CancelKey(keys[from][0]))
+			require.True(t, ix.Cancel(keys[from][0]))
 			require.False(t, k.Pending())
 		}
 		tm2, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(keys[to][0]))
@@ -179,18 +180,19 @@ func TestFreedTokenIsFoundAtOnceOnAnyShard(t *testing.T) {
 	}
 }
 
-// TestScheduleKeyAtTheLimitReplacesNothing: at the WithMaxPending limit a
-// ScheduleKey that would replace the key's timer is rejected (the new
+// TestIndexAtTheLimitReplacesNothing: at the WithMaxPending limit a
+// Index.AfterFunc that would replace the key's timer is rejected (the new
 // timer needs a token before the old one's is freed) and the old timer
 // stays pending and indexed.
-func TestScheduleKeyAtTheLimitReplacesNothing(t *testing.T) {
+func TestIndexAtTheLimitReplacesNothing(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithMaxPending(1))
-	old, err := s.ScheduleKey(1, time.Hour, noop)
+	ix := shardwheel.NewIndex[uint64](s)
+	old, err := ix.AfterFunc(1, time.Hour, noop)
 	require.NoError(t, err)
-	_, err = s.ScheduleKey(1, time.Hour, noop)
+	_, err = ix.AfterFunc(1, time.Hour, noop)
 	require.ErrorIs(t, err, shardwheel.ErrTooManyPending)
-	assert.True(t, old.Pending(), "a rejected ScheduleKey replaced the old timer")
-	got, ok := s.Lookup(1)
+	assert.True(t, old.Pending(), "a rejected Index.AfterFunc replaced the old timer")
+	got, ok := ix.Lookup(1)
 	require.True(t, ok)
 	assert.Equal(t, old, got)
 }

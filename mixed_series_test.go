@@ -30,6 +30,8 @@ type mixedSeries struct {
 	after   int32
 	frozen  atomic.Int32 // runs when the ending call returned
 	stopped bool
+	indexed bool // an Index's (mixedWorker.ix), under its key
+	key     uint64
 }
 
 // runSeries is a run of series m: the k-th starts no earlier than k
@@ -57,6 +59,7 @@ func (mw *mixedWorker) series() {
 	m := &mixedSeries{id: int(mw.nextID.Add(1)), start: o.now()}
 	m.period = time.Duration(1+mw.rng.IntN(5)) * time.Millisecond
 	key := uint64(m.id) | 1<<61
+	m.key = key
 	policy := shardwheel.MissedPolicy(mw.rng.IntN(3))
 	opts := []shardwheel.TimerOption{shardwheel.OnMissed(policy)}
 	m.kind = "Every, " + policy.String()
@@ -65,11 +68,15 @@ func (mw *mixedWorker) series() {
 		m.kind += ", ByKey"
 	}
 	var err error
-	if mw.rng.IntN(2) == 0 {
+	switch mw.rng.IntN(3) {
+	case 0:
 		m.kind = "Handler." + m.kind
 		o.seriesByKey.Store(key, m)
 		m.handle, err = mw.hs.Every(key, m.period, opts...)
-	} else {
+	case 1:
+		m.kind, m.indexed = "Index."+m.kind, true
+		m.handle, err = mw.ix.Every(key, m.period, func() { o.runSeries(m) }, opts...)
+	default:
 		m.handle, err = mw.s.Every(m.period, func() { o.runSeries(m) }, opts...)
 	}
 	if err != nil {
@@ -85,8 +92,8 @@ func (mw *mixedWorker) series() {
 	}
 }
 
-// endSeries ends series m with CancelWait, or with Cancel, and remembers
-// how many runs it had then.
+// endSeries ends series m with CancelWait, or with Cancel (an Index's by
+// its key), and remembers how many runs it had then.
 func (mw *mixedWorker) endSeries(m *mixedSeries, wait bool) {
 	var ok bool
 	if wait {
@@ -94,6 +101,8 @@ func (mw *mixedWorker) endSeries(m *mixedSeries, wait bool) {
 		if ok, err = m.handle.CancelWait(context.Background()); err != nil {
 			mw.o.fail("series %d (%s): CancelWait: %v", m.id, m.kind, err)
 		}
+	} else if m.indexed {
+		ok, m.after = mw.ix.Cancel(m.key), 1
 	} else {
 		ok, m.after = m.handle.Cancel(), 1
 	}

@@ -23,7 +23,7 @@ import (
 // makes, what the answer must be:
 //
 //   - a task never runs before the bound of the last AfterFunc, Reset or
-//     ResetKey that returned true for its timer (the call's start plus
+//     Index.Reset that returned true for its timer (the call's start plus
 //     its delay, whatever its Slack), nor twice;
 //   - a series' k-th run starts no earlier than k periods after Every,
 //     never while its previous run runs, and none starts after a
@@ -34,8 +34,8 @@ import (
 //   - a context's deadline never passes early, and a context made with a
 //     huge timeout is not born expired;
 //   - once Stop has returned, every accepted timer has ended exactly one
-//     way: it ran, a Cancel (or CancelKey, or its replacement by
-//     ScheduleKey) ended it, or Stop returned it; a series, by a Cancel
+//     way: it ran, a Cancel (or Index.Cancel, or its replacement by
+//     Index.AfterFunc) ended it, or Stop returned it; a series, by a Cancel
 //     or Stop.
 //
 // Its length comes from SHARDWHEEL_MIXED (a Go duration; 2s by default,
@@ -58,10 +58,10 @@ type mixedTimer struct {
 	low    atomic.Int64
 	ready  atomic.Bool
 	ranAt  atomic.Int64 // when the task ran, 0 if not (yet)
-	resets atomic.Int32 // Resets and ResetKeys that returned true
+	resets atomic.Int32 // Resets and Index.Reset calls that returned true
 	runs   atomic.Int32
-	ended  atomic.Int32 // Cancel or CancelKey returned true
-	// replaced: a later ScheduleKey on its key found it pending or saw
+	ended  atomic.Int32 // Cancel or Index.Cancel returned true
+	// replaced: a later Index.AfterFunc on its key found it pending or saw
 	// it run; it then ended by running or by the replacement.
 	replaced bool
 	stopped  bool
@@ -193,6 +193,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 
 	var nextID atomic.Int64
 	var all sync.Map // Timer -> *mixedTimer
+	ix, fresh := shardwheel.NewIndex[uint64](s), shardwheel.NewIndex[string](s)
 	var ctxs sync.WaitGroup
 	var wg sync.WaitGroup
 	var liveSeries atomic.Int64 // left for Stop to return
@@ -205,7 +206,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
 			}
-			mw := &mixedWorker{o: o, s: s, h: h, hs: hs, byID: &byID, all: &all, nextID: &nextID,
+			mw := &mixedWorker{o: o, s: s, h: h, hs: hs, ix: ix, fresh: fresh, byID: &byID, all: &all, nextID: &nextID,
 				rng: rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano()))), ctxs: &ctxs}
 			for i := range mw.keys {
 				mw.keys[i] = uint64(w+1)<<40 | uint64(i+1)
@@ -258,6 +259,9 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		}
 		v.(*mixedTimer).stopped = true
 	}
+	if n, m := indexLen(ix), indexLen(fresh); n != 0 || m != 0 {
+		o.fail("Stop left index entries: %d and %d (-1: the maps disagree or leak)", n, m)
+	}
 	o.checkSeries()
 	t.Logf("series %d, their runs %d, returned by Stop %d", o.seriesCount(), o.seriesRuns(), liveSeries.Load())
 	// Every accepted timer ended exactly one way.
@@ -290,7 +294,9 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 type mixedWorker struct {
 	o      *mixedOracle
 	s      *shardwheel.Scheduler
-	h, hs  shardwheel.Handler // the one-shot timers' handler, the series'
+	h, hs  shardwheel.Handler        // the one-shot timers' handler, the series'
+	ix     *shardwheel.Index[uint64] // the keys' timers, shared by the workers
+	fresh  *shardwheel.Index[string] // timers on fresh keys, never used again
 	byID   *sync.Map
 	all    *sync.Map // Timer -> *mixedTimer
 	nextID *atomic.Int64
@@ -299,8 +305,8 @@ type mixedWorker struct {
 	recent [256]*mixedTimer
 	n      int
 	keys   [16]uint64
-	// byKey is the last timer ScheduleKey made for each key: the one
-	// CancelKey and ResetKey act on, while it has not run.
+	// byKey is the last timer ix.AfterFunc made for each key: the one
+	// ix.Cancel and ix.Reset act on, while it has not run.
 	byKey [16]*mixedTimer
 	live  []*mixedSeries // the series it started and has not ended
 }
@@ -357,7 +363,7 @@ func (mw *mixedWorker) schedule(nested bool) {
 			case 1:
 				nt, err = mw.s.AfterFunc(time.Hour, noop, shardwheel.ByKey(nestedKey))
 			default:
-				if _, err = mw.s.ScheduleKey(nestedKey, time.Hour, noop); err == nil && !mw.s.CancelKey(nestedKey) {
+				if _, err = mw.ix.AfterFunc(nestedKey, time.Hour, noop); err == nil && !mw.ix.Cancel(nestedKey) {
 					mw.o.fail("a task's own indexed timer could not be cancelled by key")
 				}
 				return
@@ -453,20 +459,20 @@ func (mw *mixedWorker) step() {
 		if m := mw.byKey[i]; m != nil {
 			ran := m.runs.Load() > 0 || m.ended.Load() > 0
 			d := time.Duration(mw.rng.IntN(15_000)) * time.Microsecond
-			if m.reset(o, func() bool { return mw.s.ResetKey(mw.keys[i], d) }, d) && ran {
-				o.fail("ResetKey returned true for key %d, whose timer %d had ended", i, m.id)
+			if m.reset(o, func() bool { return mw.ix.Reset(mw.keys[i], d) }, d) && ran {
+				o.fail("Index.Reset returned true for key %d, whose timer %d had ended", i, m.id)
 			}
 		}
 	default:
 		i := mw.rng.IntN(len(mw.keys))
 		if m := mw.byKey[i]; m != nil {
 			ran := m.runs.Load() > 0 || m.ended.Load() > 0
-			if tm, ok := mw.s.Lookup(mw.keys[i]); ok && ran {
-				o.fail("Lookup found key %d's timer %d pending after it ended (%v)", i, m.id, tm.Pending())
+			if tm, ok := mw.ix.Lookup(mw.keys[i]); ok && ran {
+				o.fail("Index.Lookup found key %d's timer %d pending after it ended (%v)", i, m.id, tm.Pending())
 			}
-			if mw.s.CancelKey(mw.keys[i]) {
+			if mw.ix.Cancel(mw.keys[i]) {
 				if ran {
-					o.fail("CancelKey returned true for key %d, whose timer %d had ended", i, m.id)
+					o.fail("Index.Cancel returned true for key %d, whose timer %d had ended", i, m.id)
 				}
 				m.ended.Add(1)
 			}
@@ -537,26 +543,27 @@ func (mw *mixedWorker) cancel(m *mixedTimer) {
 }
 
 // keyed schedules a timer on one of the worker's index keys (replacing
-// its pending one), or with ScheduleKey on a fresh key.
+// its pending one), with the key's own routing or ByKey's, exact or with
+// slack, or on a fresh string key of another Index.
 func (mw *mixedWorker) keyed() {
 	d := mw.delay()
 	m := mw.newTimer(d)
 	task := func() { mw.o.run(m) }
-	m.kind = "ScheduleKey"
+	var opts []shardwheel.TimerOption
+	m.kind = "Index.AfterFunc"
+	switch mw.rng.IntN(4) {
+	case 0:
+		m.kind = "Index.AfterFunc, ByKey"
+		opts = append(opts, shardwheel.ByKey(uint64(mw.rng.IntN(8))))
+	case 1:
+		m.kind = "Index.AfterFunc, Slack" // never early: the bound stays the delay's
+		opts = append(opts, shardwheel.Slack(time.Duration(mw.rng.IntN(10_000))*time.Microsecond))
+	}
 	if mw.rng.IntN(4) == 0 { // a fresh key, never used again
-		key := uint64(m.id) | 1<<62
-		m.kind = "ScheduleKey, fresh key"
-		var t shardwheel.Timer
-		var err error
-		if mw.rng.IntN(2) == 0 {
-			m.kind = "Handler.ScheduleKey, fresh key"
-			mw.byID.Store(key, m)
-			t, err = mw.h.ScheduleKey(key, d)
-		} else {
-			t, err = mw.s.ScheduleKey(key, d, task)
-		}
+		m.kind += ", fresh string key"
+		t, err := mw.fresh.AfterFunc(fmt.Sprintf("fresh %d", m.id), d, task, opts...)
 		if err != nil {
-			mw.o.fail("ScheduleKey: %v", err)
+			mw.o.fail("Index.AfterFunc: %v", err)
 			return
 		}
 		mw.accepted(m, t)
@@ -565,9 +572,9 @@ func (mw *mixedWorker) keyed() {
 	i := mw.rng.IntN(len(mw.keys))
 	m.key = mw.keys[i]
 	prev := mw.byKey[i]
-	t, err := mw.s.ScheduleKey(m.key, d, task)
+	t, err := mw.ix.AfterFunc(m.key, d, task, opts...)
 	if err != nil {
-		mw.o.fail("ScheduleKey: %v", err)
+		mw.o.fail("Index.AfterFunc: %v", err)
 		return
 	}
 	if prev != nil {

@@ -13,8 +13,8 @@ import (
 
 // FuzzSchedulerOps runs fuzzer-chosen sequences of every public entry point
 // (AfterFunc with any delay, nil tasks, Cancel, Reset, zero and foreign
-// handles, Stop and use after Stop, the keyed calls ScheduleKey,
-// CancelKey, ResetKey and Lookup on four keys that plain timers use too,
+// handles, Stop and use after Stop, the keyed calls Index.AfterFunc,
+// Index.Cancel, Index.Reset and Index.Lookup on four keys that plain timers use too,
 // Every with long and short periods under each policy, Slack,
 // and CancelWait) and checks each result against a model.
 // Timers either never fire during the run (delays of at least an hour) or
@@ -39,6 +39,7 @@ func FuzzSchedulerOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		s, err := shardwheel.New(shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
 		require.NoError(t, err)
+		ix := shardwheel.NewIndex[uint64](s)
 		defer s.Stop()
 		h, err := s.NewHandler(func(uint64) {}) // its timers carry no closure
 
@@ -163,15 +164,17 @@ func FuzzSchedulerOps(f *testing.F) {
 					tm.live, tm.open = false, false
 				}
 				stopped = true
-				require.Zero(t, shardwheel.IndexLen(s), "Stop empties the index")
-			case 8: // ScheduleKey (or the Handler's): replaces the key's indexed timer
+				require.Zero(t, indexLen(ix), "Stop empties the index")
+			case 8: // Index.AfterFunc (routed by the key's hash or by ByKey): replaces the key's indexed timer
 				key, d := uint64(arg%4), delays[arg/4%len(delays)]
 				var tm shardwheel.Timer
 				var err error
+				route := key // the key its handle carries
 				if arg/4%2 == 0 {
-					tm, err = s.ScheduleKey(key, d, func() {})
+					tm, err = ix.AfterFunc(key, d, func() {})
+					route = tm.Key() // the key's hash
 				} else {
-					tm, err = h.ScheduleKey(key, d)
+					tm, err = ix.AfterFunc(key, d, func() {}, shardwheel.ByKey(key))
 				}
 				if stopped {
 					require.ErrorIs(t, err, shardwheel.ErrStopped)
@@ -182,19 +185,19 @@ func FuzzSchedulerOps(f *testing.F) {
 					require.False(t, old.tm.Pending(), "the replaced timer has ended")
 					old.live, old.open = false, false
 				}
-				indexed[key] = add(tm, key, d)
-			case 9: // CancelKey
+				indexed[key] = add(tm, route, d)
+			case 9: // Index.Cancel
 				key := uint64(arg % 4)
 				cur := indexed[key]
-				keyedResult(cur, s.CancelKey(key))
+				keyedResult(cur, ix.Cancel(key))
 				if cur != nil {
 					cur.live, cur.open = false, false
 				}
 				delete(indexed, key)
-			case 10: // ResetKey to a long delay
+			case 10: // Index.Reset to a long delay
 				key := uint64(arg % 4)
 				cur := indexed[key]
-				got := s.ResetKey(key, delays[arg%longDelays])
+				got := ix.Reset(key, delays[arg%longDelays])
 				keyedResult(cur, got)
 				if got && !cur.long {
 					cur.long, cur.live, cur.open = true, true, false
@@ -239,13 +242,13 @@ func FuzzSchedulerOps(f *testing.F) {
 					require.True(t, tm.open, "CancelWait won for a short timer known to have ended")
 				}
 				tm.live, tm.open = false, false
-			case 11: // Lookup
+			case 11: // Index.Lookup
 				key := uint64(arg % 4)
 				cur := indexed[key]
-				tm, ok := s.Lookup(key)
+				tm, ok := ix.Lookup(key)
 				keyedResult(cur, ok)
 				if ok {
-					require.Equal(t, cur.tm, tm, "Lookup returns the key's indexed timer")
+					require.Equal(t, cur.tm, tm, "Index.Lookup returns the key's indexed timer")
 				}
 			default: // accessors on any handle
 				tm := pick()

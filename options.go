@@ -255,7 +255,7 @@ func WithAffinity(on bool) Option {
 // WithBlockedAfter sets how long a task may hold up the tasks behind it.
 // A shard's goroutine never runs a task: it hands each due timer's task,
 // in deadline order, to its runner, a goroutine that runs them one at a
-// time, so that the tasks of one key (ByKey, ScheduleKey) run one at a
+// time, so that the tasks of one key (ByKey, an Index's) run one at a
 // time, in deadline order. Once a task has
 // kept the tasks queued behind it waiting for d (looked at every d: it is
 // noticed between d and 2d after it started, and a tick later at most),

@@ -42,18 +42,19 @@ var readmeFrames = []readmeFrame{
 			must(quickStart(req, &clientConn{}))`,
 	},
 	{
-		marker: "s.ScheduleKey(key,",
-		name:   "streams",
-		sig:    "(s *shardwheel.Scheduler, conn *clientConn, streamID uint32, delay time.Duration) (bool, error)",
+		marker: "streams.AfterFunc(key,",
+		name:   "streamTimeout",
+		sig:    "(streams *shardwheel.Index[streamKey], conn *clientConn, streamID uint32, delay time.Duration) (bool, error)",
 		run: `s := newScheduler()
 			defer s.Stop()
+			streams := shardwheel.NewIndex[streamKey](s)
 			a := &clientConn{ID: 1, failed: make(chan uint32, 1)}
 			b := &clientConn{ID: 2, failed: make(chan uint32, 1)}
 			// Stream 1 on both connections: two keys, two timers.
-			if _, err := s.ScheduleKey(a.ID<<32|1, time.Millisecond, func() { a.FailStream(1) }); err != nil {
+			if _, err := streams.AfterFunc(streamKey{a.ID, 1}, time.Millisecond, func() { a.FailStream(1) }); err != nil {
 				panic(err)
 			}
-			cancelled, err := streams(s, b, 1, time.Hour)
+			cancelled, err := streamTimeout(streams, b, 1, time.Hour)
 			must(err)
 			check(cancelled, "b's stream 1 was not cancelled")
 			check(<-a.failed == 1, "a's stream 1 did not time out")`,
@@ -141,6 +142,9 @@ type clientConn struct {
 }
 
 func (c *clientConn) FailStream(streamID uint32) { c.failed <- streamID }
+
+// streamKey names a stream of a connection.
+type streamKey struct{ conn, stream uint64 }
 func (c *clientConn) Close()                     {}
 func (c *clientConn) Ping()                      {}
 

@@ -121,3 +121,6 @@ func (s *Scheduler) Pending() int {
 	}
 	return int(in - min(out, in))
 }
+
+// shardOf returns the shard whose node r names.
+func (s *Scheduler) shardOf(r shard.Ref) *shard.Shard { return s.shards[r.Shard()] }

@@ -61,9 +61,10 @@ func checkDue(t *testing.T, s *shardwheel.Scheduler, tm shardwheel.Timer, before
 }
 
 // TestExtremeDelaysSaturate tries every scheduling call, Reset and
-// ResetKey with the extreme delays.
+// Index.Reset with the extreme delays.
 func TestExtremeDelaysSaturate(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
+	ix := shardwheel.NewIndex[uint64](s)
 	h, err := s.NewHandler(func(uint64) {})
 	require.NoError(t, err)
 	var key uint64
@@ -73,9 +74,9 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 			key++
 			return s.AfterFunc(d, noop, shardwheel.ByKey(key))
 		},
-		"ScheduleKey": func(d time.Duration) (shardwheel.Timer, error) {
+		"Index.AfterFunc": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
-			return s.ScheduleKey(key, d, noop)
+			return ix.AfterFunc(key, d, noop)
 		},
 		"AfterFunc, ByKey, Slack": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
@@ -87,9 +88,9 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 			key++
 			return h.AfterFunc(key, d, shardwheel.ByKey(key))
 		},
-		"Handler.ScheduleKey": func(d time.Duration) (shardwheel.Timer, error) {
+		"Index.AfterFunc, ByKey, Slack": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
-			return h.ScheduleKey(key, d)
+			return ix.AfterFunc(key, d, noop, shardwheel.ByKey(key), shardwheel.Slack(time.Millisecond))
 		},
 		"Reset": func(d time.Duration) (shardwheel.Timer, error) {
 			tm, err := s.AfterFunc(time.Hour, noop)
@@ -98,11 +99,11 @@ func TestExtremeDelaysSaturate(t *testing.T) {
 			}
 			return tm, err
 		},
-		"ResetKey": func(d time.Duration) (shardwheel.Timer, error) {
+		"Index.Reset": func(d time.Duration) (shardwheel.Timer, error) {
 			key++
-			tm, err := s.ScheduleKey(key, time.Hour, noop)
-			if err == nil && !s.ResetKey(key, d) {
-				err = errors.New("ResetKey returned false")
+			tm, err := ix.AfterFunc(key, time.Hour, noop)
+			if err == nil && !ix.Reset(key, d) {
+				err = errors.New("Index.Reset returned false")
 			}
 			return tm, err
 		},

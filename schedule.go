@@ -151,19 +151,52 @@ func (s *Scheduler) AfterFunc(delay time.Duration, task func(), opts ...TimerOpt
 		r.Routed = true
 		return s.scheduleOn(sh, &r)
 	}
-	return s.afterFunc("AfterFunc", 0, false, delay, shard.Task{Func: task}, opts)
+	return s.schedule("AfterFunc", false, 0, false, delay, shard.Task{Func: task}, opts)
 }
 
-// afterFunc schedules a one-shot timer of task. A handler's task passes
-// its argument as arg (hasArg), which ByKey must then repeat.
-func (s *Scheduler) afterFunc(verb string, arg uint64, hasArg bool, delay time.Duration, task shard.Task, opts []TimerOption) (Timer, error) {
-	sp, err := s.specOf(verb, false, arg, hasArg, opts)
+// schedule schedules a timer of task: a series of period d if series, else
+// a one-shot timer due d from now. A handler's task passes its argument
+// as arg (hasArg), which ByKey must then repeat.
+func (s *Scheduler) schedule(verb string, series bool, arg uint64, hasArg bool, d time.Duration, task shard.Task, opts []TimerOption) (Timer, error) {
+	sh, r, err := s.timerRequest(verb, series, arg, hasArg, d, task, opts, nil)
 	if err != nil {
 		return Timer{}, err
 	}
-	r := s.request(sp.key, delay, task)
-	r.Slack, r.Routed = sp.slack, sp.byKey
-	return s.scheduleOn(s.localShard(), &r)
+	return s.scheduleOn(sh, &r)
+}
+
+// timerRequest reads a call's options, as specOf does, and returns the
+// shard to file the timer on and the request that describes it: a series
+// of period d if series, else a one-shot timer due d from now. An Index's
+// timer passes its key's hash as index: the timer is indexed, and routed
+// by that hash unless ByKey gives another key.
+func (s *Scheduler) timerRequest(verb string, series bool, arg uint64, hasArg bool, d time.Duration, task shard.Task,
+	opts []TimerOption, index *uint64) (*shard.Shard, shard.Request, error) {
+	sp, err := s.specOf(verb, series, arg, hasArg, opts)
+	if err != nil {
+		return nil, shard.Request{}, err
+	}
+	if index != nil && !sp.byKey {
+		sp.byKey, sp.key = true, *index
+	}
+	r := s.request(sp.key, d, task)
+	r.Indexed = index != nil
+	if !series {
+		r.Slack, r.Routed = sp.slack, sp.byKey
+		return s.localShard(), r, nil
+	}
+	if d < s.tick {
+		return nil, shard.Request{}, ErrBadPeriod
+	}
+	policy, _ := sp.missed.engine() // checked by specOf; SkipMissed is 0
+	r.Period, r.Missed = d, policy
+	// A series is filed on its key's shard from the start: it never
+	// crosses shards.
+	sh := s.localShard()
+	if sp.byKey {
+		sh = s.shards[s.route(sp.key)]
+	}
+	return sh, r, nil
 }
 
 // Every runs task periodically at the grid points start + k·period (k = 1,
@@ -207,24 +240,5 @@ func (s *Scheduler) Every(period time.Duration, task func(), opts ...TimerOption
 	if task == nil {
 		return Timer{}, ErrNilTask
 	}
-	return s.every("Every", 0, false, period, shard.Task{Func: task}, opts)
-}
-
-// every schedules a series of task, as afterFunc a one-shot timer.
-func (s *Scheduler) every(verb string, arg uint64, hasArg bool, period time.Duration, task shard.Task, opts []TimerOption) (Timer, error) {
-	sp, err := s.specOf(verb, true, arg, hasArg, opts)
-	if err != nil {
-		return Timer{}, err
-	}
-	if period < s.tick {
-		return Timer{}, ErrBadPeriod
-	}
-	policy, _ := sp.missed.engine() // checked by specOf; SkipMissed is 0
-	sh := s.localShard()
-	if sp.byKey {
-		sh = s.shards[s.route(sp.key)]
-	}
-	r := s.request(sp.key, period, task)
-	r.Period, r.Missed = period, policy
-	return s.scheduleOn(sh, &r)
+	return s.schedule("Every", true, 0, false, period, shard.Task{Func: task}, opts)
 }

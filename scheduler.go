@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,14 +14,14 @@ import (
 )
 
 var (
-	// ErrStopped is returned by AfterFunc, Every, ScheduleKey and the
-	// Handler forms, and by NewHandler, after Stop (or Shutdown).
+	// ErrStopped is returned by AfterFunc and Every (the Scheduler's, a
+	// Handler's, an Index's), and by NewHandler, after Stop (or Shutdown).
 	ErrStopped = errors.New("shardwheel: scheduler stopped")
-	// ErrTooManyPending is returned by AfterFunc, Every and ScheduleKey when the
+	// ErrTooManyPending is returned by AfterFunc and Every when the
 	// limit set by WithMaxPending is reached, or wrapped when a shard holds
 	// its capacity of ShardCapacity timers.
 	ErrTooManyPending = errors.New("shardwheel: too many pending timers")
-	// ErrNilTask is returned by AfterFunc, Every and ScheduleKey for a
+	// ErrNilTask is returned by AfterFunc and Every for a
 	// nil task, by NewHandler for a nil function, and by the zero
 	// Handler's methods.
 	ErrNilTask = errors.New("shardwheel: nil task")
@@ -52,7 +53,6 @@ const ShardCapacity = 1<<26 - 1
 type Scheduler struct {
 	// Immutable after New.
 	shards   []*shard.Shard
-	index    []keyIndex // per shard (see keyed.go)
 	tick     time.Duration
 	limit    int64          // WithMaxPending, 0 for none
 	handlers shard.Handlers // shared by the shards (see handler.go); Add locks
@@ -69,6 +69,11 @@ type Scheduler struct {
 	bubbled  bool // made inside a testing/synctest bubble: its clock is the bubble's
 	stopping atomic.Bool
 	stopped  chan struct{} // closed when the first Stop has drained
+	// indexes lists the Indexes of s (index.go), for the shard goroutines'
+	// unindex and for Stop; NewIndex, under indexMu, stores a new list
+	// with one more, so readers load it without a lock.
+	indexes atomic.Pointer[[]indexer]
+	indexMu sync.Mutex
 	// dry is set while no shard has a spare pending token (see
 	// shard/tokens.go): read by rejected Schedules and by every token
 	// given back, written only as the limit is reached and left, so it
@@ -128,7 +133,6 @@ func New(opts ...Option) (*Scheduler, error) {
 	clock, epoch, skew := shard.NewClock()
 	s := &Scheduler{
 		shards:  make([]*shard.Shard, c.shards),
-		index:   make([]keyIndex, c.shards),
 		tick:    c.tick,
 		limit:   int64(c.maxPending),
 		clock:   clock,
@@ -150,7 +154,6 @@ func New(opts ...Option) (*Scheduler, error) {
 		if int64(i) < s.limit%n {
 			q++
 		}
-		s.index[i] = newKeyIndex()
 		cfg := c.shardConfig(q)
 		cfg.Limited = s.limit > 0
 		cfg.ID, cfg.Shards, cfg.Home = i, c.shards, i%procs
@@ -165,9 +168,7 @@ func New(opts ...Option) (*Scheduler, error) {
 			}
 		}
 		cfg.Group = group
-		// An indexed timer is filed on the shard it was scheduled on;
-		// its entry is in the index of the shard its key routes to.
-		cfg.Unindex = func(key uint64, r shard.Ref) { s.index[s.route(key)].unindex(key, r) }
+		cfg.Unindex = s.unindex
 		if c.affinity {
 			cfg.Pin, cfg.OnPinError = pinner(i, c.log)
 		}

@@ -195,6 +195,7 @@ func TestPassTimeAndSlowestPassAcrossShards(t *testing.T) {
 // over counted as stopped and replaced keyed timers as cancelled.
 func TestStatsAddUpWithContextsHandedOverByStop(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
+	ix := shardwheel.NewIndex[uint64](s)
 	ran := make(chan struct{})
 	_, err := s.AfterFunc(0, func() { close(ran) }, shardwheel.ByKey(1))
 	require.NoError(t, err)
@@ -202,9 +203,9 @@ func TestStatsAddUpWithContextsHandedOverByStop(t *testing.T) {
 	c, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(2))
 	require.NoError(t, err)
 	require.True(t, c.Cancel())
-	_, err = s.ScheduleKey(3, time.Hour, noop)
+	_, err = ix.AfterFunc(3, time.Hour, noop)
 	require.NoError(t, err)
-	_, err = s.ScheduleKey(3, time.Hour, noop) // replaces: one cancelled
+	_, err = ix.AfterFunc(3, time.Hour, noop) // replaces: one cancelled
 	require.NoError(t, err)
 	_, cancel := s.WithTimeout(context.Background(), time.Hour)
 	defer cancel()

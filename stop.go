@@ -10,9 +10,10 @@ import (
 // Stop stops every shard, waits for their goroutines to return, and returns
 // the timers that had not ended, plain and indexed: they never run, their
 // handles report not pending, and Timer.Task gives back their tasks, so
-// that their work can be handed elsewhere. It empties the key index, so
-// keyed calls find nothing afterwards. After Stop, AfterFunc, Every,
-// ScheduleKey, the Handler forms and NewHandler return ErrStopped.
+// that their work can be handed elsewhere. It empties every Index, so
+// their calls find nothing afterwards. After Stop, AfterFunc and Every
+// (the Scheduler's, a Handler's, an Index's) and NewHandler return
+// ErrStopped.
 //
 // Timers whose task is the CancelFunc of a context from WithTimeout,
 // WithDeadline or their Cause variants (the context's own timer among
@@ -103,11 +104,13 @@ func (s *Scheduler) Shutdown(ctx context.Context) ([]Timer, error) {
 			return true
 		})
 	}
-	// Every indexed timer has ended: drop the index. A ScheduleKey racing
-	// with Stop that stores its entry after this sees its timer ended and
-	// deletes the entry itself.
-	for i := range s.index {
-		s.index[i].m.Clear()
+	// Every indexed timer has ended: drop the indexes. A scheduling call
+	// racing with Stop that stores its entries after this sees its timer
+	// ended and deletes them itself.
+	if p := s.indexes.Load(); p != nil {
+		for _, ix := range *p {
+			ix.clear()
+		}
 	}
 	err := s.waitTasks(ctx, gid)
 	close(s.stopped)

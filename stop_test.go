@@ -461,6 +461,7 @@ func TestShutdownWithADoneContextSaysWhetherAnythingRuns(t *testing.T) {
 // handles are then inert.
 func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
+	ix := shardwheel.NewIndex[uint64](s)
 	pending, err := s.AfterFunc(time.Hour, noop, shardwheel.ByKey(1))
 	require.NoError(t, err)
 	assert.Nil(t, pending.Task())
@@ -473,11 +474,11 @@ func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 	<-ran
 	assert.Nil(t, cancelled.Task())
 	assert.Nil(t, fired.Task())
-	keyed, err := s.ScheduleKey(4, time.Hour, noop)
+	keyed, err := ix.AfterFunc(4, time.Hour, noop)
 	require.NoError(t, err)
-	replaced, err := s.ScheduleKey(5, time.Hour, noop)
+	replaced, err := ix.AfterFunc(5, time.Hour, noop)
 	require.NoError(t, err)
-	_, err = s.ScheduleKey(5, time.Hour, noop)
+	_, err = ix.AfterFunc(5, time.Hour, noop)
 	require.NoError(t, err)
 
 	out := s.Stop()
@@ -494,9 +495,9 @@ func TestTaskIsNilUnlessStopReturnedTheTimer(t *testing.T) {
 	assert.Nil(t, fired.Task())
 	assert.Nil(t, replaced.Task())
 	assert.Nil(t, shardwheel.Timer{}.Task())
-	_, ok := s.Lookup(4)
+	_, ok := ix.Lookup(4)
 	assert.False(t, ok)
-	assert.Zero(t, shardwheel.IndexLen(s))
+	assert.Zero(t, indexLen(ix))
 }
 
 // TestShutdownClaimsTheOtherTimersOfTheHungTick: Shutdown returns ctx's

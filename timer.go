@@ -26,10 +26,10 @@ type Timer struct {
 // that the closure can be collected at once. The timer's node (its 32
 // bytes) stays in the wheel until the wheel meets it or a sweep frees it
 // (Stats.HeldCancelled); a Cancel on the wheel's own P of the timer filed
-// last there, not from ScheduleKey, frees it at once (Stats.TakenBack). An
-// indexed timer (from ScheduleKey) cancelled this way is no longer its
-// key's: CancelKey, ResetKey and Lookup no longer find it, and the shard
-// drops its index entry when it frees the node.
+// last there, not an Index's, frees it at once (Stats.TakenBack). An
+// Index's timer cancelled this way is no longer its key's: the Index's
+// Cancel, Reset, Lookup and All no longer find it, and the shard drops its
+// entries when it frees the node.
 func (t Timer) Cancel() bool {
 	return t.sh != nil && t.sh.Cancel(t.ref)
 }
@@ -74,7 +74,9 @@ func (t Timer) Task() func() {
 	return t.sh.Func(t.sh.Claimed(t.ref), t.key)
 }
 
-// Key returns the key the timer was scheduled with.
+// Key returns the key the timer carries: ByKey's, a Handler timer's
+// argument, an Index's timer's routing key (ByKey's, else the hash of its
+// index key), and 0 for any other.
 func (t Timer) Key() uint64 { return t.key }
 
 // Deadline returns when the timer is due, or the zero Time if it has ended.

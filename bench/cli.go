@@ -209,7 +209,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		return fs
 	}
 	seedHelp := "random seed of the load; both implementations get the same one"
-	keyedHelp := "cancel and reset by request and connection id rather than by handle: shardwheel through ScheduleKey/CancelKey/ResetKey " +
+	keyedHelp := "cancel and reset by request and connection id rather than by handle: shardwheel through an Index (AfterFunc/Cancel/Reset) " +
 		"(by default s.AfterFunc + Timer.Cancel/Reset), time.AfterFunc through a sync.Map of timers"
 	switch o.cmd {
 	case "tune":
@@ -219,7 +219,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	}
 	if o.cmd == "tune" || o.cmd == "lag" {
 		// They run shardwheel alone.
-		keyedHelp = "cancel and reset by request and connection id rather than by handle: shardwheel's ScheduleKey/CancelKey/ResetKey " +
+		keyedHelp = "cancel and reset by request and connection id rather than by handle: shardwheel's Index (AfterFunc/Cancel/Reset) " +
 			"(by default s.AfterFunc + Timer.Cancel/Reset)"
 	}
 	fs.Uint64Var(&o.load.Seed, "seed", o.load.Seed, seedHelp)

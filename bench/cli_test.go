@@ -239,7 +239,7 @@ func TestRunHelp(t *testing.T) {
 		_, flags, ok := strings.Cut(stdout.String(), "Flags of "+cmd+":")
 		require.True(t, ok, cmd)
 		assert.Contains(t, flags, "-keyed", cmd)
-		assert.Contains(t, flags, "ScheduleKey/CancelKey/ResetKey", cmd)
+		assert.Contains(t, flags, "Index (AfterFunc/Cancel/Reset)", cmd)
 		assert.NotContains(t, flags, "time.AfterFunc", cmd)
 		assert.NotContains(t, flags, "both implementations", cmd)
 	}

@@ -166,7 +166,7 @@ func (c *Comparison) writeText(w io.Writer) error {
 		c.Load.Duration, c.Load.Warmup, plural(c.Load.Workers, "load goroutine"), c.Load.Seed)
 	fmt.Fprintf(&b, "; shardwheel: %s, tick %v%s\n", plural(c.Shards, "shard"), c.Tick, affinityNote(c.Affinity))
 	if c.Keyed {
-		b.WriteString("calls, by key: shardwheel s.ScheduleKey, s.CancelKey, s.ResetKey; time.AfterFunc through a sync.Map of timers\n")
+		b.WriteString("calls, by key: shardwheel ix.AfterFunc, ix.Cancel, ix.Reset (an Index); time.AfterFunc through a sync.Map of timers\n")
 	} else {
 		b.WriteString("calls: shardwheel s.AfterFunc (no key), Timer.Cancel, Timer.Reset; time.AfterFunc, Timer.Stop, Timer.Reset\n")
 	}

@@ -180,7 +180,7 @@ func TestCompareKeyed(t *testing.T) {
 
 	stdout.Reset()
 	require.Equal(t, exitOK, run(keyedArgs(), &stdout, &stderr), stderr.String())
-	assert.Contains(t, stdout.String(), "calls, by key: shardwheel s.ScheduleKey, s.CancelKey, s.ResetKey")
+	assert.Contains(t, stdout.String(), "calls, by key: shardwheel ix.AfterFunc, ix.Cancel, ix.Reset (an Index)")
 }
 
 func TestCompareInterruptedMidRun(t *testing.T) {

@@ -54,7 +54,7 @@ func runWheel(ctx context.Context, spec runSpec) (Result, error) {
 	r := Result{Impl: nameWheel, Call: callWheel, Shards: spec.shards, Tick: spec.tick, Affinity: spec.affinity, Keyed: spec.keyed}
 	if spec.keyed {
 		r.Call = callWheelKeyed
-		err = drive(ctx, spec, &r, base, keyedWheel{s}, win, s.Stats)
+		err = drive(ctx, spec, &r, base, keyedWheel{s, shardwheel.NewIndex[uint64](s)}, win, s.Stats)
 	} else {
 		err = drive(ctx, spec, &r, base, wheel{s}, win, s.Stats)
 	}

@@ -54,27 +54,30 @@ func (w wheel) Reset(t shardwheel.Timer, _ uint64, d time.Duration, f func()) (s
 // handles are not needed.
 func (w wheel) Close(iter.Seq[shardwheel.Timer]) { w.s.Stop() }
 
-// keyedWheel adapts a shardwheel.Scheduler through its keyed API, as a
+// keyedWheel adapts a shardwheel.Scheduler through an Index, as a
 // multiplexed client uses it: the load's handle is the timer's key (a
-// request or connection id), and the scheduler's index finds the timer.
-type keyedWheel struct{ s *shardwheel.Scheduler }
+// request or connection id), and the Index finds the timer.
+type keyedWheel struct {
+	s  *shardwheel.Scheduler
+	ix *shardwheel.Index[uint64]
+}
 
 func (w keyedWheel) Schedule(key uint64, d time.Duration, f func()) (uint64, error) {
-	_, err := w.s.ScheduleKey(key, d, f)
+	_, err := w.ix.AfterFunc(key, d, f)
 	return key, err
 }
 
-func (w keyedWheel) Cancel(key uint64) bool { return w.s.CancelKey(key) }
+func (w keyedWheel) Cancel(key uint64) bool { return w.ix.Cancel(key) }
 
-// Reset falls back to ScheduleKey when the key's timer has ended, as
-// wheel's Reset falls back to AfterFunc.
+// Reset falls back to AfterFunc when the key's timer has ended, as
+// wheel's Reset does.
 func (w keyedWheel) Reset(key, _ uint64, d time.Duration, f func()) (uint64, bool) {
-	if w.s.ResetKey(key, d) {
+	if w.ix.Reset(key, d) {
 		return key, true
 	}
 	// On an error (the run is stopping) the key simply has no timer, as
 	// wheel's Reset keeps its ended handle.
-	_, _ = w.s.ScheduleKey(key, d, f)
+	_, _ = w.ix.AfterFunc(key, d, f)
 	return key, false
 }
 

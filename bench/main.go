@@ -12,8 +12,8 @@
 //   - compare (the default, about three minutes): a proxy-shaped load
 //     (request timeouts, most cancelled by their response; idle timers
 //     reset on every read; a million timers resident) against shardwheel
-//     (s.AfterFunc, Timer.Cancel, Timer.Reset; -keyed: s.ScheduleKey,
-//     s.CancelKey, s.ResetKey), alone and against time.AfterFunc, in one
+//     (s.AfterFunc, Timer.Cancel, Timer.Reset; -keyed: an Index's
+//     AfterFunc, Cancel and Reset), alone and against time.AfterFunc, in one
 //     process; then the churn load below (-churn-rounds 0 leaves it out).
 //   - churn: the delayed-cancel load the library is judged on. Each of G
 //     goroutines schedules a 30s timer and cancels the one it scheduled

@@ -18,7 +18,7 @@ const (
 // Result.Call records them.
 const (
 	callWheel       = "s.AfterFunc"
-	callWheelKeyed  = "s.ScheduleKey"
+	callWheelKeyed  = "ix.AfterFunc"
 	callStdlib      = "time.AfterFunc"
 	callStdlibKeyed = "time.AfterFunc in a sync.Map"
 	callNull        = "none"
@@ -29,8 +29,8 @@ const (
 type Result struct {
 	Impl string `json:"impl"`
 	// Call is the call that schedules the timers: s.AfterFunc (with
-	// Timer.Cancel and Reset), s.ScheduleKey (with CancelKey and
-	// ResetKey), time.AfterFunc, time.AfterFunc in a sync.Map, or none
+	// Timer.Cancel and Reset), ix.AfterFunc (an Index's, with its Cancel
+	// and Reset), time.AfterFunc, time.AfterFunc in a sync.Map, or none
 	// (the load alone).
 	Call   string        `json:"call"`
 	Shards int           `json:"shards,omitempty"`

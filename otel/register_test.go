@@ -136,7 +136,7 @@ func TestKnownValues(t *testing.T) {
 				Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, DataPoints: []metricdata.DataPoint[int64]{{Value: pending}}}},
 			{Name: "shardwheel.timer.scheduled", Unit: "{timer}", Description: "Timers accepted by AfterFunc and its kin.", Data: sum(true, 7, 3)},
 			{Name: "shardwheel.timer.fired", Unit: "{timer}", Description: "Timers fired: their tasks handed to the shard's runner.", Data: sum(true, 3, 0)},
-			{Name: "shardwheel.timer.cancelled", Unit: "{timer}", Description: "Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.", Data: sum(true, 1, 2)},
+			{Name: "shardwheel.timer.cancelled", Unit: "{timer}", Description: "Cancel calls that returned true, an Index's Cancel and the timers its calls replaced included.", Data: sum(true, 1, 2)},
 			{Name: "shardwheel.timer.resets", Unit: "{reset}", Description: "Successful Reset calls.", Data: sum(true, 1, 0)},
 			{Name: "shardwheel.timer.stopped", Unit: "{timer}", Description: "Timers claimed by Stop, which never ran.", Data: sum(true, stopped[0], stopped[1])},
 			{Name: "shardwheel.task.panics", Unit: "{panic}", Description: "Tasks that panicked or called runtime.Goexit.", Data: sum(true, 1, 0)},

@@ -99,7 +99,7 @@ shardwheel_timers_scheduled_total{shard="1"} 3
 # TYPE shardwheel_timers_fired_total counter
 shardwheel_timers_fired_total{shard="0"} 3
 shardwheel_timers_fired_total{shard="1"} 0
-# HELP shardwheel_timers_cancelled_total Cancel calls that returned true, CancelKey and replacements by ScheduleKey included.
+# HELP shardwheel_timers_cancelled_total Cancel calls that returned true, an Index's Cancel and the timers its calls replaced included.
 # TYPE shardwheel_timers_cancelled_total counter
 shardwheel_timers_cancelled_total{shard="0"} 1
 shardwheel_timers_cancelled_total{shard="1"} 2

@@ -193,9 +193,10 @@
 //     the proxy's line, the timer's node), and K's goroutine runs it and
 //     hands the node back on this shard's attention stack. Timers
 //     cancelled before they come near touch nothing of K's.
-//   - ScheduleKey adds its key's index entry: a bucket of the index of
-//     the shard its key routes to, wherever the caller runs (package
-//     shardwheel's keyed.go).
+//   - An Index's AfterFunc and Every add their key's entries: a bucket
+//     of the part of the Index of the shard the key's hash routes to, and
+//     one of the part of the shard the timer is filed on, wherever the
+//     caller runs (package shardwheel's index.go).
 //   - Readers (Pending, Stats): every shard's owner, runs and goroutine
 //     lines (its published counts) and lanes, read only: they write
 //     nothing a Schedule or Cancel writes. Stats may signal an idle shard

@@ -47,8 +47,7 @@ type Request struct {
 	// runs at the grid points Now + k*Period, k >= 1 (Delay is ignored;
 	// a Period beyond MaxDelay is clamped), and Missed (SkipMissed,
 	// BurstMissed or DelayMissed) says what it does with the points it
-	// misses. Schedule then allocates the series' record. Not with
-	// Indexed.
+	// misses. Schedule then allocates the series' record.
 	Period time.Duration
 	Missed uint8
 	// Routed makes the timer run on the shard Config.Group routes Key to

@@ -14,7 +14,7 @@ import (
 //
 //	bits 63..44  tag      low 20 bits of the node's generation
 //	bit  43      routed   a timer with a key, run on its key's shard (cross.go)
-//	bit  42      indexed  a ScheduleKey timer: its key index must hear of its end
+//	bit  42      indexed  an Index's timer: its Index must hear of its end
 //	bit  41      queued   the node is on the attention stack
 //	bits 40..38  status   new, pending, fired, cancelling, cancelled, stopped, running, handed
 //	bits 37..0   ticks    deadline tick modulo 2^38

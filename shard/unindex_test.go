@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,4 +63,29 @@ func TestUnindexHearsOfEveryIndexedEnd(t *testing.T) {
 	assert.Zero(t, heard[call{6, unindexed}], "nor one CancelUnindexed stopped")
 	assert.Len(t, heard, 4)
 	assert.Zero(t, h.pending())
+}
+
+// TestUnindexHearsOfAnIndexedSeriesEnd: an indexed series is not
+// reported while it runs, period after period, but once when a Cancel
+// ends it, and never when CancelUnindexed does.
+func TestUnindexHearsOfAnIndexedSeriesEnd(t *testing.T) {
+	heard := map[Ref]int{}
+	h := newHarness(t, func(c *Config) {
+		c.Unindex = func(_ uint64, r Ref) { heard[r]++ }
+	})
+	var runs atomic.Int32
+	series := func(key uint64) Ref {
+		r, rej := h.sh.Schedule(&Request{Key: key, Now: h.sh.clock.Now(), Task: Task{Func: func() { runs.Add(1) }},
+			Period: testTick, Indexed: true})
+		require.Equal(t, Accepted, rej)
+		return r
+	}
+	cancelled, unindexed := series(1), series(2)
+	h.step(5 * testTick)
+	require.Eventually(t, func() bool { return runs.Load() >= 4 }, waitFor, time.Millisecond, "the series run")
+	assert.Empty(t, heard, "a live series is not reported")
+	require.True(t, h.sh.Cancel(cancelled))
+	require.True(t, h.sh.CancelUnindexed(unindexed))
+	h.step(3 * testTick)
+	assert.Equal(t, map[Ref]int{cancelled: 1}, heard)
 }

@@ -72,8 +72,8 @@ func (p Pass) slower(q Pass) bool {
 // WithBlockedAfter, which went to another runner while it went on.
 type BlockedTask struct {
 	// Key is the timer's key, and Keyed whether the key's later timers
-	// wait for the task (a one-shot timer with ByKey, or from
-	// ScheduleKey). Timers without a key and series have none (a
+	// wait for the task (a one-shot timer with ByKey, or an Index's
+	// one-shot timer). Timers without a key and series have none (a
 	// series' next run waits for its last anyway): Keyed is false.
 	Key   uint64 `json:"key"`
 	Keyed bool   `json:"keyed"`

@@ -42,8 +42,8 @@ type Shard struct {
 	// shard's runner, which starts each after those handed before it
 	// (TaskTime counts them as they return).
 	Fired uint64 `json:"fired"`
-	// Cancelled counts Cancel calls that returned true (CancelKey and
-	// replacements by ScheduleKey included).
+	// Cancelled counts Cancel calls that returned true (an Index's
+	// Cancel and the timers its AfterFunc and Every replaced included).
 	Cancelled uint64 `json:"cancelled"`
 	// TakenBack counts the cancelled timers whose node the cancelling
 	// call freed itself: the shard did no work for them (a subset of
@@ -119,7 +119,7 @@ type Shard struct {
 	// drop and BurstMissed runs late.
 	PeriodicMissed uint64 `json:"periodic_missed"`
 	// Crossed counts the timers with a key (ByKey one-shot timers and
-	// ScheduleKey's, of closures or Handlers) that this shard filed and
+	// an Index's one-shot timers) that this shard filed and
 	// handed over to the shard their key routes to, as they came near
 	// their deadline, for that shard's runner to run. A timer
 	// cancelled before it comes near never crosses. It counts in the

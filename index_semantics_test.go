@@ -19,6 +19,7 @@ import (
 type keyedRun struct {
 	t      *testing.T
 	s      *shardwheel.Scheduler
+	ix     *shardwheel.Index[uint64]
 	timers map[string]shardwheel.Timer
 	ran    map[string]*atomic.Int32
 }
@@ -47,7 +48,7 @@ func (r *keyedRun) exec(st step) {
 		if st.do == "schedule" {
 			tm, err = r.s.AfterFunc(d, task, shardwheel.ByKey(st.key))
 		} else {
-			tm, err = r.s.ScheduleKey(st.key, d, task)
+			tm, err = r.ix.AfterFunc(st.key, d, task, shardwheel.ByKey(st.key))
 		}
 		require.NoError(t, err)
 		if st.long { // a timer due at once may have run already
@@ -55,11 +56,11 @@ func (r *keyedRun) exec(st step) {
 		}
 		r.timers[st.name], r.ran[st.name] = tm, ran
 	case "cancel-key":
-		assert.Equal(t, st.want, r.s.CancelKey(st.key), "CancelKey(%d)", st.key)
+		assert.Equal(t, st.want, r.ix.Cancel(st.key), "Index.Cancel(%d)", st.key)
 	case "reset-key":
-		assert.Equal(t, st.want, r.s.ResetKey(st.key, time.Hour), "ResetKey(%d)", st.key)
+		assert.Equal(t, st.want, r.ix.Reset(st.key, time.Hour), "Index.Reset(%d)", st.key)
 	case "lookup":
-		tm, ok := r.s.Lookup(st.key)
+		tm, ok := r.ix.Lookup(st.key)
 		assert.Equal(t, st.want, ok, "Lookup(%d) found", st.key)
 		if st.want {
 			assert.Equal(t, r.timers[st.name], tm, "Lookup(%d) returns %s", st.key, st.name)
@@ -89,7 +90,7 @@ func TestKeyedSemantics(t *testing.T) {
 		ran     []string // timers whose task ran, once; the others never ran
 		pending []string // timers still pending at the end
 	}{
-		{"CancelKey stops the indexed timer, once", []step{
+		{"Index.Cancel stops the indexed timer, once", []step{
 			{do: "schedule-key", name: "a", key: 1, long: true},
 			{do: "lookup", key: 1, name: "a", want: true},
 			{do: "cancel-key", key: 1, want: true},
@@ -113,7 +114,7 @@ func TestKeyedSemantics(t *testing.T) {
 			{do: "cancel-key", key: 1, want: true},
 			{do: "cancel-key", key: 1},
 		}, nil, []string{"p", "p2"}},
-		{"ScheduleKey replaces the pending indexed timer", []step{
+		{"Index.AfterFunc replaces the pending indexed timer", []step{
 			{do: "schedule-key", name: "old", key: 1, long: true},
 			{do: "schedule-key", name: "new", key: 1, long: true},
 			{do: "cancel", name: "old", want: false},
@@ -134,14 +135,14 @@ func TestKeyedSemantics(t *testing.T) {
 			{do: "cancel-key", key: 1},
 			{do: "reset-key", key: 1},
 		}, nil, nil},
-		{"ResetKey finds only a pending indexed timer", []step{
+		{"Index.Reset finds only a pending indexed timer", []step{
 			{do: "schedule-key", name: "a", key: 1, long: true},
 			{do: "reset-key", key: 1, want: true},
 			{do: "lookup", key: 1, name: "a", want: true},
 			{do: "cancel-key", key: 1, want: true},
 			{do: "reset-key", key: 1},
 		}, nil, nil},
-		{"ResetKey revives nothing that ran", []step{
+		{"Index.Reset revives nothing that ran", []step{
 			{do: "schedule-key", name: "a", key: 1},
 			{do: "wait-ran", name: "a"},
 			{do: "reset-key", key: 1},
@@ -164,7 +165,8 @@ func TestKeyedSemantics(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
-			r := &keyedRun{t: t, s: s, timers: map[string]shardwheel.Timer{}, ran: map[string]*atomic.Int32{}}
+			ix := shardwheel.NewIndex[uint64](s)
+			r := &keyedRun{t: t, s: s, ix: shardwheel.NewIndex[uint64](s), timers: map[string]shardwheel.Timer{}, ran: map[string]*atomic.Int32{}}
 			for _, st := range c.steps {
 				r.exec(st)
 			}
@@ -176,11 +178,11 @@ func TestKeyedSemantics(t *testing.T) {
 			}
 			indexed := 0
 			for _, k := range []uint64{1, 2, 7} {
-				if _, ok := s.Lookup(k); ok {
+				if _, ok := ix.Lookup(k); ok {
 					indexed++
 				}
 			}
-			require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == indexed }, waitFor, pollEvery,
+			require.Eventually(t, func() bool { return indexLen(ix) == indexed }, waitFor, pollEvery,
 				"the index keeps an entry only for pending indexed timers")
 			assert.Equal(t, len(c.pending), s.Pending())
 		})
@@ -197,10 +199,10 @@ type keyedFate struct {
 }
 
 // TestKeyedHammerExactlyOnce hammers four keys on two shards from eight
-// goroutines with ScheduleKey (some timers due at once), plain Schedule on
-// the same keys, CancelKey, ResetKey, Lookup and Cancel through handles,
+// goroutines with Index.AfterFunc (some timers due at once), plain Schedule on
+// the same keys, Index.Cancel, Index.Reset, Index.Lookup and Cancel through handles,
 // at several GOMAXPROCS. Half way it checks that each key has at most one
-// pending indexed timer and that Lookup finds exactly it; in the second
+// pending indexed timer and that Index.Lookup finds exactly it; in the second
 // half Stop races the calls. Then every timer must have ended exactly one
 // way: a plain timer ran, was cancelled through its handle or was returned
 // by Stop; an indexed one the same, or was cancelled by key or replaced,
@@ -218,16 +220,17 @@ func TestKeyedHammerExactlyOnce(t *testing.T) {
 
 func keyedHammer(t *testing.T, workers, ops int) {
 	s := newUnstopped(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	ix := shardwheel.NewIndex[uint64](s)
 	keys := append(keysFor(s, 0, 2), keysFor(s, 1, 2)...)
 	var (
 		mu        sync.Mutex // guards fates, byHandle and looked; never held across a scheduler call
 		fates     []*keyedFate
 		byHandle  = map[shardwheel.Timer]*keyedFate{}
-		looked    []shardwheel.Timer // handles Lookup returned
+		looked    []shardwheel.Timer // handles Index.Lookup returned
 		stopped   []shardwheel.Timer
 		stopOnce  sync.Once
 		opsDone   atomic.Int64
-		keyCancel atomic.Int64 // CancelKey calls that returned true
+		keyCancel atomic.Int64 // Index.Cancel calls that returned true
 	)
 	delays := []time.Duration{0, time.Millisecond, 3 * time.Millisecond, time.Hour}
 	work := func(seed uint64, n int, stopAt int64) {
@@ -243,7 +246,7 @@ func keyedHammer(t *testing.T, workers, ops int) {
 				d := delays[rng.IntN(len(delays))]
 				var err error
 				if f.keyed {
-					f.handle, err = s.ScheduleKey(k, d, func() { f.ran.Add(1) })
+					f.handle, err = ix.AfterFunc(k, d, func() { f.ran.Add(1) }, shardwheel.ByKey(k))
 				} else {
 					f.handle, err = s.AfterFunc(d, func() { f.ran.Add(1) }, shardwheel.ByKey(k))
 				}
@@ -256,13 +259,13 @@ func keyedHammer(t *testing.T, workers, ops int) {
 				byHandle[f.handle] = f
 				mu.Unlock()
 			case 3:
-				if s.CancelKey(k) {
+				if ix.Cancel(k) {
 					keyCancel.Add(1)
 				}
 			case 4:
-				s.ResetKey(k, delays[1+rng.IntN(len(delays)-1)])
+				ix.Reset(k, delays[1+rng.IntN(len(delays)-1)])
 			case 5:
-				if h, ok := s.Lookup(k); ok {
+				if h, ok := ix.Lookup(k); ok {
 					assert.Equal(t, k, h.Key())
 					mu.Lock()
 					looked = append(looked, h)
@@ -290,7 +293,7 @@ func keyedHammer(t *testing.T, workers, ops int) {
 	}
 
 	phase(-1)
-	// Quiescent: at most one pending indexed timer per key, and Lookup
+	// Quiescent: at most one pending indexed timer per key, and Index.Lookup
 	// finds it (once the short timers have settled).
 	var crowded []int // a key's count of pending indexed timers, when above 1
 	require.Eventually(t, func() bool {
@@ -305,13 +308,13 @@ func keyedHammer(t *testing.T, workers, ops int) {
 				crowded = append(crowded, len(live))
 				return true
 			}
-			got, ok := s.Lookup(k)
+			got, ok := ix.Lookup(k)
 			if ok != (len(live) == 1) || ok && got != live[0] {
 				return false
 			}
 		}
 		return true
-	}, waitFor, pollEvery, "Lookup finds each key's one pending indexed timer")
+	}, waitFor, pollEvery, "Index.Lookup finds each key's one pending indexed timer")
 	require.Empty(t, crowded, "keys with more than one pending indexed timer")
 
 	phase(opsDone.Load() + int64(workers*ops/4)) // Stop half way through
@@ -324,8 +327,8 @@ func keyedHammer(t *testing.T, workers, ops int) {
 	}
 	for _, h := range looked {
 		f := byHandle[h]
-		require.NotNil(t, f, "Lookup returned a handle no call returned")
-		require.True(t, f.keyed, "Lookup returned a plain timer")
+		require.NotNil(t, f, "Index.Lookup returned a handle no call returned")
+		require.True(t, f.keyed, "Index.Lookup returned a plain timer")
 	}
 	unaccounted := int64(0) // indexed timers cancelled by key or replaced
 	ran := int64(0)
@@ -348,35 +351,36 @@ func keyedHammer(t *testing.T, workers, ops int) {
 	assert.Equal(t, uint64(len(fates)), st.Total.Scheduled)
 	assert.Equal(t, int64(len(fates)), ran+int64(st.Total.Cancelled)+int64(len(stopped)))
 	assert.Zero(t, s.Pending())
-	assert.Zero(t, shardwheel.IndexLen(s), "Stop empties the index, also of ScheduleKeys racing it")
+	assert.Zero(t, indexLen(ix), "Stop empties the index, also of Index.AfterFunc calls racing it")
 }
 
-// TestResetKeyNeverEarly pushes the deadlines of many indexed timers
+// TestIndexResetNeverEarly pushes the deadlines of many indexed timers
 // forward by key, as a connection's reads would, and checks that each
-// task runs no earlier than its last successful ResetKey plus the delay:
+// task runs no earlier than its last successful Index.Reset plus the delay:
 // never at an old deadline.
-func TestResetKeyNeverEarly(t *testing.T) {
+func TestIndexResetNeverEarly(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+	ix := shardwheel.NewIndex[uint64](s)
 	const n, delay = 64, 20 * time.Millisecond
-	var lastReset [n]atomic.Int64 // ns since epoch, before the ResetKey that returned true
+	var lastReset [n]atomic.Int64 // ns since epoch, before the Index.Reset that returned true
 	var ranAt [n]atomic.Int64
 	epoch := time.Now()
 	for k := range n {
 		lastReset[k].Store(int64(time.Since(epoch)))
-		_, err := s.ScheduleKey(uint64(k), delay, func() { ranAt[k].Store(int64(time.Since(epoch))) })
+		_, err := ix.AfterFunc(uint64(k), delay, func() { ranAt[k].Store(int64(time.Since(epoch))) })
 		require.NoError(t, err)
 	}
 	for range 8 { // eight rounds of reads, 5ms apart: each moves every deadline
 		time.Sleep(5 * time.Millisecond)
 		for k := range n {
 			before := int64(time.Since(epoch))
-			if s.ResetKey(uint64(k), delay) {
+			if ix.Reset(uint64(k), delay) {
 				lastReset[k].Store(before)
 			}
 		}
 	}
 	require.Eventually(t, func() bool { return s.Pending() == 0 }, waitFor, pollEvery)
-	assert.False(t, s.ResetKey(0, delay), "a timer that ran is not reset")
+	assert.False(t, ix.Reset(0, delay), "a timer that ran is not reset")
 	waitTasksReturned(t, s)
 	for k := range n {
 		ran, reset := time.Duration(ranAt[k].Load()), time.Duration(lastReset[k].Load())
@@ -386,12 +390,13 @@ func TestResetKeyNeverEarly(t *testing.T) {
 
 // TestStopReturnsIndexedTimers stops a scheduler holding indexed and plain
 // timers: Stop returns both kinds, each once, and leaves the index empty,
-// so that keyed calls find nothing and ScheduleKey fails.
+// so that keyed calls find nothing and Index.AfterFunc fails.
 func TestStopReturnsIndexedTimers(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(3))
+	ix := shardwheel.NewIndex[uint64](s)
 	want := map[shardwheel.Timer]bool{}
 	for k := range uint64(100) {
-		tm, err := s.ScheduleKey(k, time.Hour, noop)
+		tm, err := ix.AfterFunc(k, time.Hour, noop)
 		require.NoError(t, err)
 		want[tm] = true
 		tm, err = s.AfterFunc(time.Hour, noop, shardwheel.ByKey(k))
@@ -405,12 +410,12 @@ func TestStopReturnsIndexedTimers(t *testing.T) {
 		delete(want, tm)
 		assert.False(t, tm.Pending())
 	}
-	assert.Zero(t, shardwheel.IndexLen(s))
-	assert.False(t, s.CancelKey(1))
-	assert.False(t, s.ResetKey(1, time.Second))
-	_, ok := s.Lookup(1)
+	assert.Zero(t, indexLen(ix))
+	assert.False(t, ix.Cancel(1))
+	assert.False(t, ix.Reset(1, time.Second))
+	_, ok := ix.Lookup(1)
 	assert.False(t, ok)
-	_, err := s.ScheduleKey(1, time.Hour, noop)
+	_, err := ix.AfterFunc(1, time.Hour, noop)
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
 	assert.Zero(t, s.Pending())
 }
@@ -423,30 +428,30 @@ func TestStopReturnsIndexedTimers(t *testing.T) {
 func TestIndexEntryGoesWhenTheTimerEnds(t *testing.T) {
 	cases := []struct {
 		name string
-		end  func(s *shardwheel.Scheduler, tm shardwheel.Timer) (left int)
+		end  func(s *shardwheel.Scheduler, ix *shardwheel.Index[uint64], tm shardwheel.Timer) (left int)
 	}{
-		{"ran", func(s *shardwheel.Scheduler, _ shardwheel.Timer) int {
-			require.True(t, s.ResetKey(1, 0))
+		{"ran", func(s *shardwheel.Scheduler, ix *shardwheel.Index[uint64], _ shardwheel.Timer) int {
+			require.True(t, ix.Reset(1, 0))
 			return 0
 		}},
-		{"cancelled through the handle", func(_ *shardwheel.Scheduler, tm shardwheel.Timer) int {
+		{"cancelled through the handle", func(_ *shardwheel.Scheduler, ix *shardwheel.Index[uint64], tm shardwheel.Timer) int {
 			require.True(t, tm.Cancel())
 			return 0
 		}},
-		{"cancelled by key", func(s *shardwheel.Scheduler, _ shardwheel.Timer) int {
-			require.True(t, s.CancelKey(1))
+		{"cancelled by key", func(s *shardwheel.Scheduler, ix *shardwheel.Index[uint64], _ shardwheel.Timer) int {
+			require.True(t, ix.Cancel(1))
 			return 0
 		}},
-		{"replaced", func(s *shardwheel.Scheduler, tm shardwheel.Timer) int {
-			next, err := s.ScheduleKey(1, time.Hour, noop)
+		{"replaced", func(s *shardwheel.Scheduler, ix *shardwheel.Index[uint64], tm shardwheel.Timer) int {
+			next, err := ix.AfterFunc(1, time.Hour, noop)
 			require.NoError(t, err)
 			require.False(t, tm.Pending())
-			got, ok := s.Lookup(1)
+			got, ok := ix.Lookup(1)
 			require.True(t, ok)
 			require.Equal(t, next, got)
 			return 1 // the new timer's entry
 		}},
-		{"returned by Stop", func(s *shardwheel.Scheduler, _ shardwheel.Timer) int {
+		{"returned by Stop", func(s *shardwheel.Scheduler, ix *shardwheel.Index[uint64], _ shardwheel.Timer) int {
 			require.Len(t, s.Stop(), 1)
 			return 0
 		}},
@@ -454,66 +459,68 @@ func TestIndexEntryGoesWhenTheTimerEnds(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScheduler(t, shardwheel.WithTick(time.Millisecond))
-			tm, err := s.ScheduleKey(1, time.Hour, noop)
+			ix := shardwheel.NewIndex[uint64](s)
+			tm, err := ix.AfterFunc(1, time.Hour, noop)
 			require.NoError(t, err)
-			require.Equal(t, 1, shardwheel.IndexLen(s))
-			left := c.end(s, tm)
-			require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == left }, waitFor, pollEvery,
-				"index entries left: %d, want %d", shardwheel.IndexLen(s), left)
+			require.Equal(t, 1, indexLen(ix))
+			left := c.end(s, ix, tm)
+			require.Eventually(t, func() bool { return indexLen(ix) == left }, waitFor, pollEvery,
+				"index entries left: %d, want %d", indexLen(ix), left)
 			assert.Equal(t, left, s.Pending())
 		})
 	}
 }
 
 // TestKeyedCallsNeverSeePlainTimersNorEndedOnes: keyed calls never see a
-// plain timer on the same key; ScheduleKey replaces the key's timer, which
+// plain timer on the same key; Index.AfterFunc replaces the key's timer, which
 // never runs, reports not pending and counts as cancelled; once an indexed
 // timer has ended (cancelled through its handle, or ran) keyed calls no
 // longer find it and its entry goes.
 func TestKeyedCallsNeverSeePlainTimersNorEndedOnes(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
+	ix := shardwheel.NewIndex[uint64](s)
 	const k = 42
 	plainRan := atomic.Int32{}
 	plain, err := s.AfterFunc(time.Hour, func() { plainRan.Add(1) }, shardwheel.ByKey(k))
 	require.NoError(t, err)
-	_, ok := s.Lookup(k)
+	_, ok := ix.Lookup(k)
 	assert.False(t, ok)
-	assert.False(t, s.CancelKey(k))
-	assert.False(t, s.ResetKey(k, 0))
+	assert.False(t, ix.Cancel(k))
+	assert.False(t, ix.Reset(k, 0))
 	assert.True(t, plain.Pending())
 
 	oldRan := atomic.Int32{}
-	old, err := s.ScheduleKey(k, time.Hour, func() { oldRan.Add(1) })
+	old, err := ix.AfterFunc(k, time.Hour, func() { oldRan.Add(1) })
 	require.NoError(t, err)
 	c0 := s.Stats().Total.Cancelled
-	nw, err := s.ScheduleKey(k, time.Hour, noop)
+	nw, err := ix.AfterFunc(k, time.Hour, noop)
 	require.NoError(t, err)
 	assert.False(t, old.Pending())
 	assert.False(t, old.Cancel(), "replaced timer cancellable again")
 	assert.Equal(t, c0+1, s.Stats().Total.Cancelled)
-	got, ok := s.Lookup(k)
+	got, ok := ix.Lookup(k)
 	require.True(t, ok)
 	assert.Equal(t, nw, got)
 
 	// cancelled through its handle: keyed calls no longer find it
 	require.True(t, nw.Cancel())
-	_, ok = s.Lookup(k)
+	_, ok = ix.Lookup(k)
 	assert.False(t, ok)
-	assert.False(t, s.ResetKey(k, time.Hour))
-	assert.False(t, s.CancelKey(k))
+	assert.False(t, ix.Reset(k, time.Hour))
+	assert.False(t, ix.Cancel(k))
 	assert.True(t, plain.Pending(), "keyed calls touched the plain timer")
-	require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == 0 }, waitFor, pollEvery)
+	require.Eventually(t, func() bool { return indexLen(ix) == 0 }, waitFor, pollEvery)
 
 	// ran: keyed calls no longer find it; its entry goes at the next pass
 	ran := make(chan struct{})
-	_, err = s.ScheduleKey(k, 0, func() { close(ran) })
+	_, err = ix.AfterFunc(k, 0, func() { close(ran) })
 	require.NoError(t, err)
 	<-ran
-	_, ok = s.Lookup(k)
+	_, ok = ix.Lookup(k)
 	assert.False(t, ok)
-	assert.False(t, s.ResetKey(k, time.Hour))
-	assert.False(t, s.CancelKey(k))
-	require.Eventually(t, func() bool { return shardwheel.IndexLen(s) == 0 }, waitFor, pollEvery)
+	assert.False(t, ix.Reset(k, time.Hour))
+	assert.False(t, ix.Cancel(k))
+	require.Eventually(t, func() bool { return indexLen(ix) == 0 }, waitFor, pollEvery)
 
 	assert.True(t, plain.Pending())
 	assert.Zero(t, plainRan.Load())
@@ -521,28 +528,30 @@ func TestKeyedCallsNeverSeePlainTimersNorEndedOnes(t *testing.T) {
 	assert.True(t, plain.Cancel())
 }
 
-// TestResetKeyRunsDelayFromTheCall: ResetKey moves an hour-away timer to
+// TestIndexResetRunsDelayFromTheCall: Index.Reset moves an hour-away timer to
 // 30ms from the call, where it runs (never earlier), and is false once the
 // timer has run.
-func TestResetKeyRunsDelayFromTheCall(t *testing.T) {
+func TestIndexResetRunsDelayFromTheCall(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(1))
+	ix := shardwheel.NewIndex[uint64](s)
 	const k = 7
 	var at atomic.Int64
 	start := time.Now()
-	_, err := s.ScheduleKey(k, time.Hour, func() { at.Store(int64(time.Since(start))) })
+	_, err := ix.AfterFunc(k, time.Hour, func() { at.Store(int64(time.Since(start))) })
 	require.NoError(t, err)
 	before := time.Since(start)
-	require.True(t, s.ResetKey(k, 30*time.Millisecond))
+	require.True(t, ix.Reset(k, 30*time.Millisecond))
 	require.Eventually(t, func() bool { return at.Load() != 0 }, waitFor, pollEvery)
 	assert.GreaterOrEqual(t, time.Duration(at.Load()), before+30*time.Millisecond)
-	assert.False(t, s.ResetKey(k, time.Hour), "ResetKey found a timer that ran")
+	assert.False(t, ix.Reset(k, time.Hour), "Index.Reset found a timer that ran")
 }
 
-// TestConcurrentScheduleKeysLeaveOne: ScheduleKeys on one key from eight
-// goroutines leave exactly one timer pending, the one Lookup finds, and
+// TestConcurrentIndexAfterFuncsLeaveOne: Index.AfterFunc calls on one key from eight
+// goroutines leave exactly one timer pending, the one Index.Lookup finds, and
 // count every other as cancelled.
-func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
+func TestConcurrentIndexAfterFuncsLeaveOne(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
+	ix := shardwheel.NewIndex[uint64](s)
 	const k, g, per = 99, 8, 200
 	var mu sync.Mutex
 	var all []shardwheel.Timer
@@ -552,7 +561,7 @@ func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				tm, err := s.ScheduleKey(k, time.Hour, noop)
+				tm, err := ix.AfterFunc(k, time.Hour, noop)
 				if err != nil {
 					t.Error(err)
 					return
@@ -574,12 +583,12 @@ func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
 	}
 	require.Equal(t, 1, pending)
 	assert.Equal(t, 1, s.Pending())
-	got, ok := s.Lookup(k)
+	got, ok := ix.Lookup(k)
 	require.True(t, ok)
 	assert.Equal(t, last, got)
 	st := s.Stats().Total
 	assert.EqualValues(t, g*per-1, st.Cancelled)
-	require.True(t, s.CancelKey(k))
+	require.True(t, ix.Cancel(k))
 	assert.Equal(t, 0, s.Pending())
 }
 
@@ -588,24 +597,25 @@ func TestConcurrentScheduleKeysLeaveOne(t *testing.T) {
 // keyed calls after Stop find nothing.
 func TestIndexEntryGoesAtOnceByKeyReplaceAndStop(t *testing.T) {
 	s := newScheduler(t, shardwheel.WithShards(2))
+	ix := shardwheel.NewIndex[uint64](s)
 	for k := uint64(0); k < 50; k++ {
-		_, err := s.ScheduleKey(k, time.Hour, noop)
+		_, err := ix.AfterFunc(k, time.Hour, noop)
 		require.NoError(t, err)
-		_, err = s.ScheduleKey(k, time.Hour, noop)
+		_, err = ix.AfterFunc(k, time.Hour, noop)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, 50, shardwheel.IndexLen(s), "a replaced entry stayed")
+	assert.Equal(t, 50, indexLen(ix), "a replaced entry stayed")
 	for k := uint64(0); k < 25; k++ {
-		require.True(t, s.CancelKey(k))
-		require.False(t, s.CancelKey(k))
+		require.True(t, ix.Cancel(k))
+		require.False(t, ix.Cancel(k))
 	}
-	assert.Equal(t, 25, shardwheel.IndexLen(s), "CancelKey left its entry")
+	assert.Equal(t, 25, indexLen(ix), "Index.Cancel left its entry")
 	assert.Equal(t, 25, s.Pending())
 	out := s.Stop()
 	assert.Len(t, out, 25)
-	assert.Zero(t, shardwheel.IndexLen(s))
-	_, err := s.ScheduleKey(1, time.Hour, noop)
+	assert.Zero(t, indexLen(ix))
+	_, err := ix.AfterFunc(1, time.Hour, noop)
 	assert.ErrorIs(t, err, shardwheel.ErrStopped)
-	assert.False(t, s.ResetKey(30, 0))
-	assert.False(t, s.CancelKey(30))
+	assert.False(t, ix.Reset(30, 0))
+	assert.False(t, ix.Cancel(30))
 }
