@@ -246,10 +246,10 @@ func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer,
 			return first, !loaded // unchanged (deleting nothing stores nothing)
 		}
 		if t.key != h { // routed by ByKey: unindex finds the key in routed
-			ix.routedOf(t.ref).Store(t.ref, key)
 			if !ix.anyRouted.Load() {
 				ix.anyRouted.Store(true)
 			}
+			ix.routedOf(t.ref).Store(t.ref, key)
 		}
 		stress.Point()
 		first, old, replaced := ix.put(first, loaded, indexEntry[K]{key: key, ref: t.ref, route: t.key}, h)
@@ -434,8 +434,14 @@ func (ix *Index[K]) All() iter.Seq2[K, Timer] {
 // pending, and those whose timer has ended so recently that its shard has
 // not yet dropped its entry (it does when it frees the timer's node,
 // within a tick or so of the end on a shard that keeps up). Under
-// concurrent calls it is a moment's count. It allocates nothing.
+// concurrent calls it is a moment's count; once Stop has returned, 0. It
+// allocates nothing.
 func (ix *Index[K]) Len() int {
+	select {
+	case <-ix.s.stopped: // a call racing Stop may have counted an entry Stop cleared
+		return 0
+	default:
+	}
 	n := int64(0)
 	for i := range ix.keys {
 		n += ix.keys[i].n.Load()
