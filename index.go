@@ -74,7 +74,9 @@ import (
 // The routing key is the hash of the index key, or ByKey's key, to order
 // a key's timers with the ByKey timers of, say, its connection.
 //
-// Make an Index with NewIndex; it lives as long as its Scheduler. Its
+// Make an Index with NewIndex (the methods of a zero Index panic with
+// "shardwheel: use NewIndex to create an Index"); it lives as long as its
+// Scheduler. Its
 // methods are safe for concurrent use, including from tasks, and never
 // wait for a shard to make progress. A scheduling call allocates the
 // key's entry (48 bytes with a word-sized key), and with ByKey a second
@@ -175,6 +177,18 @@ func (s *Scheduler) unindex(key uint64, r shard.Ref) {
 	}
 }
 
+// hash returns key's hash. It panics on a zero Index, which has no seed
+// and no maps.
+func (ix *Index[K]) hash(key K) uint64 {
+	if ix.hashOf == nil {
+		panic(errZeroIndex)
+	}
+	return ix.hashOf(key)
+}
+
+// errZeroIndex is the panic of a zero Index's methods.
+const errZeroIndex = "shardwheel: use NewIndex to create an Index"
+
 // keysOf returns the part of the keys map that holds hash h.
 func (ix *Index[K]) keysOf(h uint64) *indexKeys[K] { return &ix.keys[ix.s.route(h)] }
 
@@ -204,7 +218,7 @@ func (ix *Index[K]) AfterFunc(key K, delay time.Duration, task func(), opts ...T
 	if task == nil {
 		return Timer{}, ErrNilTask
 	}
-	h := ix.hashOf(key)
+	h := ix.hash(key)
 	if len(opts) == 0 { // the common call, without reading options
 		sh := ix.s.localShard()
 		r := ix.s.request(h, delay, shard.Task{Func: task})
@@ -225,7 +239,7 @@ func (ix *Index[K]) Every(key K, period time.Duration, task func(), opts ...Time
 	if task == nil {
 		return Timer{}, ErrNilTask
 	}
-	h := ix.hashOf(key)
+	h := ix.hash(key)
 	sh, r, err := ix.s.timerRequest("Index.Every", true, 0, false, period, shard.Task{Func: task}, opts, &h)
 	if err != nil {
 		return Timer{}, err
@@ -308,7 +322,7 @@ func (ix *Index[K]) unindex(key uint64, r shard.Ref) bool {
 	k, ok := routed.LoadAndDelete(r)
 	if ok {
 		stress.Point()
-		ix.drop(ix.hashOf(k), r)
+		ix.drop(ix.hash(k), r)
 	}
 	return true
 }
@@ -338,7 +352,7 @@ func (ix *Index[K]) clear() {
 // up only when the entry is gone or still names the timer try failed on,
 // which has then ended with no other timer for key.
 func (ix *Index[K]) find(key K, try func(indexEntry[K]) bool) (indexEntry[K], bool) {
-	h := ix.hashOf(key)
+	h := ix.hash(key)
 	e, ok := ix.lookup(h, key)
 	for ok && !try(e) {
 		stress.Point()
@@ -363,7 +377,7 @@ func (ix *Index[K]) timerOf(e indexEntry[K]) Timer {
 // shard; it takes the lock of one bucket of the index for the length of
 // a cancel, and allocates nothing.
 func (ix *Index[K]) Cancel(key K) bool {
-	stopped, _ := ix.remove(ix.hashOf(key), func(e indexEntry[K]) bool { return e.key == key }, true)
+	stopped, _ := ix.remove(ix.hash(key), func(e indexEntry[K]) bool { return e.key == key }, true)
 	return stopped
 }
 
@@ -393,6 +407,9 @@ func (ix *Index[K]) Lookup(key K) (Timer, bool) {
 // seen. The loop body may call any method of the Index or the Scheduler:
 // All holds no lock while it yields.
 func (ix *Index[K]) All() iter.Seq2[K, Timer] {
+	if ix.hashOf == nil {
+		panic(errZeroIndex)
+	}
 	return func(yield func(K, Timer) bool) {
 		// A key of a collision removed and scheduled again while the
 		// loop runs may land in keys after it was seen in overflow, or
@@ -437,6 +454,9 @@ func (ix *Index[K]) All() iter.Seq2[K, Timer] {
 // concurrent calls it is a moment's count; once Stop has returned, 0. It
 // allocates nothing.
 func (ix *Index[K]) Len() int {
+	if ix.hashOf == nil {
+		panic(errZeroIndex)
+	}
 	select {
 	case <-ix.s.stopped: // a call racing Stop may have counted an entry Stop cleared
 		return 0

@@ -99,8 +99,8 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	}
 	var held string // why add could not be held where the test wants it
 	var early *result
-	first, err := ix.add(k, ix.hashOf(k), func() (Timer, error) {
-		r := s.request(ix.hashOf(k), 0, shard.Task{Func: task})
+	first, err := ix.add(k, ix.hash(k), func() (Timer, error) {
+		r := s.request(ix.hash(k), 0, shard.Task{Func: task})
 		r.Indexed, r.Routed = true, true
 		tm, err := s.scheduleOn(s.shards[0], &r)
 		if err != nil {

@@ -354,3 +354,17 @@ func TestIndexKeysWhoseHashesCollide(t *testing.T) {
 	s.Stop()
 	assert.Zero(t, indexLen(ix))
 }
+
+// TestZeroIndexPanicsClearly: a zero Index's calls panic with a message
+// that says what to do, not with a nil dereference.
+func TestZeroIndexPanicsClearly(t *testing.T) {
+	var ix shardwheel.Index[string]
+	const want = "shardwheel: use NewIndex to create an Index"
+	assert.PanicsWithValue(t, want, func() { _, _ = ix.AfterFunc("k", time.Second, noop) })
+	assert.PanicsWithValue(t, want, func() { _, _ = ix.Every("k", time.Second, noop) })
+	assert.PanicsWithValue(t, want, func() { ix.Cancel("k") })
+	assert.PanicsWithValue(t, want, func() { ix.Reset("k", time.Second) })
+	assert.PanicsWithValue(t, want, func() { _, _ = ix.Lookup("k") })
+	assert.PanicsWithValue(t, want, func() { ix.Len() })
+	assert.PanicsWithValue(t, want, func() { ix.All() })
+}
