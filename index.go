@@ -75,12 +75,14 @@ import (
 // a key's timers with the ByKey timers of, say, its connection.
 //
 // Make an Index with NewIndex (the methods of a zero Index panic with
-// "shardwheel: use NewIndex to create an Index"); it lives as long as its
-// Scheduler. Its
+// "shardwheel: use NewIndex to create an Index", but that a call with a
+// nil task returns ErrNilTask first); it lives as long as its Scheduler.
+// Its
 // methods are safe for concurrent use, including from tasks, and never
 // wait for a shard to make progress. A scheduling call allocates the
 // key's entry (48 bytes with a word-sized key), and with ByKey a second
-// one; Cancel, Reset, Lookup and Len allocate nothing.
+// one; Reset, Lookup and Len allocate nothing, nor does Cancel but as it
+// says.
 type Index[K comparable] struct {
 	s      *Scheduler
 	hashOf func(K) uint64   // maphash.Comparable with the Index's seed
@@ -266,10 +268,8 @@ func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer,
 			ix.routedOf(t.ref).Store(t.ref, key)
 		}
 		stress.Point()
-		first, old, replaced := ix.put(first, loaded, indexEntry[K]{key: key, ref: t.ref, route: t.key}, h)
-		if replaced {
-			ix.cancel(old, h)
-		} else {
+		first, replaced := ix.put(first, loaded, indexEntry[K]{key: key, ref: t.ref, route: t.key}, h)
+		if !replaced {
 			part.n.Add(1)
 		}
 		return first, false
@@ -277,14 +277,19 @@ func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer,
 	if err != nil {
 		return Timer{}, err
 	}
-	// t may have ended before its entry was stored (it ran, was cancelled
-	// through a copy of its handle, or Stop returned it and cleared the
-	// index), so that the shard goroutine's unindex found nothing to
-	// delete. Pending is read after the store: either its unindex follows
-	// it, or Pending sees t ended.
+	// t may have ended before its entries were stored (it ran, was
+	// cancelled through a copy of its handle, or Stop returned it and
+	// cleared the index), so that the shard goroutine's unindex found
+	// nothing to delete, or took the routed entry and found no keys
+	// entry yet. Pending is read after the stores: either its unindex
+	// follows them, or Pending sees t ended and this deletes them, under
+	// the lock.
 	stress.Point()
 	if !t.sh.Pending(t.ref) {
-		ix.unindex(t.key, t.ref)
+		ix.remove(h, func(e indexEntry[K]) bool { return e.ref == t.ref }, false)
+		if t.key != h {
+			ix.routedOf(t.ref).Delete(t.ref)
+		}
 	}
 	return t, nil
 }
@@ -321,8 +326,11 @@ func (ix *Index[K]) unindex(key uint64, r shard.Ref) bool {
 	}
 	k, ok := routed.LoadAndDelete(r)
 	if ok {
+		// Under the lock, not drop's lock-free look first: the keys
+		// entry of a timer that ended at once may not be stored yet,
+		// and its add holds the lock until it is.
 		stress.Point()
-		ix.drop(ix.hash(k), r)
+		ix.remove(ix.hash(k), func(e indexEntry[K]) bool { return e.ref == r }, false)
 	}
 	return true
 }
@@ -375,7 +383,9 @@ func (ix *Index[K]) timerOf(e indexEntry[K]) Timer {
 // cancelled or replaced, or Stop returned it). On a series it ends the
 // series as Timer.Cancel does. Like Timer.Cancel it never waits for a
 // shard; it takes the lock of one bucket of the index for the length of
-// a cancel, and allocates nothing.
+// a cancel. It allocates nothing, but for a key whose hash another key
+// of the index shares (its list of them is copied) and when the map
+// shrinks.
 func (ix *Index[K]) Cancel(key K) bool {
 	stopped, _ := ix.remove(ix.hash(key), func(e indexEntry[K]) bool { return e.key == key }, true)
 	return stopped
@@ -450,9 +460,10 @@ func (ix *Index[K]) All() iter.Seq2[K, Timer] {
 // Len returns the number of keys in the index: those whose timer is
 // pending, and those whose timer has ended so recently that its shard has
 // not yet dropped its entry (it does when it frees the timer's node,
-// within a tick or so of the end on a shard that keeps up). Under
-// concurrent calls it is a moment's count; once Stop has returned, 0. It
-// allocates nothing.
+// within a tick or so of the end on a shard that keeps up). It sums
+// per-shard counts read one after another, so under concurrent calls it
+// is approximate, never negative; once Stop has returned, 0. It allocates
+// nothing.
 func (ix *Index[K]) Len() int {
 	if ix.hashOf == nil {
 		panic(errZeroIndex)
@@ -466,5 +477,5 @@ func (ix *Index[K]) Len() int {
 	for i := range ix.keys {
 		n += ix.keys[i].n.Load()
 	}
-	return int(n)
+	return int(max(n, 0)) // a Cancel racing Stop's clear may count below it
 }

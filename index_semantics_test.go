@@ -166,7 +166,7 @@ func TestKeyedSemantics(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
 			ix := shardwheel.NewIndex[uint64](s)
-			r := &keyedRun{t: t, s: s, ix: shardwheel.NewIndex[uint64](s), timers: map[string]shardwheel.Timer{}, ran: map[string]*atomic.Int32{}}
+			r := &keyedRun{t: t, s: s, ix: ix, timers: map[string]shardwheel.Timer{}, ran: map[string]*atomic.Int32{}}
 			for _, st := range c.steps {
 				r.exec(st)
 			}

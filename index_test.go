@@ -368,3 +368,39 @@ func TestZeroIndexPanicsClearly(t *testing.T) {
 	assert.PanicsWithValue(t, want, func() { ix.Len() })
 	assert.PanicsWithValue(t, want, func() { ix.All() })
 }
+
+// TestIndexEntriesOfTimersThatRunAtOnceGo: timers due at once, on fresh
+// keys, routed by their hash or by ByKey, colliding or not, often end
+// before their call has stored their entries; once they have all run the
+// index holds nothing. (The stress tag's pauses make the windows wide.)
+func TestIndexEntriesOfTimersThatRunAtOnceGo(t *testing.T) {
+	for _, collide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("collide=%v", collide), func(t *testing.T) {
+			s := newScheduler(t, shardwheel.WithShards(2), shardwheel.WithTick(time.Millisecond))
+			ix := shardwheel.NewIndex[int](s)
+			if collide {
+				shardwheel.CollideKeys(ix, 7)
+			}
+			var ran atomic.Int64
+			const each = 300
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Go(func() {
+					for i := range each {
+						var opts []shardwheel.TimerOption
+						if i%2 == 0 {
+							opts = append(opts, shardwheel.ByKey(uint64(i%5)))
+						}
+						_, err := ix.AfterFunc(g*each+i, 0, func() { ran.Add(1) }, opts...)
+						assert.NoError(t, err)
+					}
+				})
+			}
+			wg.Wait()
+			require.Eventually(t, func() bool {
+				entries, routed, strays, mismatch := shardwheel.IndexEntries(ix)
+				return ran.Load() == 4*each && entries == 0 && routed == 0 && strays == 0 && !mismatch && ix.Len() == 0
+			}, waitFor, pollEvery, "entries left behind by timers that ran")
+		})
+	}
+}

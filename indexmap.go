@@ -27,29 +27,34 @@ import (
 func (e indexEntry[K]) live() bool { return e.ref != shard.Ref{} }
 
 // put makes e its key's entry among hash h's, first being keys' entry
-// for h (loaded: whether there is one), and returns keys' new entry and
-// the entry e replaced, if any. The caller holds h's bucket lock.
-func (ix *Index[K]) put(first indexEntry[K], loaded bool, e indexEntry[K], h uint64) (indexEntry[K], indexEntry[K], bool) {
+// for h (loaded: whether there is one), cancelling the timer of the entry
+// e replaces, if any, and returns keys' new entry and whether e replaced
+// one. The caller holds h's bucket lock, and stores keys' new entry
+// after put returns: the cancel precedes every store that publishes e.
+func (ix *Index[K]) put(first indexEntry[K], loaded bool, e indexEntry[K], h uint64) (indexEntry[K], bool) {
 	switch {
 	case !loaded:
-		return e, indexEntry[K]{}, false
+		return e, false
 	case first.key == e.key: // the key's entry, or its tombstone
-		return e, first, first.live()
+		if first.live() {
+			ix.cancel(first, h)
+		}
+		return e, first.live()
 	case !first.live() && !ix.inOverflow(h, e.key):
-		return e, indexEntry[K]{}, false // takes the tombstone over
+		return e, false // takes the tombstone over
 	}
 	list, _ := ix.overflow.Load(h)
 	i := slices.IndexFunc(list, func(o indexEntry[K]) bool { return o.key == e.key })
 	list = slices.Clone(list)
-	var old indexEntry[K]
 	if i >= 0 {
-		old, list[i] = list[i], e
+		ix.cancel(list[i], h)
+		list[i] = e
 	} else {
 		list = append(list, e)
 		ix.collided.Store(true)
 	}
 	ix.overflow.Store(h, list)
-	return first, old, i >= 0
+	return first, i >= 0
 }
 
 // remove deletes from hash h's entries the one match chooses, cancelling

@@ -246,6 +246,22 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 		o.fail("%d timers never ran, none of them due later than 15ms after the load: a shard sleeps with work waiting", s.Pending()-int(liveSeries.Load()))
 	}
 	ctxs.Wait()
+	// Quiescent: the Indexes hold the live indexed series and nothing
+	// else (every one-shot timer has run or been cancelled, and its shard
+	// has freed it or soon will).
+	liveIndexed := func() (n int) {
+		o.series.Range(func(_, v any) bool {
+			if m := v.(*mixedSeries); m.indexed && m.ended.Load() == 0 {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	if !assert.Eventually(t, func() bool { return indexLen(fresh) == 0 && indexLen(ix) == liveIndexed() }, waitFor, pollEvery) {
+		o.fail("the Indexes hold %d and %d entries (-1: their maps disagree) for %d live indexed series", indexLen(ix),
+			indexLen(fresh), liveIndexed())
+	}
 	st := s.Stats().Total
 	t.Logf("blocks released %d, remade %d; swept %d; crossed %d", st.BlocksReleased, st.BlocksRemade, st.Swept, st.Crossed)
 	for _, tm := range s.Stop() {

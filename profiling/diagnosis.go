@@ -212,8 +212,9 @@ func (e *explanation) add(c cause, format string, args ...any) {
 // get a CPU. Timer moves are counted in every pass; "waiting for a CPU"
 // needs the runtime's scheduling latencies or the OS's run-queue wait to
 // show a wait half as long as the delay it explains, and garbage
-// collection its pauses or its share of the CPU; when nothing shows, the
-// cause is unknown.
+// collection its pauses or its share of the CPU; the process using its
+// Ps' CPU time (saturationLimit) shows a wait for a CPU whatever its
+// length; when nothing shows, the cause is unknown.
 func explain(s *sample, tick time.Duration) ([]cause, string) {
 	var e explanation
 	lag, late := s.TickLag.Max, s.Lateness.Max
@@ -372,10 +373,9 @@ func explainWait(e *explanation, s *sample, d time.Duration, what string, tasks 
 			units.Duration(p.SchedMax), units.Duration(p.SchedP99)))
 	}
 	if saturated && !named {
-		cpu = append(cpu, fmt.Sprintf("the process's threads ran or waited to run for %.0f%% of the CPU time its %d Ps "+
-			"offered: its goroutines kept every P busy, and a goroutine whose timer is due waits for one of them to be "+
-			"preempted (the runtime's latencies count only the wait after the timer has run)", 100*p.Saturation,
-			runtime.GOMAXPROCS(0)))
+		cpu = append(cpu, fmt.Sprintf("the process used %.0f%% of the CPU time its %d Ps offered: its goroutines kept "+
+			"every P busy, and a goroutine whose timer is due waits for one of them to be preempted (the runtime's "+
+			"latencies count only the wait after the timer has run)", 100*p.Saturation, p.Procs))
 	}
 	if osWait {
 		busy := ""

@@ -109,11 +109,11 @@ func TestExplain(t *testing.T) {
 			s: func(s *sample) {
 				late(s, 58*ms)
 				s.PassTime.Max = 45 * us
-				s.Proc.SchedMax, s.Proc.ThreadWait, s.Proc.Saturation = 2600*us, 20*ms, 0.97
+				s.Proc.SchedMax, s.Proc.ThreadWait, s.Proc.Saturation, s.Proc.Procs = 2600*us, 20*ms, 0.97, 2
 			},
 			causes: []cause{causeCPU},
 			want: []string{"waiting for a CPU: timers ran up to 58ms late",
-				"ran or waited to run for 97% of the CPU time its", "kept every P busy"},
+				"the process used 97% of the CPU time its 2 Ps offered", "kept every P busy"},
 		},
 		"ticks started late, the Ps short of saturated": {
 			s: func(s *sample) {
@@ -137,6 +137,18 @@ func TestExplain(t *testing.T) {
 			causes: []cause{causeCPU, causeTasks},
 			want: []string{"waiting for a CPU: timers ran up to 77ms late and ticks started up to 36ms late, and a task " +
 				"preempted past WithBlockedAfter counts as blocked", "kept every P busy", "also waiting behind a blocked task"},
+		},
+		// The same on a busy host, the process's own CPU low: the
+		// threads' run-queue wait is the host's, not busy Ps.
+		"a blocked task that returned on a busy host": {
+			s: func(s *sample) {
+				late(s, 200*ms)
+				s.TickLag.Max, s.TickLag.P99 = ms, 900*us
+				s.PassTime.Max = 80 * us
+				s.BlockedRuns = 1
+				s.Proc.ThreadWait, s.Proc.OtherCores, s.Proc.Saturation, s.Proc.Procs = 200*ms, 1.6, 0.12, 1
+			},
+			causes: []cause{causeTasks},
 		},
 		"a task still blocked on saturated Ps": {
 			s: func(s *sample) {

@@ -97,15 +97,16 @@ type procDelta struct {
 	OtherCores float64       `json:"other_cores"`
 	ThreadWait time.Duration `json:"thread_wait_ns"`
 	HostKnown  bool          `json:"host_known"`
-	// Saturation is the share of the CPU time GOMAXPROCS Ps offered over
-	// the interval that the process's threads ran (Unix) or waited on the
-	// OS's run queues for (Linux): near 1, its goroutines kept every P
-	// busy, and a goroutine whose timer came due waited for one of them
-	// to be preempted before the timer ran. The runtime's scheduling
-	// latencies do not count that wait: they start once the timer has
-	// made the goroutine runnable. 0 where the process's CPU time cannot
-	// be read.
+	// Saturation is the share of the CPU time its Procs Ps offered over
+	// the interval that the process used (Unix): near 1, its goroutines
+	// kept every P busy, and a goroutine whose timer came due waited for
+	// one of them to be preempted before the timer ran. The runtime's
+	// scheduling latencies do not count that wait: they start once the
+	// timer has made the goroutine runnable. Time the process's threads
+	// waited for a CPU that other processes held is ThreadWait's, not
+	// this. 0 where the process's CPU time cannot be read.
 	Saturation float64 `json:"p_saturation"`
+	Procs      int     `json:"gomaxprocs"`
 }
 
 // procSub returns what happened between the readings prev and cur, span
@@ -124,12 +125,9 @@ func procSub(cur, prev procReading, span time.Duration) procDelta {
 		d.OtherCores, _ = hostcpu.Others(cur.host-prev.host, cur.self-prev.self, span, runtime.NumCPU())
 		d.ThreadWait = max(cur.threadWait-prev.threadWait, 0)
 	}
+	d.Procs = runtime.GOMAXPROCS(0)
 	if cur.selfOK && prev.selfOK && span > 0 {
-		demand := max(cur.self-prev.self, 0)
-		if cur.threadWaitOK && prev.threadWaitOK {
-			demand += max(cur.threadWait-prev.threadWait, 0)
-		}
-		d.Saturation = float64(demand) / float64(span*time.Duration(runtime.GOMAXPROCS(0)))
+		d.Saturation = float64(max(cur.self-prev.self, 0)) / float64(span*time.Duration(d.Procs))
 	}
 	return d
 }
