@@ -20,7 +20,9 @@
 // timer's task one at a time, in deadline order, with k's other one-shot
 // tasks; Slack(d) lets a one-shot timer run up to d
 // late, where it costs the wheel least; OnMissed says what a series does
-// with the grid points it missed. The Timer returned cancels, resets and
+// with the grid points it missed. OnPlan runs a closure at the points a
+// Plan of the caller's gives (a calendar, a backoff). The Timer returned
+// cancels, resets and
 // describes its timer. An Index (NewIndex) keeps at most one timer per key
 // of any comparable type, so that Cancel, Reset and Lookup reach it by
 // key alone, and All lists them.

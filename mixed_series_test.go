@@ -3,6 +3,7 @@ package shardwheel_test
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +69,13 @@ func (mw *mixedWorker) series() {
 		m.kind += ", ByKey"
 	}
 	var err error
-	switch mw.rng.IntN(3) {
+	switch mw.rng.IntN(4) {
+	case 3: // a plan of fixed steps: the grid's checks hold for it
+		m.kind = strings.Replace(m.kind, "Every, "+policy.String(), "OnPlan", 1)
+		opts = opts[1:] // no OnMissed: a plan chooses its own points
+		period := m.period
+		m.handle, err = mw.s.OnPlan(planFunc(func(prev time.Time) time.Time { return prev.Add(period) }),
+			func() { o.runSeries(m) }, opts...)
 	case 0:
 		m.kind = "Handler." + m.kind
 		o.seriesByKey.Store(key, m)

@@ -48,14 +48,14 @@ const (
 	// maxInitialCapacity bounds WithInitialCapacity: 2^22 nodes (184 MiB with
 	// their tasks) is the largest block a shard allocates.
 	maxInitialCapacity = 1 << 22
-	// DefaultBlockedTicks is WithBlockedAfter's default, in ticks: the
+	// defaultBlockedTicks is WithBlockedAfter's default, in ticks: the
 	// runs behind a task that has held them up for a tick (1ms at the
 	// default tick; noticed within two) go to another runner, so that a
 	// task that blocks delays other keys' tasks by about two ticks.
-	DefaultBlockedTicks = 1
-	// DefaultMaxBlockedTasks is WithMaxBlockedTasks' default, and
+	defaultBlockedTicks = 1
+	// defaultMaxBlockedTasks is WithMaxBlockedTasks' default, and
 	// MaxBlockedTasks its bound.
-	DefaultMaxBlockedTasks = 256
+	defaultMaxBlockedTasks = 256
 	MaxBlockedTasks        = 1 << 20
 )
 
@@ -95,7 +95,7 @@ func defaultConfig() config {
 		firstBlock:  defaultInitialCapacity,
 		transferCap: DefaultTransferCap,
 		stats:       true,
-		maxBlocked:  DefaultMaxBlockedTasks,
+		maxBlocked:  defaultMaxBlockedTasks,
 	}
 }
 
@@ -266,7 +266,7 @@ func WithAffinity(on bool) Option {
 // tasks, timers without a key and series run on. CancelWait on the blocked timer still
 // waits for it, and Stop and Shutdown wait for it as for any task. Stats
 // count the runners left behind (BlockedRuns) and name the tasks still
-// running (Blocked). The default is DefaultBlockedTicks ticks; d must be 0,
+// running (Blocked). The default is one tick; d must be 0,
 // which never leaves a runner (tasks wait behind a blocked one), or at
 // least the tick. See WithMaxBlockedTasks for the bound on the runners
 // blocked tasks keep. Nothing here tells a task that blocks from one the
@@ -287,8 +287,8 @@ func WithBlockedAfter(d time.Duration) Option {
 // are at most its shards' goroutines, one current runner per shard, and n.
 // Past it the tasks behind a blocked one wait for it, as with
 // WithBlockedAfter(0); Stats count each refused look (BlockedRefused), and
-// the logger (WithLogger) says so, once. The default is
-// DefaultMaxBlockedTasks; n must be in [1, MaxBlockedTasks].
+// the logger (WithLogger) says so, once. The default is 256; n must be in
+// [1, MaxBlockedTasks].
 func WithMaxBlockedTasks(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxBlockedTasks {
@@ -368,7 +368,7 @@ func (c *config) shardConfig(tokens int64) shard.Config {
 // tick.
 func (c *config) blockedBound() time.Duration {
 	if !c.blockedSet {
-		return DefaultBlockedTicks * c.tick
+		return defaultBlockedTicks * c.tick
 	}
 	return c.blockedAfter
 }

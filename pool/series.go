@@ -36,6 +36,9 @@ type Grid struct {
 type Series struct {
 	Grid  atomic.Pointer[Grid]
 	First Grid
+	// Plan, for a series on a plan of the caller's rather than a grid,
+	// is where its runs learn and leave their points; immutable.
+	Plan *Plan
 	// Seen is the grid the progress below follows.
 	Seen *Grid
 	// Base is the clock reading the grid points are counted from: Seen's
@@ -46,6 +49,17 @@ type Series struct {
 	Served, Counted uint64
 	// Policy is what the timer does with missed grid points.
 	Policy uint8
+}
+
+// Plan is what a series on a caller's plan shares with its task (package
+// shard's periodic.go): the owner of the series' progress stores the
+// point a run serves (Served) and clears Chosen before it hands the run
+// over; the run's task chooses the next point (Next) and sets Chosen; the
+// run reads them when the task has returned. Atomics, so that a task
+// called again outside a run (Stop's Timer.Task) races with nothing.
+type Plan struct {
+	Served, Next atomic.Int64
+	Chosen       atomic.Bool
 }
 
 // Flags a node may carry for its owner (see Slot.SetFlags).

@@ -51,6 +51,21 @@ import (
 //	DelayMissed  the grid restarts at the run's return: the next run is one period
 //	             after it
 //
+// # A plan of the caller's
+//
+// A series may follow a plan of the caller's (Request.Plan) rather than a
+// grid: its record's Base is then the point its next run serves. The
+// holder stores that point in the Plan as it hands a run over; the run's
+// task (package shardwheel wraps the caller's) chooses the next point
+// there, on the run's goroutine, and the run adopts it when the task has
+// returned (step): user code never runs on the shard goroutine. A point
+// already passed runs at the next tick; one beyond MaxDelay from the
+// run's end is brought in to it; a task that chose none (its plan
+// panicked) leaves the series waiting MaxDelay, for a Reset, a Cancel or
+// Stop. A plan's series counts no missed points. A Reset publishes a grid
+// as for any series; a plan's series adopts it as its next point (anchor
+// plus period) and follows its plan from there.
+//
 // # Reset
 //
 // Reset(d) on a series publishes a new grid (anchor the call, period d) by
@@ -75,7 +90,10 @@ const (
 // progress begins there. The producer, before it publishes the node.
 func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64) {
 	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: rec.First.Period}
-	rec.Seen, rec.Base, rec.Policy = &rec.First, rec.First.Anchor, r.Missed
+	rec.Seen, rec.Policy = &rec.First, r.Missed
+	if rec.Plan == nil {
+		rec.Base = rec.First.Anchor
+	} // else Schedule set Base to the first point
 	rec.Grid.Store(&rec.First)
 	slot.SetSeries(rec)
 }
@@ -89,12 +107,18 @@ func adopt(rec *pool.Series, gen uint64) bool {
 		return false
 	}
 	rec.Seen, rec.Base, rec.Served, rec.Counted = g, g.Anchor, 0, 0
+	if rec.Plan != nil {
+		rec.Base = g.Anchor + g.Period // the next point; the plan goes on from it
+	}
 	return true
 }
 
-// nextPoint returns the clock reading of the grid point the series' next
-// run serves.
+// nextPoint returns the clock reading of the grid point (or, on a plan,
+// the point) the series' next run serves.
 func nextPoint(rec *pool.Series) time.Duration {
+	if rec.Plan != nil {
+		return time.Duration(rec.Base)
+	}
 	return time.Duration(rec.Base + int64(rec.Served+1)*rec.Seen.Period)
 }
 
@@ -106,6 +130,17 @@ func (sh *Shard) seriesTick(rec *pool.Series) uint64 { return sh.ceilTick(nextPo
 // adopts a new grid, counts the grid points missed and applies the
 // policy (see the top of this file). Owner of the progress (the run).
 func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
+	if p := rec.Plan; p != nil {
+		if adopt(rec, gen) {
+			return // a Reset's point comes first
+		}
+		next := now + sh.maxDelay // none chosen: wait for a Reset, a Cancel or Stop
+		if p.Chosen.Load() {
+			next = min(time.Duration(p.Next.Load()), next)
+		}
+		rec.Base = int64(next)
+		return
+	}
 	adopt(rec, gen)
 	var m uint64 // the grid points come by now
 	if d := int64(now) - rec.Base; d > 0 {
@@ -172,6 +207,10 @@ func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *poo
 		return true
 	}
 	sh.countRun(rec)
+	if p := rec.Plan; p != nil {
+		p.Served.Store(int64(nextPoint(rec)))
+		p.Chosen.Store(false)
+	}
 	n.Prev = detached // out of the wheel until its run pushes it on the attention stack
 	x.task, x.key, x.keyed, x.tick, x.idx, x.gen, x.series = slot.Task(), n.Key, s.routed(), t, idx, gen, true
 	sh.hand(x)

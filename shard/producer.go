@@ -50,6 +50,12 @@ type Request struct {
 	// misses. Schedule then allocates the series' record.
 	Period time.Duration
 	Missed uint8
+	// Plan, when non-nil, makes the timer a series on a plan of the
+	// caller's (periodic.go): its first run is due Delay after Now, and
+	// each next one at the point its run's task leaves in Plan. Period,
+	// Missed, Slack and Routed do not apply. Schedule allocates the
+	// series' record.
+	Plan *pool.Plan
 	// Routed makes the timer run on the shard Config.Group routes Key to
 	// (cross.go), though it is filed here. Not with Period.
 	Routed bool
@@ -65,6 +71,9 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var t uint64
 	var rec *pool.Series
 	switch {
+	case r.Plan != nil:
+		t = sh.deadlineTick(r.Now, r.Delay)
+		rec = &pool.Series{Plan: r.Plan, Base: int64(r.Now + sh.clampDelay(r.Delay))} // before the pin, as below
 	case r.Period > 0:
 		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
 		t = sh.ceilTick(r.Now + period)
@@ -123,7 +132,7 @@ func flagsOf(r *Request) state {
 	if r.Indexed {
 		f = indexedBit
 	}
-	if r.Routed && r.Period <= 0 {
+	if r.Routed && r.Period <= 0 && r.Plan == nil {
 		f |= routedBit
 	}
 	return f
@@ -139,7 +148,7 @@ func startTimer(slot pool.Slot, r *Request, rec *pool.Series, status, t uint64) 
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
-	if r.Slack > 0 && r.Period <= 0 {
+	if r.Slack > 0 && r.Period <= 0 && r.Plan == nil {
 		slot.SetFlags(pool.FlagSlack)
 	}
 	// The state store publishes the fields above to whoever validates the
