@@ -13,19 +13,23 @@ import (
 // apart: a calendar, a cron-like rule, a backoff. Next returns the point
 // of the run after the one planned for prev: for the first run, prev is
 // the time of the OnPlan call; after that, the point the run that just
-// returned was planned for (not when it ran), or the point a Reset set.
-// A series runs at each point, never earlier, and within about a tick
-// after on a shard that keeps up.
+// returned was planned for (not when it ran: the very time Next returned
+// for it, or the point a Reset set). A series runs at each point, never
+// earlier, and within about a tick after on a shard that keeps up; but a
+// point more than MaxDelay after the run that asked for it is brought in
+// to MaxDelay, as AfterFunc clamps its delay (MaxDelay is 2^36 ticks:
+// about 2.2 years at the default tick, 8 days at 10µs).
 //
 // Next is called once on OnPlan's caller, for the first point, and then
 // on the goroutine that ran the series' task, right after the task
 // returned (or panicked), never on a shard's goroutine and never
-// concurrently with the series' own runs. A point not after the run's end
-// runs at the next tick; one more than MaxDelay after it is brought in to
-// MaxDelay. The zero Time ends the series, as a Cancel would (Stats counts
-// it cancelled). A Next that panics is reported as the task's panic would
-// be, and leaves the series waiting MaxDelay, for a Reset, a Cancel or
-// Stop.
+// concurrently with the series' own runs; not once Stop has begun. A
+// point not after the run's end runs at the next tick (prev is still that
+// point, unless it lies more than MaxDelay back). The zero Time ends the
+// series, as a Cancel would (Stats count it cancelled). A Next that
+// panics ends the series too, and its panic goes to the panic handler
+// (WithPanicHandler) and counts in Stats' Panics, as a task's, besides
+// the task's own if both panicked.
 type Plan interface {
 	Next(prev time.Time) time.Time
 }
@@ -61,12 +65,24 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 		sh = s.shards[s.route(sp.key)] // filed on its key's shard from the start, as a series
 	}
 	now := s.clock.Now()
-	first := plan.Next(sh.Time(now))
+	first := plan.Next(sh.Instant(now))
 	if first.IsZero() {
 		return Timer{}, fmt.Errorf("%w: OnPlan: the plan has no first point (Next returned the zero Time)", ErrInvalidOption)
 	}
-	st := &planState{plan: plan, task: task, sh: sh}
-	r := shard.Request{Key: sp.key, Now: now, Delay: sh.Reading(first) - now, Task: shard.Task{Func: st.run}, Plan: &st.points}
+	st := &planState{s: s, plan: plan, task: task, sh: sh}
+	// The delay to the first point, within ±MaxDelay so that it cannot
+	// overflow: Schedule runs a point passed at the next tick and brings
+	// a farther one in.
+	delay, limit := time.Duration(0), s.MaxDelay()
+	switch at := sh.Reading(first); {
+	case at < now-limit:
+		delay = -limit
+	case at > now+limit:
+		delay = limit
+	default:
+		delay = at - now
+	}
+	r := shard.Request{Key: sp.key, Now: now, Delay: delay, Task: shard.Task{Func: st.run}, Plan: &st.points}
 	t, err := s.scheduleOn(sh, &r)
 	if err != nil {
 		return Timer{}, err
@@ -82,12 +98,13 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 // that the plan's next point is chosen on the run's goroutine, and the
 // points it shares with the shard (pool.Plan).
 //
-// Ownership: plan, task and sh are immutable; points is the shard's and
-// the runs' (see pool.Plan); self is stored once by OnPlan, and ended once
-// by the run whose plan ended the series: whichever of the two comes
+// Ownership: s, plan, task and sh are immutable; points is the shard's
+// and the runs' (see pool.Plan); self is stored once by OnPlan, and ended
+// once by the run whose plan ended the series: whichever of the two comes
 // second sees the other's store (sequentially consistent atomics) and
 // cancels the series.
 type planState struct {
+	s      *Scheduler
 	plan   Plan
 	task   func()
 	sh     *shard.Shard
@@ -104,16 +121,48 @@ func (st *planState) run() {
 }
 
 // choose asks the plan for the point after the one the run served, and
-// leaves it for the shard, or ends the series on the zero Time.
+// leaves it for the shard, or ends the series on the zero Time or a
+// panic, which it reports itself: recovered here, it neither replaces
+// the task's own panic nor is lost to a task's runtime.Goexit. Once Stop
+// has begun, the series runs no more (Timer.Task of a series Stop
+// returned calls the task alone).
 func (st *planState) choose() {
-	next := st.plan.Next(st.sh.Time(time.Duration(st.points.Served.Load())))
+	if st.s.stopping.Load() {
+		return
+	}
+	next, ok := st.next()
+	if !ok {
+		return // ended
+	}
 	if next.IsZero() {
-		st.ended.Store(true)
-		if t := st.self.Load(); t != nil {
-			t.Cancel()
-		}
+		st.end()
 		return
 	}
 	st.points.Next.Store(int64(st.sh.Reading(next)))
 	st.points.Chosen.Store(true)
+}
+
+// next is the plan's next point, and false if Next panicked, which it
+// reports, or ended its goroutine (the run reports that): either ends the
+// series.
+func (st *planState) next() (next time.Time, ok bool) {
+	defer func() {
+		if !ok {
+			if v := recover(); v != nil {
+				st.sh.Report(v)
+			}
+			st.end()
+		}
+	}()
+	next = st.plan.Next(st.sh.Instant(time.Duration(st.points.Served.Load())))
+	return next, true
+}
+
+// end ends the series from its run: by its handle, or, if OnPlan has not
+// stored it yet, by OnPlan once it has.
+func (st *planState) end() {
+	st.ended.Store(true)
+	if t := st.self.Load(); t != nil {
+		t.Cancel()
+	}
 }

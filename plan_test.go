@@ -141,8 +141,8 @@ func TestOnPlanPointsInThePastRunAtTheNextTick(t *testing.T) {
 	assert.Equal(t, int32(5), runs.Load())
 }
 
-// A Next that panics is reported as a task's panic and leaves the series
-// waiting, pending, until a Cancel; the task's own panic still lets the
+// A Next that panics ends the series, and its panic is reported beside
+// the task's own, both counted in Stats; a task's panic alone lets the
 // plan choose.
 func TestOnPlanNextPanics(t *testing.T) {
 	panics := make(chan any, 4)
@@ -156,23 +156,86 @@ func TestOnPlanNextPanics(t *testing.T) {
 		return prev.Add(time.Millisecond)
 	})
 	tm, err := s.OnPlan(plan, func() {
-		if runs.Add(1) == 1 {
-			panic("task broke")
+		if runs.Add(1) <= 2 {
+			panic(fmt.Sprint("task broke ", runs.Load()))
 		}
 	})
 	require.NoError(t, err)
-	for _, want := range []any{"task broke", "plan broke"} {
+	var got []any
+	for range 3 {
 		select {
 		case v := <-panics:
-			assert.Equal(t, want, v)
+			got = append(got, v)
 		case <-time.After(waitFor):
-			t.Fatalf("no panic %q reported", want)
+			t.Fatalf("panics reported: %v", got)
 		}
 	}
-	assert.Equal(t, int32(2), runs.Load(), "the task's panic did not stop the plan")
-	assert.True(t, tm.Pending(), "the series waits for a Reset, a Cancel or Stop")
+	// Run 2's task and plan both panicked: both are reported, in either
+	// order after run 1's.
+	assert.Equal(t, "task broke 1", got[0])
+	assert.ElementsMatch(t, []any{"task broke 2", "plan broke"}, got[1:])
+	require.Eventually(t, func() bool { return !tm.Pending() }, waitFor, pollEvery, "the plan's panic ended the series")
+	assert.False(t, tm.Cancel())
+	assert.Equal(t, int32(2), runs.Load())
 	assert.Equal(t, int32(3), calls.Load())
-	assert.True(t, tm.Cancel())
+	require.Eventually(t, func() bool { return s.Stats().Total.Panics == 3 }, waitFor, pollEvery)
+}
+
+// Outside a bubble too, Next hears exactly the point it returned for the
+// run that just ran, and the first run's prev is the call's time; a point
+// already passed (an hour ago, or in year 1) runs at once, and the next
+// Next still hears it.
+func TestOnPlanNextHearsItsOwnPoints(t *testing.T) {
+	s := newScheduler(t, shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond))
+	var mu sync.Mutex
+	var asked, gave []time.Time
+	steps := []func(prev time.Time) time.Time{
+		func(prev time.Time) time.Time { return prev.Add(-time.Hour) },
+		func(prev time.Time) time.Time { return prev.Add(time.Hour + 3*time.Millisecond) },
+		func(prev time.Time) time.Time { return time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC) },
+		func(prev time.Time) time.Time { return time.Now().Add(2 * time.Millisecond) },
+		func(prev time.Time) time.Time { return time.Time{} },
+	}
+	plan := planFunc(func(prev time.Time) time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, prev)
+		next := steps[len(asked)-1](prev)
+		gave = append(gave, next)
+		return next
+	})
+	before := time.Now()
+	tm, err := s.OnPlan(plan, noop)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !tm.Pending() }, waitFor, pollEvery)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, asked, len(steps))
+	assert.False(t, asked[0].Before(before), "the first prev is the call's time")
+	for i := 1; i < len(steps)-1; i++ {
+		if i == 3 {
+			continue // year 1 is further back than MaxDelay: brought in
+		}
+		assert.True(t, asked[i].Equal(gave[i-1]), "Next %d heard %v, not the point %v it gave", i, asked[i], gave[i-1])
+	}
+}
+
+// Once Stop has begun a plan's series runs no more: the task of a series
+// Stop returned runs alone, without asking the plan.
+func TestOnPlanTaskAfterStopAsksNoPlan(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(1))
+	require.NoError(t, err)
+	var calls, runs atomic.Int32
+	tm, err := s.OnPlan(planFunc(func(prev time.Time) time.Time { calls.Add(1); return prev.Add(time.Hour) }),
+		func() { runs.Add(1) })
+	require.NoError(t, err)
+	left := s.Stop()
+	require.Equal(t, []shardwheel.Timer{tm}, left)
+	task := tm.Task()
+	require.NotNil(t, task)
+	task()
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, int32(1), calls.Load(), "only OnPlan's call for the first point")
 }
 
 // Options that do not apply, a nil plan, a plan with no first point and a
@@ -200,13 +263,17 @@ func TestOnPlanErrorsAndPlacement(t *testing.T) {
 	assert.ErrorIs(t, err, shardwheel.ErrNilTask)
 	assert.Zero(t, s.Pending(), "a refused call schedules nothing")
 
-	ranOn := make(chan int, 1)
-	tm, err := s.OnPlan(every, func() {
-		select {
-		case ranOn <- shardwheel.RunningShard(s):
-		default:
+	// A first run at once, then an hour's wait: Stop finds the series
+	// filed, not handed to its runner (it would keep that run).
+	var first atomic.Bool
+	once := planFunc(func(prev time.Time) time.Time {
+		if first.CompareAndSwap(false, true) {
+			return prev.Add(time.Millisecond)
 		}
-	}, shardwheel.ByKey(9))
+		return prev.Add(time.Hour)
+	})
+	ranOn := make(chan int, 1)
+	tm, err := s.OnPlan(once, func() { ranOn <- shardwheel.RunningShard(s) }, shardwheel.ByKey(9))
 	require.NoError(t, err)
 	assert.Equal(t, uint64(9), tm.Key())
 	select {
@@ -215,6 +282,8 @@ func TestOnPlanErrorsAndPlacement(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the series never ran")
 	}
+	require.Eventually(t, func() bool { return time.Until(tm.Deadline()) > 30*time.Minute }, waitFor, pollEvery,
+		"filed an hour on")
 	left := s.Stop()
 	assert.Contains(t, left, tm, "Stop returns a live plan's series")
 	_, err = s.OnPlan(every, noop)

@@ -60,9 +60,9 @@ import (
 // there, on the run's goroutine, and the run adopts it when the task has
 // returned (step): user code never runs on the shard goroutine. A point
 // already passed runs at the next tick; one beyond MaxDelay from the
-// run's end is brought in to it; a task that chose none (its plan
-// panicked) leaves the series waiting MaxDelay, for a Reset, a Cancel or
-// Stop. A plan's series counts no missed points. A Reset publishes a grid
+// run's end is brought in to it; a task that chose none (the wrapper
+// ends such a series with a Cancel) leaves the series waiting MaxDelay
+// for it. A plan's series counts no missed points. A Reset publishes a grid
 // as for any series; a plan's series adopts it as its next point (anchor
 // plus period) and follows its plan from there.
 //
@@ -134,9 +134,11 @@ func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
 		if adopt(rec, gen) {
 			return // a Reset's point comes first
 		}
-		next := now + sh.maxDelay // none chosen: wait for a Reset, a Cancel or Stop
+		next := now + sh.maxDelay // none chosen (the series is ending): wait for the Cancel
 		if p.Chosen.Load() {
-			next = min(time.Duration(p.Next.Load()), next)
+			// A point already passed runs at the next tick; the bounds
+			// keep the tick arithmetic from overflowing.
+			next = min(max(time.Duration(p.Next.Load()), now-sh.maxDelay), next)
 		}
 		rec.Base = int64(next)
 		return

@@ -73,7 +73,9 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	switch {
 	case r.Plan != nil:
 		t = sh.deadlineTick(r.Now, r.Delay)
-		rec = &pool.Series{Plan: r.Plan, Base: int64(r.Now + sh.clampDelay(r.Delay))} // before the pin, as below
+		// Base is the plan's point, even one already passed (down to
+		// MaxDelay before Now, so that no tick arithmetic overflows).
+		rec = &pool.Series{Plan: r.Plan, Base: int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))} // before the pin, as below
 	case r.Period > 0:
 		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
 		t = sh.ceilTick(r.Now + period)

@@ -101,6 +101,11 @@ func call(f func()) (panicked any) {
 // it wakes for) and hands it to the panic handler. A handler that calls
 // runtime.Goexit ends the goroutine as a task's Goexit would. The goroutine
 // that ran the task.
+// Report reports v as a task's panic: the panic handler gets it and Stats
+// count it in Panics. Any goroutine (package shardwheel's plan wrapper, for
+// a plan that panicked).
+func (sh *Shard) Report(v any) { sh.report(v) }
+
 func (sh *Shard) report(v any) {
 	sh.wrote(lineExecutor)
 	sh.aborts.Add(1)

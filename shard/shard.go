@@ -308,6 +308,11 @@ func (sh *Shard) Now() time.Duration { return sh.clock.Now() }
 // reading stands for (see NewClock).
 func (sh *Shard) Time(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at) }
 
+// Instant is Reading's inverse: the time a reading at stands for, exact
+// for a reading Reading made (Time, for deadlines, rounds up by the
+// clock's skew instead).
+func (sh *Shard) Instant(at time.Duration) time.Time { return sh.cfg.Epoch.Add(at - sh.cfg.Skew) }
+
 // Reading converts a time to a clock reading: never earlier than the
 // reading the clock will show at t (see NewClock), so a timer due at it is
 // never early.
