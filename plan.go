@@ -47,6 +47,7 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 	if task == nil {
 		return Timer{}, ErrNilTask
 	}
+	s.mustBeNew()
 	if plan == nil {
 		return Timer{}, fmt.Errorf("%w: OnPlan: a nil Plan", ErrInvalidOption)
 	}
