@@ -71,11 +71,6 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var t uint64
 	var rec *pool.Series
 	switch {
-	case r.Plan != nil:
-		t = sh.deadlineTick(r.Now, r.Delay)
-		// Base is the plan's point, even one already passed (down to
-		// MaxDelay before Now, so that no tick arithmetic overflows).
-		rec = &pool.Series{Plan: r.Plan, Base: int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))} // before the pin, as below
 	case r.Period > 0:
 		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
 		t = sh.ceilTick(r.Now + period)
@@ -83,6 +78,11 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		rec = &pool.Series{First: pool.Grid{Period: int64(period)}}
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
+	case r.Plan != nil: // last: one-shot timers should not pay for the look
+		t = sh.deadlineTick(r.Now, r.Delay)
+		// Base is the plan's point, even one already passed (down to
+		// MaxDelay before Now, so that no tick arithmetic overflows).
+		rec = &pool.Series{Plan: r.Plan, Base: int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))} // before the pin, as above
 	default:
 		t = sh.deadlineTick(r.Now, r.Delay)
 	}
