@@ -30,6 +30,7 @@ type mixedSeries struct {
 	ended   atomic.Int32
 	after   int32
 	frozen  atomic.Int32 // runs when the ending call returned
+	lastEnd atomic.Int64 // the oracle's clock as its last run returned
 	stopped bool
 	indexed bool // an Index's (mixedWorker.ix), under its key
 	key     uint64
@@ -46,7 +47,10 @@ func (o *mixedOracle) runSeries(m *mixedSeries) {
 		o.fail("series %d (%s): two runs at once", m.id, m.kind)
 		return
 	}
-	defer m.inRun.Store(false)
+	defer func() {
+		m.lastEnd.Store(o.now())
+		m.inRun.Store(false)
+	}()
 	k := m.runs.Add(1)
 	if b := m.start + int64(k)*int64(m.period); now < b {
 		o.fail("series %d (%s): run %d %v before its grid point", m.id, m.kind, k, time.Duration(b-now))
@@ -121,14 +125,16 @@ func (mw *mixedWorker) endSeries(m *mixedSeries, wait bool) {
 	m.ended.Add(1)
 }
 
-// checkSeries checks, once Stop has returned, that every series ended
-// exactly one way and that no run started after the call that ended it
-// returned (but the one a Cancel may leave).
-func (o *mixedOracle) checkSeries() {
+// checkSeries checks, once Stop (begun at stopAt) has returned, that every
+// series ended exactly one way and that no run started after the call
+// that ended it returned (but the one a Cancel may leave). A series whose
+// run Stop found handed out ends by that run, its last, which Stop waits
+// for and does not return: one of its runs returned after Stop began.
+func (o *mixedOracle) checkSeries(stopAt int64) {
 	o.series.Range(func(_, v any) bool {
 		m := v.(*mixedSeries)
 		ways := int(m.ended.Load())
-		if m.stopped {
+		if m.stopped || (ways == 0 && m.lastEnd.Load() >= stopAt) {
 			ways++
 		}
 		if ways != 1 {

@@ -264,6 +264,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 	}
 	st := s.Stats().Total
 	t.Logf("blocks released %d, remade %d; swept %d; crossed %d", st.BlocksReleased, st.BlocksRemade, st.Swept, st.Crossed)
+	stopAt := o.now()
 	for _, tm := range s.Stop() {
 		if v, ok := o.series.Load(tm); ok {
 			v.(*mixedSeries).stopped = true
@@ -278,7 +279,7 @@ func runMixedLoad(t testing.TB, d time.Duration, workers int, opts ...shardwheel
 	if n, m := indexLen(ix), indexLen(fresh); n != 0 || m != 0 {
 		o.fail("Stop left index entries: %d and %d (-1: the maps disagree or leak)", n, m)
 	}
-	o.checkSeries()
+	o.checkSeries(stopAt)
 	t.Logf("series %d, their runs %d, returned by Stop %d", o.seriesCount(), o.seriesRuns(), liveSeries.Load())
 	// Every accepted timer ended exactly one way.
 	all.Range(func(_, v any) bool {

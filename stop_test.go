@@ -601,3 +601,30 @@ func TestStopLeavesAnExecutorsSeriesRunToIt(t *testing.T) {
 	assert.EqualValues(t, 2, st.Scheduled)
 	assert.Zero(t, s.Pending())
 }
+
+// A series whose run is handed out when Stop claims it (queued behind a
+// blocked task here) is not returned, and that run, its last, runs before
+// Stop returns: the series ends exactly one way.
+func TestStopLetsAHandedSeriesRunItsLastRun(t *testing.T) {
+	s, err := shardwheel.New(shardwheel.WithShards(1), shardwheel.WithTick(time.Millisecond),
+		shardwheel.WithBlockedAfter(0))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	blocking := make(chan struct{})
+	_, err = s.AfterFunc(0, func() { close(blocking); <-release })
+	require.NoError(t, err)
+	<-blocking
+	var runs atomic.Int32
+	series, err := s.Every(time.Millisecond, func() { runs.Add(1) })
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Stats().Total.PeriodicRuns >= 1 }, waitFor, pollEvery,
+		"the series' run is handed to the runner, behind the blocked task")
+	stopped := make(chan []shardwheel.Timer)
+	go func() { stopped <- s.Stop() }()
+	time.Sleep(10 * time.Millisecond) // Stop claims the series meanwhile, if it can; the test holds either way
+	close(release)
+	left := <-stopped
+	assert.NotContains(t, left, series, "a series whose run was handed out is not returned")
+	assert.Equal(t, int32(1), runs.Load(), "its handed run is its last, and runs")
+	assert.False(t, series.Pending())
+}

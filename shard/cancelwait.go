@@ -116,12 +116,13 @@ type execRun struct {
 	next *execRun // runFree's and runPool.spare's link
 }
 
-// live reports whether a series' run is still its series' (its node
-// running, in the generation the run began): a Cancel or Stop while the run
-// was queued ends it before it starts.
-func (r *execRun) live() bool {
+// cancelled reports whether a series' run was cancelled while it was
+// handed out: its node no longer running in the generation the run began,
+// and not claimed by Stop either (Drain leaves a run handed out to run, as
+// the series' last, and does not return the series).
+func (r *execRun) cancelled() bool {
 	s, mine := load(r.sh.arena.Node(r.idx), r.gen)
-	return mine && s.status() == statusRunning
+	return !mine || (s.status() != statusRunning && s.status() != statusStopped)
 }
 
 // call runs the task: its closure, or its handler with its key.

@@ -33,8 +33,10 @@ func (r *runner) run(x *execRun) {
 		r.late.Record(int64(start - sh.tickTime(x.tick)))
 		r.fresh = false // a Goexit skips the end: the next run reads the clock
 	}
-	if x.series && !x.live() {
-		// Cancelled (or stopped) while queued: the series runs no more.
+	if x.series && x.cancelled() {
+		// Cancelled while queued: the series runs no more. (A run that
+		// Stop's Drain found handed out runs: it is the series' last,
+		// and Stop does not return the series.)
 		x.finish()
 		r.ended(start)
 		return
