@@ -17,8 +17,8 @@ import (
 // for it, or the point a Reset set). A series runs at each point, never
 // earlier, and within about a tick after on a shard that keeps up; but a
 // point more than MaxDelay after the run that asked for it is brought in
-// to MaxDelay, as AfterFunc clamps its delay (MaxDelay is 2^36 ticks:
-// about 2.2 years at the default tick, 8 days at 10µs).
+// to MaxDelay, as AfterFunc clamps its delay (MaxDelay is 2^36 ticks up
+// to a 33ms tick: about 2.2 years at the default tick, 8 days at 10µs).
 //
 // Next is called once on OnPlan's caller, for the first point, and then
 // on the goroutine that ran the series' task, right after the task
@@ -61,10 +61,7 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 	if err != nil {
 		return Timer{}, err
 	}
-	sh := s.localShard()
-	if sp.byKey {
-		sh = s.shards[s.route(sp.key)] // filed on its key's shard from the start, as a series
-	}
+	sh := s.seriesShard(sp)
 	now := s.clock.Now()
 	first := plan.Next(sh.Instant(now))
 	if first.IsZero() {

@@ -190,13 +190,17 @@ func (s *Scheduler) timerRequest(verb string, series bool, arg uint64, hasArg bo
 	}
 	policy, _ := sp.missed.engine() // checked by specOf; SkipMissed is 0
 	r.Period, r.Missed = d, policy
-	// A series is filed on its key's shard from the start: it never
-	// crosses shards.
-	sh := s.localShard()
+	return s.seriesShard(sp), r, nil
+}
+
+// seriesShard returns the shard a series of spec sp is filed on: its
+// key's from the start, with ByKey (a series never crosses shards), else
+// the caller's.
+func (s *Scheduler) seriesShard(sp timerSpec) *shard.Shard {
 	if sp.byKey {
-		sh = s.shards[s.route(sp.key)]
+		return s.shards[s.route(sp.key)]
 	}
-	return sh, r, nil
+	return s.localShard()
 }
 
 // Every runs task periodically at the grid points start + k·period (k = 1,
