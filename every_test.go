@@ -374,3 +374,64 @@ func TestEveryWithTheLongestPeriodNeverRunsEarly(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryResetRacingTheEndMovesNoOtherSeries: a goroutine Resets, to a
+// millisecond, the series another is about to Cancel and series it
+// cancelled, while that one starts new series (hour-long, each live for
+// thousands of calls) that take the ended series' nodes and records. A
+// series that took up such a Reset's grid would run within the test
+// without a Reset of its own.
+func TestEveryResetRacingTheEndMovesNoOtherSeries(t *testing.T) {
+	s := newScheduler(t)
+	type series struct {
+		handle     shardwheel.Timer
+		resetTried atomic.Bool // set before a Reset of this series
+	}
+	const live, ended = 2048, 4096
+	var wrong, staleTrue atomic.Int64
+	var next atomic.Pointer[series] // the series to be cancelled next
+	var cancelled [ended]atomic.Pointer[series]
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() { // the resetter
+		defer wg.Done()
+		for i := uint64(0); ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if p := next.Load(); p != nil && i%2 == 0 {
+				p.resetTried.Store(true)
+				p.handle.Reset(time.Millisecond)
+			} else if p := cancelled[(i*2654435761)%ended].Load(); p != nil && p.handle.Reset(time.Millisecond) {
+				staleTrue.Add(1)
+			}
+		}
+	}()
+	ring := make([]*series, live)
+	for i := range 40 * live {
+		p := new(series)
+		var err error
+		p.handle, err = s.Every(time.Hour, func() {
+			if !p.resetTried.Load() {
+				wrong.Add(1)
+			}
+		})
+		require.NoError(t, err)
+		if old := ring[i%live]; old != nil {
+			next.Store(old)
+			require.True(t, old.handle.Cancel())
+			cancelled[i%ended].Store(old)
+		}
+		ring[i%live] = p
+	}
+	close(done)
+	wg.Wait()
+	for _, p := range ring {
+		p.handle.Cancel()
+	}
+	assert.Zero(t, wrong.Load(), "series ran at a grid another series' Reset made")
+	assert.Zero(t, staleTrue.Load(), "Resets of cancelled series returned true")
+}

@@ -99,7 +99,23 @@ func (mw *mixedWorker) series() {
 	mw.live = append(mw.live, m)
 	if len(mw.live) > 8 { // end the oldest
 		mw.endSeries(mw.live[0], mw.rng.IntN(2) == 0)
+		mw.ended = append(mw.ended[max(len(mw.ended)-7, 0):], mw.live[0])
 		mw.live = mw.live[1:]
+	}
+	mw.resetEnded()
+}
+
+// resetEnded may Reset a series the worker ended, which must fail: the
+// stale handle's Reset races the reuse of the series' record by other
+// series. (A live series' Reset is not drawn: it restarts the grid that
+// the runs' bounds count on.)
+func (mw *mixedWorker) resetEnded() {
+	if len(mw.ended) == 0 || mw.rng.IntN(2) == 0 {
+		return
+	}
+	m := mw.ended[mw.rng.IntN(len(mw.ended))]
+	if m.handle.Reset(m.period) {
+		mw.o.fail("series %d (%s): Reset returned true after the series ended", m.id, m.kind)
 	}
 }
 

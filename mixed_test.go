@@ -326,6 +326,7 @@ type mixedWorker struct {
 	// ix.Cancel and ix.Reset act on, while it has not run.
 	byKey [16]*mixedTimer
 	live  []*mixedSeries // the series it started and has not ended
+	ended []*mixedSeries // the last series it ended: their handles are stale
 }
 
 // delay draws a delay: -1ms, 0, 0-12ms or an hour.

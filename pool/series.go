@@ -1,6 +1,9 @@
 package pool
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Storage that only some timers need, made per block when the first such
 // timer lands in it (as the task and handler arrays are): a block whose
@@ -8,25 +11,36 @@ import "sync/atomic"
 // pay nothing for it.
 
 // Grid is a periodic timer's grid: its points are the clock readings
-// Anchor + k*Period (nanoseconds, k >= 1). Life is the generation (package
-// shard's) of the timer it belongs to, so that a Grid an ended life left
-// behind is never taken for a later life's. A Grid is immutable once it is
-// published (Series.Grid); Every and Reset each make a new one.
+// Anchor + k*Period (nanoseconds, k >= 1). Life and Node name the timer
+// life it belongs to (package shard's generation, and its shard and node),
+// so that a Grid of another life, which a Reset that raced that life's end
+// may store in a record reused since, is never taken for the record's
+// current life. A Grid is immutable once it is published (Series.Grid);
+// Reset makes a new one.
 type Grid struct {
 	Life   uint64
+	Node   uint64
 	Anchor int64
 	Period int64
 }
 
-// Series is the record of a periodic timer, made by the producer that
-// starts the timer's life, one per life; the node points to it (see
-// Slot.SetSeries) until it is freed.
+// Series is the record of a periodic timer, taken by the producer that
+// starts the timer's life (NewSeries); the node points to it (see
+// Slot.SetSeries) until it is freed, which puts it back for another life
+// to reuse: steady-state Every allocates nothing.
+//
+// A record outlives its life in the hands of a Reset that loaded it from
+// the node while the life was current: such a Reset reads Grid only, and
+// CASes it after it has checked the life's state, so its Grid may land
+// in the record's next life (the life's end and the reuse came between
+// the check and the CAS). Its Life and Node then name another life than
+// First's, and every reader ignores it (package shard's adopt).
 //
 // Field ownership (the meaning of every field belongs to package shard):
-//   - Grid: atomic. Stored by the producer that starts the timer's life,
-//     then CASed by Reset from any goroutine; read by anyone.
-//   - First: the grid the producer made, in the same allocation as the
-//     record; immutable once Grid points to it.
+//   - Grid: atomic. nil (the grid is First) when the producer starts the
+//     life, then CASed by Reset from any goroutine; read by anyone.
+//   - First: the life's first grid, written by the producer; immutable
+//     once the node is published. Its Life and Node name the life.
 //   - Seen, Base, Served, Counted, Policy: the series' progress, owned by
 //     whoever owns the timer's schedule (package shard: the producer
 //     before it publishes the node, then the goroutine holding the wheel
@@ -60,6 +74,24 @@ type Series struct {
 type Plan struct {
 	Served, Next atomic.Int64
 	Chosen       atomic.Bool
+}
+
+// seriesPool keeps the records of ended lives for NewSeries. A sync.Pool:
+// any goroutine may start a periodic timer, and the shard goroutine, or a
+// run, frees it; the garbage collector may drop records that wait there.
+var seriesPool = sync.Pool{New: func() any { return new(Series) }}
+
+// NewSeries returns a record for a periodic timer's life: a fresh one or
+// one an ended life gave back, whose fields the caller must all set
+// (Grid is nil). The record goes back when its node is freed (Clear), or
+// with PutSeries if the timer never started.
+func NewSeries() *Series { return seriesPool.Get().(*Series) }
+
+// PutSeries gives back a record whose timer never started (Schedule
+// rejected it): no node points to it, and no one else has seen it.
+func PutSeries(r *Series) {
+	r.Seen, r.Plan = nil, nil // let the garbage collector take what it names
+	seriesPool.Put(r)
 }
 
 // Flags a node may carry for its owner (see Slot.SetFlags).
@@ -112,12 +144,17 @@ func (s Slot) Flags() uint8 {
 }
 
 // clearExtra resets the node's flags and Series record, if its block has
-// them, for Clear.
+// them, for Clear, and puts the record back for another life to reuse:
+// the node's owner frees it, so no other goroutine uses the record but
+// through Grid (see Series).
 func (s Slot) clearExtra() {
 	if p := s.b.flags.Load(); p != nil {
 		(*p)[s.off] = 0
 	}
 	if p := s.b.series.Load(); p != nil {
-		(*p)[s.off].Store(nil)
+		if r := (*p)[s.off].Swap(nil); r != nil {
+			r.Grid.Store(nil)
+			PutSeries(r)
+		}
 	}
 }

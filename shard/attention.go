@@ -71,7 +71,7 @@ func (sh *Shard) attend(idx uint32, n *pool.Node, s state) {
 			if rec := sh.seriesOf(idx); rec != nil {
 				sh.catchUp()
 				var ns state
-				if ns, t = sh.seriesFileTick(rec, n, s); ns != s && !n.State.CompareAndSwap(uint64(s), uint64(ns)) {
+				if ns, t = sh.seriesFileTick(rec, s); ns != s && !n.State.CompareAndSwap(uint64(s), uint64(ns)) {
 					s = state(n.State.Load())
 					continue
 				}

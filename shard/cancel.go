@@ -144,9 +144,9 @@ func (sh *Shard) Reset(r Ref, key uint64, delay time.Duration) bool {
 		return false
 	}
 	if rec := slot.FindSeries(); rec != nil {
-		if g := rec.Grid.Load(); g != nil && g.Life == r.gen {
-			return sh.resetSeries(r, n, rec, delay)
-		}
+		// r's record, or r has ended (the node has moved on to a
+		// periodic life since): resetSeries finds out.
+		return sh.resetSeries(r, n, rec, delay)
 	}
 	t := sh.deadlineTick(sh.clock.Now(), delay)
 	for {

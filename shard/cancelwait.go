@@ -189,7 +189,7 @@ func (sh *Shard) countAborts() {
 func (r *execRun) finish() {
 	sh := r.sh
 	if r.series {
-		sh.rearm(r.idx, r.gen)
+		sh.rearm(r.idx)
 	}
 	r.g.Store(0) // before the word: a run the word no longer names names no goroutine
 	r.on.Store(nil)

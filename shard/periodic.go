@@ -13,15 +13,16 @@ import (
 // its grid (pool.Grid; k = 1, 2, ...), computed in clock time, so that
 // neither tick rounding nor task time makes it drift: each point is filed
 // at the first tick at or after it, which keeps it never early. Its node
-// points to a Series record (pool.Series, one allocation per Every, with
-// the first grid in it), which holds the grid Every or the latest Reset
-// published (Grid), and the series' progress, which belongs to whoever
-// owns the timer's schedule: the holder of the wheel while the node is
-// filed or queued, the run of its task while that runs (see pool.Series).
-// A life is periodic when its node points to a record: Every sets the
-// pointer before it publishes the node, and freeing the node clears it,
-// so ordinary timers never see one; a block holds the pointers only once
-// a periodic timer landed in it (8 bytes a node).
+// points to a Series record (pool.Series, with the first grid in it),
+// which holds the grid of the latest Reset (Grid), and the series'
+// progress, which belongs to whoever owns the timer's schedule: the
+// holder of the wheel while the node is filed or queued, the run of its
+// task while that runs (see pool.Series). A life is periodic when its
+// node points to a record: Every sets the pointer before it publishes the
+// node, and freeing the node clears it and gives the record back for
+// another life (pool.NewSeries), so ordinary timers never see one and
+// steady-state Every allocates nothing; a block holds the pointers only
+// once a periodic timer landed in it (8 bytes a node).
 //
 // # A run
 //
@@ -68,14 +69,16 @@ import (
 //
 // # Reset
 //
-// Reset(d) on a series publishes a new grid (anchor the call, period d) by
-// CAS on Grid, then moves the state's deadline to the grid's first point
+// Reset(d) on a series publishes a new grid (anchor the call, period d,
+// and the life it is for) by CAS on Grid, then moves the state's deadline to the grid's first point
 // as any Reset does (on the attention stack if that is earlier). Whoever
 // owns the progress next adopts the new grid (adopt): the holder when it
 // files or expires the node, the run when it returns. Concurrent Resets
 // end with the grid of the last CAS: an earlier one that finds its grid
 // replaced leaves the deadline to the later one, and holders derive the
-// deadline from the grid, never from the state alone.
+// deadline from the grid, never from the state alone. A Reset that loses
+// a race with the series' end may CAS its grid into the record's next
+// life: adopt ignores a grid of another life.
 
 // Missed policies (package shardwheel's Missed values).
 const (
@@ -85,25 +88,32 @@ const (
 )
 
 // startSeries makes the timer r describes, whose node is slot's and whose
-// generation is gen, periodic: rec, made for it with its period (r.Period
-// clamped to MaxDelay by Schedule), gets the grid from r.Now, and its
-// progress begins there. The producer, before it publishes the node.
-func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64) {
-	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: rec.First.Period}
-	rec.Seen, rec.Policy = &rec.First, r.Missed
+// life is gen on node (lifeNode), periodic: rec, taken for it with its
+// period (r.Period clamped to MaxDelay by Schedule), gets the grid from
+// r.Now, and its progress begins there. The producer, before it publishes
+// the node.
+func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen, node uint64) {
+	rec.First = pool.Grid{Life: gen, Node: node, Anchor: int64(r.Now), Period: rec.First.Period}
+	rec.Seen, rec.Policy, rec.Served, rec.Counted = &rec.First, r.Missed, 0, 0
 	if rec.Plan == nil {
 		rec.Base = rec.First.Anchor
 	} // else Schedule set Base to the first point
-	rec.Grid.Store(&rec.First)
+	// A record reused from an ended life may hold a Grid that a Reset of
+	// that life stored late: none is this life's.
+	rec.Grid.Store(nil)
 	slot.SetSeries(rec)
 }
 
-// adopt makes a series' progress follow the grid a Reset published, if
-// there is a new one for the life gen, and reports whether it did. Owner
-// of the progress.
-func adopt(rec *pool.Series, gen uint64) bool {
+// lifeNode names node idx of this shard for a Grid (pool.Grid.Node):
+// records move between shards.
+func (sh *Shard) lifeNode(idx uint32) uint64 { return uint64(sh.id)<<32 | uint64(idx) }
+
+// adopt makes a series' progress follow the grid a Reset of its life
+// published, if there is a new one, and reports whether it did. A grid
+// of another life (see pool.Series) is ignored. Owner of the progress.
+func adopt(rec *pool.Series) bool {
 	g := rec.Grid.Load()
-	if g == nil || g == rec.Seen || g.Life != gen {
+	if g == nil || g == rec.Seen || g.Life != rec.First.Life || g.Node != rec.First.Node {
 		return false
 	}
 	rec.Seen, rec.Base, rec.Served, rec.Counted = g, g.Anchor, 0, 0
@@ -129,9 +139,9 @@ func (sh *Shard) seriesTick(rec *pool.Series) uint64 { return sh.ceilTick(nextPo
 // step advances a series whose run returned at clock reading now: it
 // adopts a new grid, counts the grid points missed and applies the
 // policy (see the top of this file). Owner of the progress (the run).
-func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
+func (sh *Shard) step(rec *pool.Series, now time.Duration) {
 	if p := rec.Plan; p != nil {
-		if adopt(rec, gen) {
+		if adopt(rec) {
 			return // a Reset's point comes first
 		}
 		next := now + sh.maxDelay // none chosen (the series is ending): wait for the Cancel
@@ -143,7 +153,7 @@ func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
 		rec.Base = int64(next)
 		return
 	}
-	adopt(rec, gen)
+	adopt(rec)
 	var m uint64 // the grid points come by now
 	if d := int64(now) - rec.Base; d > 0 {
 		m = uint64(d / rec.Seen.Period)
@@ -167,8 +177,8 @@ func (sh *Shard) step(rec *pool.Series, gen uint64, now time.Duration) {
 // tick, ns, which the caller CASes in (with whatever status change it
 // makes). Whoever owns the series' schedule: the holder, or the run of
 // its task, on the goroutine that ran it (rearm).
-func (sh *Shard) seriesFileTick(rec *pool.Series, n *pool.Node, s state) (state, uint64) {
-	adopt(rec, genOf(n, s))
+func (sh *Shard) seriesFileTick(rec *pool.Series, s state) (state, uint64) {
+	adopt(rec)
 	t := sh.seriesTick(rec)
 	return s.withTicks(t), t
 }
@@ -182,7 +192,7 @@ func (sh *Shard) seriesFileTick(rec *pool.Series, n *pool.Node, s state) (state,
 func (sh *Shard) expireSeries(idx uint32, n *pool.Node, slot pool.Slot, rec *pool.Series, s state) (again bool) {
 	w := sh.h.w
 	gen := genOf(n, s)
-	ns, t := sh.seriesFileTick(rec, n, s)
+	ns, t := sh.seriesFileTick(rec, s)
 	if ns != s {
 		if !n.State.CompareAndSwap(uint64(s), uint64(ns)) {
 			return true
@@ -237,7 +247,7 @@ func (sh *Shard) countRun(rec *pool.Series) {
 // the holder to free (cancelling: to file where it is met cancelled). No
 // holder can free the node before this push: it is detached and on no
 // list. Stop's claim leaves it where it is.
-func (sh *Shard) rearm(idx uint32, gen uint64) {
+func (sh *Shard) rearm(idx uint32) {
 	slot := sh.arena.Slot(idx)
 	n, rec := slot.Node(), slot.FindSeries()
 	now := sh.clock.Now()
@@ -248,10 +258,10 @@ func (sh *Shard) rearm(idx uint32, gen uint64) {
 		switch s.status() {
 		case statusRunning:
 			if !stepped {
-				sh.step(rec, gen, now)
+				sh.step(rec, now)
 				stepped = true
 			}
-			ns, _ = sh.seriesFileTick(rec, n, s)
+			ns, _ = sh.seriesFileTick(rec, s)
 			ns = ns.to(statusPending)
 		case statusCancelled, statusCancelling:
 		case statusStopped:
@@ -272,25 +282,27 @@ func (sh *Shard) rearm(idx uint32, gen uint64) {
 	}
 }
 
-// resetSeries is Reset for a periodic timer (rec its node's record, whose
-// grid's life is r's): the series restarts from now with period d (see
-// the top of this file). A period shorter than the tick is refused, as
-// Every refuses it: false, and the series goes on unchanged.
+// resetSeries is Reset for a periodic timer (rec the record its node held
+// when Reset loaded it, which is r's unless r has ended): the series
+// restarts from now with period d (see the top of this file). A period
+// shorter than the tick is refused, as Every refuses it: false, and the
+// series goes on unchanged.
 func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Duration) bool {
 	if d < sh.cfg.Tick {
 		return false
 	}
 	now := sh.clock.Now()
 	d = sh.clampDelay(d)
-	g := &pool.Grid{Life: r.gen, Anchor: int64(now), Period: int64(d)}
+	g := &pool.Grid{Life: r.gen, Node: sh.lifeNode(r.idx), Anchor: int64(now), Period: int64(d)}
 	for {
+		// The state check after the load makes rec r's record at the
+		// load. If r's life ends before the CAS, g may land in the
+		// record's next life, which ignores it (see pool.Series).
 		old := rec.Grid.Load()
-		if old == nil || old.Life != r.gen {
-			return false // the series ended and its node moved on
-		}
 		if s, mine := load(n, r.gen); !mine || !s.live() {
 			return false
 		}
+		stress.Point()
 		if rec.Grid.CompareAndSwap(old, g) {
 			break
 		}

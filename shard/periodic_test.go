@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardwheel/shardwheel/pool"
 )
 
 // schedSeries schedules f every period on sh from now, by sh's clock.
@@ -440,4 +442,57 @@ func TestSeriesRunIsCountedWhenItStarts(t *testing.T) {
 			require.GreaterOrEqual(t, runs, uint64(4))
 		})
 	}
+}
+
+// TestSeriesRecordReuse: an ended series' record serves a later series,
+// and neither a Reset of the ended one's stale Ref nor a grid it stored
+// late (a Reset that raced its end: its CAS lands in the record's next
+// life) moves the later series off its own grid; the later series' own
+// Reset still takes.
+func TestSeriesRecordReuse(t *testing.T) {
+	h := newHarness(t)
+	// The pool hands a record out again (the race detector's pool drops
+	// some: try a few times).
+	var runs []time.Duration
+	var a, b Ref
+	var recA *pool.Series
+	var start time.Duration
+	for range 100 {
+		var rej Reject
+		a, rej = schedSeries(h.sh, 1, 5*testTick, SkipMissed, func() {})
+		require.Equal(t, Accepted, rej)
+		recA = h.sh.arena.Slot(a.idx).FindSeries()
+		require.NotNil(t, recA)
+		require.True(t, h.sh.Cancel(a))
+		h.step(10 * testTick) // frees a's node: the record goes back
+		require.Nil(t, h.sh.arena.Slot(a.idx).FindSeries())
+
+		start, runs = h.clock.Now(), runs[:0]
+		b, rej = schedSeries(h.sh, 2, 7*testTick, SkipMissed, func() { runs = append(runs, h.clock.Now()) })
+		require.Equal(t, Accepted, rej)
+		if h.sh.arena.Slot(b.idx).FindSeries() == recA {
+			break
+		}
+		require.True(t, h.sh.Cancel(b))
+		h.step(10 * testTick)
+	}
+	require.Same(t, recA, h.sh.arena.Slot(b.idx).FindSeries(), "the record is reused")
+	require.Zero(t, start%testTick, "the harness steps by ticks")
+
+	assert.False(t, h.sh.Reset(a, 1, testTick), "a stale Ref's Reset")
+	// What a Reset of a that raced its end may leave: a's grid, CASed
+	// into the record after its reuse.
+	recA.Grid.Store(&pool.Grid{Life: a.gen, Node: h.sh.lifeNode(a.idx), Anchor: int64(h.clock.Now()), Period: int64(testTick)})
+	h.stepBy(30*testTick, testTick)
+	assert.Equal(t, []time.Duration{start + 7*testTick, start + 14*testTick, start + 21*testTick, start + 28*testTick}, runs,
+		"b keeps its own grid")
+
+	// b's own Reset replaces the foreign grid.
+	runs = runs[:0]
+	resetAt := h.clock.Now()
+	require.True(t, h.sh.Reset(b, 2, 3*testTick))
+	h.stepBy(10*testTick, testTick)
+	assert.Equal(t, []time.Duration{resetAt + 3*testTick, resetAt + 6*testTick, resetAt + 9*testTick}, runs,
+		"b's Reset takes")
+	require.True(t, h.sh.Cancel(b))
 }

@@ -75,14 +75,17 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
 		t = sh.ceilTick(r.Now + period)
 		// Before the pin: pinned goroutines should not allocate.
-		rec = &pool.Series{First: pool.Grid{Period: int64(period)}}
+		rec = pool.NewSeries()
+		rec.First.Period, rec.Plan = int64(period), nil // startSeries sets the rest
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
 	case r.Plan != nil: // last: one-shot timers should not pay for the look
 		t = sh.deadlineTick(r.Now, r.Delay)
 		// Base is the plan's point, even one already passed (down to
 		// MaxDelay before Now, so that no tick arithmetic overflows).
-		rec = &pool.Series{Plan: r.Plan, Base: int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))} // before the pin, as above
+		rec = pool.NewSeries() // before the pin, as above
+		rec.First.Period, rec.Plan = 0, r.Plan
+		rec.Base = int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))
 	default:
 		t = sh.deadlineTick(r.Now, r.Delay)
 	}
@@ -92,6 +95,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	l := &sh.lanes[p&sh.laneMask]
 	if sh.cfg.Limited && !sh.acquire(l) {
 		procUnpin()
+		putSeries(rec)
 		return Ref{}, NoTokens
 	}
 	var ref Ref
@@ -108,6 +112,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		if sh.cfg.Limited {
 			sh.giveBack(l)
 		}
+		putSeries(rec)
 		return Ref{}, ArenaFull
 	}
 	// Close may have raced with us: Close stores closed before Drain
@@ -123,6 +128,14 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		sh.yieldIfBehind(l, now)
 	}
 	return ref, Accepted
+}
+
+// putSeries gives back the record of a periodic timer Schedule rejected,
+// if it had one.
+func putSeries(rec *pool.Series) {
+	if rec != nil {
+		pool.PutSeries(rec)
+	}
 }
 
 // isLocal reports whether P p's own shard is this one (see LocalShard).
@@ -141,12 +154,12 @@ func flagsOf(r *Request) state {
 }
 
 // startTimer starts the life of the timer r describes on the node slot, which
-// its caller has taken: it writes the timer on the node, publishes it
-// with the state store (status, deadline tick t and r's flags) and, for a
-// periodic timer, makes rec its record. It returns the node, its
+// its caller has taken (node idx): it writes the timer on the node,
+// publishes it with the state store (status, deadline tick t and r's
+// flags) and, for a periodic timer, makes rec its record. It returns the node, its
 // generation and its flags. The producer that took the node, before it
 // files it or pushes it.
-func startTimer(slot pool.Slot, r *Request, rec *pool.Series, status, t uint64) (*pool.Node, uint64, state) {
+func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, rec *pool.Series, status, t uint64) (*pool.Node, uint64, state) {
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
@@ -158,7 +171,7 @@ func startTimer(slot pool.Slot, r *Request, rec *pool.Series, status, t uint64) 
 	fl := flagsOf(r)
 	gen := startLife(n, status, t, fl)
 	if rec != nil {
-		startSeries(slot, rec, r, gen) // before the node is filed or pushed: its holder reads it
+		startSeries(slot, rec, r, gen, sh.lifeNode(idx)) // before the node is filed or pushed: its holder reads it
 	}
 	return n, gen, fl
 }
@@ -175,7 +188,7 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 			}
 		}
 	}
-	n, gen, fl := startTimer(slot, r, rec, statusPending, t)
+	n, gen, fl := sh.startTimer(idx, slot, r, rec, statusPending, t)
 	sh.catchUp()
 	if fl.routed() && t < sh.h.w.elapsed+sh.h.w.size { // near: it may cross now
 		sh.fileOrCross(idx, n, makeState(gen, statusPending, t)|fl, t)
@@ -213,7 +226,7 @@ func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t,
 	if !ok {
 		return Ref{}, false
 	}
-	_, gen, _ := startTimer(slot, r, rec, statusNew, t)
+	_, gen, _ := sh.startTimer(idx, slot, r, rec, statusNew, t)
 	stress.Point()
 	sh.wrote(lineQueue)
 	sh.queue.Push(idx, slot.Link())

@@ -90,7 +90,7 @@ func (sh *Shard) accept(idx uint32) (t uint64, filed bool) {
 				// A periodic timer: filed at its grid's next point,
 				// which a Reset may have moved.
 				sh.catchUp()
-				ns, t := sh.seriesFileTick(rec, n, s)
+				ns, t := sh.seriesFileTick(rec, s)
 				if !n.State.CompareAndSwap(uint64(s), uint64(ns.to(statusPending))) {
 					continue
 				}
