@@ -12,22 +12,23 @@ import (
 
 // Grid is a periodic timer's grid: its points are the clock readings
 // Anchor + k*Period (nanoseconds, k >= 1). Life and Node name the timer
-// life it belongs to (package shard's generation, and its shard and node),
-// so that a Grid of another life, which a Reset that raced that life's end
+// life it belongs to (package shard's generation, and its node's index:
+// a record serves only nodes of the arena whose pool it came from), so
+// that a Grid of another life, which a Reset that raced that life's end
 // may store in a record reused since, is never taken for the record's
 // current life. A Grid is immutable once it is published (Series.Grid);
 // Reset makes a new one.
 type Grid struct {
 	Life   uint64
-	Node   uint64
+	Node   uint32
 	Anchor int64
 	Period int64
 }
 
 // Series is the record of a periodic timer, taken by the producer that
-// starts the timer's life (NewSeries); the node points to it (see
-// Slot.SetSeries) until it is freed, which puts it back for another life
-// to reuse: steady-state Every allocates nothing.
+// starts the timer's life (Arena.NewSeries); the node points to it (see
+// Slot.SetSeries) until it is freed, which puts it back in its arena's
+// pool for another life to reuse: steady-state Every allocates nothing.
 //
 // A record outlives its life in the hands of a Reset that loaded it from
 // the node while the life was current: such a Reset reads Grid only, and
@@ -76,22 +77,26 @@ type Plan struct {
 	Chosen       atomic.Bool
 }
 
-// seriesPool keeps the records of ended lives for NewSeries. A sync.Pool:
-// any goroutine may start a periodic timer, and the shard goroutine, or a
-// run, frees it; the garbage collector may drop records that wait there.
-var seriesPool = sync.Pool{New: func() any { return new(Series) }}
+// NewSeries returns a record for a periodic timer's life on one of the
+// arena's nodes: a fresh one or one an ended life gave back, whose fields
+// the caller must all set (Grid is nil). The record goes back when its
+// node is freed (Clear), or with PutSeries if the timer never started.
+// Records are kept per arena (a sync.Pool: any goroutine may start a
+// periodic timer, and whoever frees its node gives the record back; the
+// garbage collector may drop records that wait there), so that a Grid's
+// Node names one node.
+func (a *Arena) NewSeries() *Series { return a.records.Get().(*Series) }
 
-// NewSeries returns a record for a periodic timer's life: a fresh one or
-// one an ended life gave back, whose fields the caller must all set
-// (Grid is nil). The record goes back when its node is freed (Clear), or
-// with PutSeries if the timer never started.
-func NewSeries() *Series { return seriesPool.Get().(*Series) }
+// PutSeries gives back a record of the arena's whose timer never started
+// (Schedule rejected it): no node points to it, and no one else has seen
+// it.
+func (a *Arena) PutSeries(r *Series) { putSeries(&a.records, r) }
 
-// PutSeries gives back a record whose timer never started (Schedule
-// rejected it): no node points to it, and no one else has seen it.
-func PutSeries(r *Series) {
-	r.Seen, r.Plan = nil, nil // let the garbage collector take what it names
-	seriesPool.Put(r)
+// putSeries puts r back in records, dropping what it names so that the
+// garbage collector may take it.
+func putSeries(records *sync.Pool, r *Series) {
+	r.Seen, r.Plan = nil, nil
+	records.Put(r)
 }
 
 // Flags a node may carry for its owner (see Slot.SetFlags).
@@ -154,7 +159,7 @@ func (s Slot) clearExtra() {
 	if p := s.b.series.Load(); p != nil {
 		if r := (*p)[s.off].Swap(nil); r != nil {
 			r.Grid.Store(nil)
-			PutSeries(r)
+			putSeries(s.b.records, r)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 // task while that runs (see pool.Series). A life is periodic when its
 // node points to a record: Every sets the pointer before it publishes the
 // node, and freeing the node clears it and gives the record back for
-// another life (pool.NewSeries), so ordinary timers never see one and
+// another life (pool.Arena.NewSeries), so ordinary timers never see one and
 // steady-state Every allocates nothing; a block holds the pointers only
 // once a periodic timer landed in it (8 bytes a node).
 //
@@ -87,13 +87,13 @@ const (
 	DelayMissed
 )
 
-// startSeries makes the timer r describes, whose node is slot's and whose
-// life is gen on node (lifeNode), periodic: rec, taken for it with its
+// startSeries makes the timer r describes, whose node is slot's (index
+// idx) and whose life is gen, periodic: rec, taken for it with its
 // period (r.Period clamped to MaxDelay by Schedule), gets the grid from
 // r.Now, and its progress begins there. The producer, before it publishes
 // the node.
-func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen, node uint64) {
-	rec.First = pool.Grid{Life: gen, Node: node, Anchor: int64(r.Now), Period: rec.First.Period}
+func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64, idx uint32) {
+	rec.First = pool.Grid{Life: gen, Node: idx, Anchor: int64(r.Now), Period: rec.First.Period}
 	rec.Seen, rec.Policy, rec.Served, rec.Counted = &rec.First, r.Missed, 0, 0
 	if rec.Plan == nil {
 		rec.Base = rec.First.Anchor
@@ -103,10 +103,6 @@ func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen, node uint64)
 	rec.Grid.Store(nil)
 	slot.SetSeries(rec)
 }
-
-// lifeNode names node idx of this shard for a Grid (pool.Grid.Node):
-// records move between shards.
-func (sh *Shard) lifeNode(idx uint32) uint64 { return uint64(sh.id)<<32 | uint64(idx) }
 
 // adopt makes a series' progress follow the grid a Reset of its life
 // published, if there is a new one, and reports whether it did. A grid
@@ -293,7 +289,7 @@ func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Durat
 	}
 	now := sh.clock.Now()
 	d = sh.clampDelay(d)
-	g := &pool.Grid{Life: r.gen, Node: sh.lifeNode(r.idx), Anchor: int64(now), Period: int64(d)}
+	g := &pool.Grid{Life: r.gen, Node: r.idx, Anchor: int64(now), Period: int64(d)}
 	for {
 		// The state check after the load makes rec r's record at the
 		// load. If r's life ends before the CAS, g may land in the

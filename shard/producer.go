@@ -75,7 +75,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
 		t = sh.ceilTick(r.Now + period)
 		// Before the pin: pinned goroutines should not allocate.
-		rec = pool.NewSeries()
+		rec = sh.arena.NewSeries()
 		rec.First.Period, rec.Plan = int64(period), nil // startSeries sets the rest
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
@@ -83,7 +83,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		t = sh.deadlineTick(r.Now, r.Delay)
 		// Base is the plan's point, even one already passed (down to
 		// MaxDelay before Now, so that no tick arithmetic overflows).
-		rec = pool.NewSeries() // before the pin, as above
+		rec = sh.arena.NewSeries() // before the pin, as above
 		rec.First.Period, rec.Plan = 0, r.Plan
 		rec.Base = int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))
 	default:
@@ -95,7 +95,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	l := &sh.lanes[p&sh.laneMask]
 	if sh.cfg.Limited && !sh.acquire(l) {
 		procUnpin()
-		putSeries(rec)
+		sh.putSeries(rec)
 		return Ref{}, NoTokens
 	}
 	var ref Ref
@@ -112,7 +112,7 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 		if sh.cfg.Limited {
 			sh.giveBack(l)
 		}
-		putSeries(rec)
+		sh.putSeries(rec)
 		return Ref{}, ArenaFull
 	}
 	// Close may have raced with us: Close stores closed before Drain
@@ -132,9 +132,9 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 
 // putSeries gives back the record of a periodic timer Schedule rejected,
 // if it had one.
-func putSeries(rec *pool.Series) {
+func (sh *Shard) putSeries(rec *pool.Series) {
 	if rec != nil {
-		pool.PutSeries(rec)
+		sh.arena.PutSeries(rec)
 	}
 }
 
@@ -171,7 +171,7 @@ func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, rec *pool.Se
 	fl := flagsOf(r)
 	gen := startLife(n, status, t, fl)
 	if rec != nil {
-		startSeries(slot, rec, r, gen, sh.lifeNode(idx)) // before the node is filed or pushed: its holder reads it
+		startSeries(slot, rec, r, gen, idx) // before the node is filed or pushed: its holder reads it
 	}
 	return n, gen, fl
 }
