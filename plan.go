@@ -2,6 +2,7 @@ package shardwheel
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +42,8 @@ type Plan interface {
 // it on the key's shard, as Every does; Slack and OnMissed do not apply
 // (the plan chooses its points): they, a nil plan and a plan whose first
 // point is the zero Time return an error wrapping ErrInvalidOption. A nil
-// task returns ErrNilTask. OnPlan allocates the series' record and the
-// plan's state: 4 allocations, 208 bytes.
+// task returns ErrNilTask. OnPlan allocates nothing in steady state: the
+// series' record and its plan's state are reused from ended series.
 func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, error) {
 	if task == nil {
 		return Timer{}, ErrNilTask
@@ -67,7 +68,8 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 	if first.IsZero() {
 		return Timer{}, fmt.Errorf("%w: OnPlan: the plan has no first point (Next returned the zero Time)", ErrInvalidOption)
 	}
-	st := &planState{s: s, plan: plan, task: task, sh: sh}
+	st := planStates.Get().(*planState)
+	st.s, st.plan, st.task, st.sh = s, plan, task, sh
 	// The delay to the first point, within ±MaxDelay so that it cannot
 	// overflow: Schedule runs a point passed at the next tick and brings
 	// a farther one in.
@@ -80,12 +82,17 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 	default:
 		delay = at - now
 	}
-	r := shard.Request{Key: sp.key, Now: now, Delay: delay, Task: shard.Task{Func: st.run}, Plan: &st.points}
+	r := shard.Request{Key: sp.key, Now: now, Delay: delay, Task: shard.Task{Func: st.runTask}, Plan: &st.points}
 	t, err := s.scheduleOn(sh, &r)
 	if err != nil {
+		// Not put back: a Schedule that raced Stop may have published a
+		// node that names st, and whoever frees it puts st back.
 		return Timer{}, err
 	}
-	st.self.Store(&t)
+	// Until the handle is stored the series cannot end but by Stop, whose
+	// series are never freed: st is not reused before.
+	st.self = t
+	st.hasSelf.Store(true)
 	if st.ended.Load() { // its first run's plan ended it before the handle was stored
 		t.Cancel()
 	}
@@ -96,19 +103,51 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 // that the plan's next point is chosen on the run's goroutine, and the
 // points it shares with the shard (pool.Plan).
 //
-// Ownership: s, plan, task and sh are immutable; points is the shard's
-// and the runs' (see pool.Plan); self is stored once by OnPlan, and ended
-// once by the run whose plan ended the series: whichever of the two comes
-// second sees the other's store (sequentially consistent atomics) and
-// cancels the series.
+// Ownership: s, plan, task and sh are immutable while the series lives;
+// points is the shard's and the runs' (see pool.Plan); self is written
+// once by OnPlan before it sets hasSelf, and read only after hasSelf is
+// seen set; ended is set once by the run whose plan ended the series:
+// whichever of hasSelf and ended is set second sees the other
+// (sequentially consistent atomics) and cancels the series.
+//
+// A planState is reused (planStates) once the series' node is freed
+// (points.Freed): then no run is left, and neither the node nor its
+// record names the state any more. A series Stop returned is never freed:
+// its Timer.Task may call run at any time after.
 type planState struct {
-	s      *Scheduler
-	plan   Plan
-	task   func()
-	sh     *shard.Shard
-	points pool.Plan
-	self   atomic.Pointer[Timer]
-	ended  atomic.Bool
+	s       *Scheduler
+	plan    Plan
+	task    func()
+	sh      *shard.Shard
+	points  pool.Plan
+	self    Timer
+	hasSelf atomic.Bool
+	ended   atomic.Bool
+	runTask func() // run, bound once: a method value allocates
+}
+
+// planStates keeps the states of ended plans' series for OnPlan.
+var planStates sync.Pool
+
+func init() { planStates.New = newPlanState } // New refers to planStates (freed)
+
+// newPlanState makes a planState, its methods bound once.
+func newPlanState() any {
+	st := new(planState)
+	st.runTask, st.points.Freed = st.run, st.freed
+	return st
+}
+
+// freed makes st ready for another series and puts it back: its series'
+// node has been freed.
+func (st *planState) freed() {
+	st.s, st.plan, st.task, st.sh, st.self = nil, nil, nil, nil, Timer{}
+	st.points.Served.Store(0)
+	st.points.Next.Store(0)
+	st.points.Chosen.Store(false)
+	st.hasSelf.Store(false)
+	st.ended.Store(false)
+	planStates.Put(st)
 }
 
 // run is the series' task: the caller's, then the plan's next point, even
@@ -160,7 +199,7 @@ func (st *planState) next() (next time.Time, ok bool) {
 // stored it yet, by OnPlan once it has.
 func (st *planState) end() {
 	st.ended.Store(true)
-	if t := st.self.Load(); t != nil {
-		t.Cancel()
+	if st.hasSelf.Load() {
+		st.self.Cancel()
 	}
 }

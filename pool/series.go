@@ -75,6 +75,10 @@ type Series struct {
 type Plan struct {
 	Served, Next atomic.Int64
 	Chosen       atomic.Bool
+	// Freed, if set, is called by whoever frees the series' node, once
+	// nothing of the engine's names the Plan any more: the series' state
+	// may then be reused. Immutable while the series lives.
+	Freed func()
 }
 
 // NewSeries returns a record for a periodic timer's life on one of the
@@ -158,8 +162,12 @@ func (s Slot) clearExtra() {
 	}
 	if p := s.b.series.Load(); p != nil {
 		if r := (*p)[s.off].Swap(nil); r != nil {
+			pl := r.Plan
 			r.Grid.Store(nil)
 			putSeries(s.b.records, r)
+			if pl != nil && pl.Freed != nil {
+				pl.Freed()
+			}
 		}
 	}
 }
