@@ -21,9 +21,9 @@ func RearmLiveWarning() { warnedLive.Store(false) }
 // IndexEntries returns the number of entries in ix (stale ones included:
 // tests poll it to see entries go away), how many of them its routed map
 // holds, and how many routed entries name a timer no entry names or
-// tombstones stand for no key (leaks). It counts the entries one by one
-// (Range), not by the counts Len reads, which it checks against them
-// (mismatch: whether they differ).
+// tombstones stand for no key (leaks). It counts the entries one by one,
+// not by the counts Len reads, which it checks against them (mismatch:
+// whether they differ).
 func IndexEntries[K comparable](ix *Index[K]) (entries, routed, strays int, mismatch bool) {
 	refs := map[shard.Ref]bool{}
 	count := func(e indexEntry[K]) {
@@ -33,28 +33,31 @@ func IndexEntries[K comparable](ix *Index[K]) (entries, routed, strays int, mism
 		}
 	}
 	for i := range ix.keys {
-		ix.keys[i].m.Range(func(h uint64, e indexEntry[K]) bool {
+		st := &ix.keys[i]
+		st.mu.Lock()
+		for h, e := range st.first {
 			count(e)
-			if !e.live() && !ix.hasOverflow(h) {
+			if !e.live() && len(st.overflow[h]) == 0 {
 				strays++ // a tombstone with no key of its hash left
 			}
-			return true
-		})
-	}
-	ix.overflow.Range(func(_ uint64, list []indexEntry[K]) bool {
-		for _, e := range list {
-			count(e)
 		}
-		return true
-	})
+		for _, list := range st.overflow {
+			for _, e := range list {
+				count(e)
+			}
+		}
+		st.mu.Unlock()
+	}
 	for i := range ix.routed {
-		ix.routed[i].m.Range(func(r shard.Ref, _ K) bool {
+		rs := &ix.routed[i]
+		rs.mu.Lock()
+		for r := range rs.m {
 			routed++
 			if !refs[r] {
 				strays++
 			}
-			return true
-		})
+		}
+		rs.mu.Unlock()
 	}
 	return entries, routed, strays, ix.Len() != entries
 }

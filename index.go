@@ -3,12 +3,10 @@ package shardwheel
 import (
 	"hash/maphash"
 	"iter"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v3"
-
-	"github.com/shardwheel/shardwheel/internal/pad"
 	"github.com/shardwheel/shardwheel/internal/stress"
 	"github.com/shardwheel/shardwheel/shard"
 )
@@ -19,9 +17,8 @@ import (
 // by a key of theirs (a connection, a session, a request) rather than by
 // its handle. Its map, keys, goes from a key's hash to the entry of the
 // key with that hash (indexmap.go keeps the keys of a 64-bit collision
-// apart, comparing them with ==). It is split by the shard the hash
-// routes to, so that calls on keys of different shards write no common
-// line.
+// apart, comparing them with ==). It is split in stripes, each a Go map
+// under a mutex (indexmap.go).
 //
 // A timer of an Index carries its key's hash as its node's key (its
 // routing key), so the shard goroutine that frees the node finds the
@@ -31,34 +28,24 @@ import (
 // back to its index key, split by the shard the timer is filed on.
 //
 // An entry is the right to cancel its timer by key: AfterFunc and Every
-// replace an entry and Cancel deletes one inside MapOf.Compute, which
-// holds the hash's bucket lock, and cancel the timer the entry named in
-// the same critical section (with shard.CancelUnindexed, so that the
-// shard goroutine does not look for an entry that is gone already). So
-// while the lock is free, a pending timer named by an entry is the key's
-// timer and the only one. Every change to the entries of one hash, a
-// collision's included, is made under that lock.
-//
-// Ordering. MapOf fills an entry, which is immutable, before it publishes
-// it with an atomic store, so a lock-free Load sees a whole entry. The
-// cancel of the replaced timer precedes that store in the critical
-// section, and Go's atomics are sequentially consistent, so whoever loads
-// the new entry finds the old timer cancelled: no one sees two pending
-// timers for a key.
+// replace an entry and Cancel deletes one under the hash's stripe lock,
+// and cancel the timer the entry named in the same critical section (with
+// shard.CancelUnindexed, so that the shard goroutine does not look for an
+// entry that is gone already). So while the lock is free, a pending timer
+// named by an entry is the key's timer and the only one, and a reader,
+// which takes the lock too, never sees two pending timers for a key.
 //
 // An entry can outlive its timer for a moment: a timer that ran, or that
 // was cancelled through its handle, leaves a stale entry, which the shard
 // goroutine deletes when it frees the node (Index.unindex, which deletes
 // only the entry naming that timer), before the node can be reused for
-// another timer. The shard goroutine thus takes bucket locks too, which
-// any goroutine holds only for a schedule, a cancel and a store: it may
-// wait there for a bucket's lock, or for a resize that another call is
-// doing, but never for a shard's wheel, since no lock holder waits for
-// one. Readers never trust an entry alone: the Ref carries the node's
-// generation, so a stale entry's timer reports not pending and its Cancel
-// and Reset fail, even once the node is reused. Lock order: a keys
-// bucket, then a routed or overflow bucket; the shard goroutine holds a
-// routed bucket only for its LoadAndDelete, before it takes a keys bucket.
+// another timer. The shard goroutine thus takes stripe locks too, which
+// any goroutine holds only for map operations, a schedule and a cancel:
+// it may wait there for another call, but never for a shard's wheel,
+// since no lock holder waits for one. Readers never trust an entry alone:
+// the Ref carries the node's generation, so a stale entry's timer reports
+// not pending and its Cancel and Reset fail, even once the node is
+// reused.
 
 // Index is a set of timers with at most one per key of type K: Cancel,
 // Reset and Lookup reach a key's timer by the key alone, All lists the
@@ -79,52 +66,29 @@ import (
 // nil task returns ErrNilTask first); it lives as long as its Scheduler.
 // Its
 // methods are safe for concurrent use, including from tasks, and never
-// wait for a shard to make progress. A scheduling call allocates the
-// key's entry (48 bytes with a word-sized key), and with ByKey a second
-// one; Reset, Lookup and Len allocate nothing, nor does Cancel but as it
-// says.
+// wait for a shard to make progress. Its entries are stored inline in Go
+// maps: once the maps have grown to the keys they hold, no method
+// allocates but All (and a scheduling call on a key whose hash another
+// key of the index shares).
 type Index[K comparable] struct {
 	s      *Scheduler
-	hashOf func(K) uint64   // maphash.Comparable with the Index's seed
-	keys   []indexKeys[K]   // by the shard a key's hash routes to; immutable after NewIndex
-	routed []indexRouted[K] // Ref → key of the timers ByKey routes, by the shard they are filed on
-	// overflow holds the entries of keys whose hash another key's entry
-	// holds in keys (indexmap.go); collided is set by the first of them,
-	// so that nothing looks there before.
-	overflow  *xsync.MapOf[uint64, []indexEntry[K]]
+	hashOf func(K) uint64    // maphash.Comparable with the Index's seed
+	keys   []keyStripe[K]    // by a key's hash (keysOf); the slice is immutable after NewIndex
+	shift  uint              // 64 - log2(len(keys))
+	routed []routedStripe[K] // Ref → key of the timers ByKey routes, by the shard they are filed on
+	// collided is set by the first key whose hash another key's entry
+	// held (indexmap.go), for All.
 	collided  atomic.Bool
 	anyRouted atomic.Bool // set by the first timer ByKey routed: unindex looks in routed only then
 }
 
 // indexEntry is a key's timer: the key, the timer's Ref, and the routing
 // key its node and handle carry. An entry whose Ref is 0 (which names no
-// timer) is a tombstone (indexmap.go). With a word-sized key it is four
-// words, which MapOf's calls pass in registers.
+// timer) is a tombstone (indexmap.go).
 type indexEntry[K comparable] struct {
 	key   K
 	ref   shard.Ref
 	route uint64
-}
-
-// indexKeys is one shard's part of an Index's keys, and the count of its
-// keys (updated under the bucket locks). The padding keeps the map
-// pointer on a line that nothing else writes (the slice is a small
-// allocation that would share its lines with whatever the allocator puts
-// beside it), and the count on its own.
-type indexKeys[K comparable] struct {
-	_ [pad.CacheLineSize]byte
-	m *xsync.MapOf[uint64, indexEntry[K]]
-	_ [pad.CacheLineSize]byte
-	n atomic.Int64
-	_ [pad.CacheLineSize - 8]byte
-}
-
-// indexRouted is one shard's part of an Index's routed map, padded as
-// indexKeys.
-type indexRouted[K comparable] struct {
-	_ [pad.CacheLineSize]byte
-	m *xsync.MapOf[shard.Ref, K]
-	_ [pad.CacheLineSize]byte
 }
 
 // indexer is what a Scheduler needs of its Indexes, whatever their key
@@ -143,18 +107,19 @@ type indexer interface {
 func NewIndex[K comparable](s *Scheduler) *Index[K] {
 	s.mustBeNew()
 	seed := maphash.MakeSeed()
+	n := stripesFor(len(s.shards))
 	ix := &Index[K]{
-		s:        s,
-		hashOf:   func(k K) uint64 { return maphash.Comparable(seed, k) },
-		keys:     make([]indexKeys[K], len(s.shards)),
-		routed:   make([]indexRouted[K], len(s.shards)),
-		overflow: xsync.NewMapOfWithHasher[uint64, []indexEntry[K]](func(h, seed uint64) uint64 { return h ^ seed }),
+		s:      s,
+		hashOf: func(k K) uint64 { return maphash.Comparable(seed, k) },
+		keys:   make([]keyStripe[K], n),
+		shift:  uint(64 - bits.TrailingZeros(uint(n))),
+		routed: make([]routedStripe[K], len(s.shards)),
 	}
-	for i := range s.shards {
-		// The keys are hashes already: the seed keeps MapOf's own
-		// spread per table.
-		ix.keys[i].m = xsync.NewMapOfWithHasher[uint64, indexEntry[K]](func(h, seed uint64) uint64 { return h ^ seed })
-		ix.routed[i].m = xsync.NewMapOf[shard.Ref, K]()
+	for i := range ix.keys {
+		ix.keys[i].first = map[uint64]indexEntry[K]{}
+	}
+	for i := range ix.routed {
+		ix.routed[i].m = map[shard.Ref]K{}
 	}
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
@@ -190,12 +155,6 @@ func (ix *Index[K]) hash(key K) uint64 {
 
 // errZeroIndex is the panic of a zero Index's methods.
 const errZeroIndex = "shardwheel: use NewIndex to create an Index"
-
-// keysOf returns the part of the keys map that holds hash h.
-func (ix *Index[K]) keysOf(h uint64) *indexKeys[K] { return &ix.keys[ix.s.route(h)] }
-
-// routedOf returns the part of the routed map that holds r.
-func (ix *Index[K]) routedOf(r shard.Ref) *xsync.MapOf[shard.Ref, K] { return ix.routed[r.Shard()].m }
 
 // AfterFunc runs task once, delay from now, as key's timer, and returns
 // its handle. If key already has a pending timer, AfterFunc replaces it:
@@ -254,26 +213,7 @@ func (ix *Index[K]) Every(key K, period time.Duration, task func(), opts ...Time
 // the hash's bucket lock, so that no other call on the key, the new
 // timer's own task included, comes between it and the store of its entry.
 func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer, error) {
-	var t Timer
-	var err error
-	part := ix.keysOf(h)
-	part.m.Compute(h, func(first indexEntry[K], loaded bool) (indexEntry[K], bool) {
-		if t, err = schedule(); err != nil {
-			return first, !loaded // unchanged (deleting nothing stores nothing)
-		}
-		if t.key != h { // routed by ByKey: unindex finds the key in routed
-			if !ix.anyRouted.Load() {
-				ix.anyRouted.Store(true)
-			}
-			ix.routedOf(t.ref).Store(t.ref, key)
-		}
-		stress.Point()
-		first, replaced := ix.put(first, loaded, indexEntry[K]{key: key, ref: t.ref, route: t.key}, h)
-		if !replaced {
-			part.n.Add(1)
-		}
-		return first, false
-	})
+	t, err := ix.scheduleLocked(key, h, schedule)
 	if err != nil {
 		return Timer{}, err
 	}
@@ -288,9 +228,35 @@ func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer,
 	if !t.sh.Pending(t.ref) {
 		ix.remove(h, func(e indexEntry[K]) bool { return e.ref == t.ref }, false)
 		if t.key != h {
-			ix.routedOf(t.ref).Delete(t.ref)
+			ix.takeRouted(t.ref)
 		}
 	}
+	return t, nil
+}
+
+// scheduleLocked is add's critical section: under h's stripe lock, it
+// schedules the timer and stores its entries.
+func (ix *Index[K]) scheduleLocked(key K, h uint64, schedule func() (Timer, error)) (Timer, error) {
+	st := ix.keysOf(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	t, err := schedule()
+	if err != nil {
+		return Timer{}, err
+	}
+	if t.key != h { // routed by ByKey: unindex finds the key in routed
+		if !ix.anyRouted.Load() {
+			ix.anyRouted.Store(true)
+		}
+		ix.setRouted(t.ref, key)
+	}
+	stress.Point()
+	first, loaded := st.first[h]
+	first, replaced := ix.put(st, first, loaded, indexEntry[K]{key: key, ref: t.ref, route: t.key}, h)
+	if !replaced {
+		st.n.Add(1)
+	}
+	st.first[h] = first
 	return t, nil
 }
 
@@ -303,56 +269,48 @@ func (ix *Index[K]) cancel(e indexEntry[K], h uint64) bool {
 		return false
 	}
 	if e.route != h {
-		ix.routedOf(e.ref).Delete(e.ref)
+		ix.takeRouted(e.ref)
 	}
 	return true
 }
 
 // unindex deletes the entry of r, a timer that has ended whose node
 // carries key, if it still names r; it is indexer's. A timer routed by
-// its hash carries the hash; one routed by ByKey is found in routed. The
-// lock-free Loads skip the bucket locks when r is not this Index's or its
-// key names another timer.
+// its hash carries the hash; one routed by ByKey is found in routed.
 func (ix *Index[K]) unindex(key uint64, r shard.Ref) bool {
-	if ix.drop(key, r) {
+	byRef := func(e indexEntry[K]) bool { return e.ref == r }
+	if _, found := ix.remove(key, byRef, false); found {
 		return true
 	}
 	if !ix.anyRouted.Load() {
 		return false
 	}
-	routed := ix.routedOf(r)
-	if _, ok := routed.Load(r); !ok {
-		return false
-	}
-	k, ok := routed.LoadAndDelete(r)
+	k, ok := ix.takeRouted(r)
 	if ok {
-		// Under the lock, not drop's lock-free look first: the keys
-		// entry of a timer that ended at once may not be stored yet,
-		// and its add holds the lock until it is.
+		// Under the lock: the keys entry of a timer that ended at once
+		// may not be stored yet, and its add holds the lock until it is.
 		stress.Point()
-		ix.remove(ix.hash(k), func(e indexEntry[K]) bool { return e.ref == r }, false)
+		ix.remove(ix.hash(k), byRef, false)
 	}
-	return true
-}
-
-// drop deletes the entry naming r among hash h's, and reports whether it
-// found one.
-func (ix *Index[K]) drop(h uint64, r shard.Ref) bool {
-	if !ix.names(h, r) {
-		return false
-	}
-	_, found := ix.remove(h, func(e indexEntry[K]) bool { return e.ref == r }, false)
-	return found
+	return ok
 }
 
 // clear drops every entry; it is indexer's, for Stop.
 func (ix *Index[K]) clear() {
 	for i := range ix.keys {
-		ix.keys[i].m.Clear()
-		ix.keys[i].n.Store(0)
-		ix.routed[i].m.Clear()
+		st := &ix.keys[i]
+		st.mu.Lock()
+		clear(st.first)
+		st.overflow = nil
+		st.n.Store(0)
+		st.mu.Unlock()
 	}
-	ix.overflow.Clear()
+	for i := range ix.routed {
+		rs := &ix.routed[i]
+		rs.mu.Lock()
+		clear(rs.m)
+		rs.mu.Unlock()
+	}
 }
 
 // find returns the entry of key for which try succeeds. When try fails it
@@ -421,38 +379,16 @@ func (ix *Index[K]) All() iter.Seq2[K, Timer] {
 		panic(errZeroIndex)
 	}
 	return func(yield func(K, Timer) bool) {
-		// A key of a collision removed and scheduled again while the
-		// loop runs may land in keys after it was seen in overflow, or
-		// the reverse: then the loop remembers the keys it yielded.
-		var seen map[K]bool
-		if ix.collided.Load() {
-			seen = map[K]bool{}
-		}
-		more := true
-		visit := func(e indexEntry[K]) bool {
-			if t := ix.timerOf(e); e.live() && t.Pending() && !seen[e.key] {
-				if seen != nil {
-					seen[e.key] = true
-				}
-				more = yield(e.key, t)
-			}
-			return more
-		}
+		// Stripe by stripe, each copied under its lock: a key is in one
+		// stripe, once, so it is yielded at most once.
+		var buf []indexEntry[K]
 		for i := range ix.keys {
-			ix.keys[i].m.Range(func(_ uint64, e indexEntry[K]) bool { return visit(e) })
-			if !more {
-				return
-			}
-		}
-		if seen != nil {
-			ix.overflow.Range(func(_ uint64, list []indexEntry[K]) bool {
-				for _, e := range list {
-					if !visit(e) {
-						return false
-					}
+			buf = ix.snapshot(i, buf[:0])
+			for _, e := range buf {
+				if t := ix.timerOf(e); t.Pending() && !yield(e.key, t) {
+					return
 				}
-				return true
-			})
+			}
 		}
 	}
 }

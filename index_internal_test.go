@@ -1,7 +1,6 @@
 package shardwheel
 
 import (
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -15,18 +14,16 @@ import (
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// TestIndexPadding checks that each shard's part of an Index has a whole
-// cache line of padding on either side of its map pointer, and its count
-// a line of its own, so that two shards' indexed calls, the count's
-// writes, or anything allocated beside the slice, never share the
-// pointer's line.
+// TestIndexPadding checks that each stripe of an Index has a whole cache
+// line of padding on either side of its lock, maps and count, so that
+// calls on two stripes, or anything allocated beside the slices, never
+// write a common line.
 func TestIndexPadding(t *testing.T) {
-	var keys indexKeys[string]
-	assert.GreaterOrEqual(t, unsafe.Offsetof(keys.m), uintptr(pad.CacheLineSize))
-	assert.GreaterOrEqual(t, unsafe.Offsetof(keys.n)-unsafe.Offsetof(keys.m)-unsafe.Sizeof(keys.m), uintptr(pad.CacheLineSize))
-	assert.GreaterOrEqual(t, unsafe.Sizeof(keys)-unsafe.Offsetof(keys.n), uintptr(pad.CacheLineSize), "the count has a line of its own")
-	var names indexRouted[string]
-	assert.GreaterOrEqual(t, unsafe.Offsetof(names.m), uintptr(pad.CacheLineSize))
+	var keys keyStripe[string]
+	assert.GreaterOrEqual(t, unsafe.Offsetof(keys.mu), uintptr(pad.CacheLineSize))
+	assert.GreaterOrEqual(t, unsafe.Sizeof(keys)-unsafe.Offsetof(keys.n)-unsafe.Sizeof(keys.n), uintptr(pad.CacheLineSize))
+	var names routedStripe[string]
+	assert.GreaterOrEqual(t, unsafe.Offsetof(names.mu), uintptr(pad.CacheLineSize))
 	assert.GreaterOrEqual(t, unsafe.Sizeof(names)-unsafe.Offsetof(names.m)-unsafe.Sizeof(names.m), uintptr(pad.CacheLineSize))
 }
 
@@ -73,32 +70,31 @@ func TestTimerEndedBeforeIndexedLeavesNoEntry(t *testing.T) {
 }
 
 // TestTaskRearmingItsKeyWaitsForItsTimersEntry: an indexed timer's task
-// that re-arms its own key may run before the AfterFunc that made the
-// timer has stored its entry. The test holds that AfterFunc there, between
-// scheduling the timer and storing its entry, until the task has started
-// and its own AfterFunc is parked on the key's bucket lock (failing if
-// that call gets through instead). Once the entry is stored, the task's
-// call replaces it: the re-armed timer is pending and indexed, not
-// cancelled by the entry of the timer whose task made it.
+// that re-arms its own key may be due before the AfterFunc that made the
+// timer has stored its entry. The test holds that AfterFunc there,
+// between scheduling the timer and storing its entry, until one of the
+// two things that may wait for the entry's stripe lock does: the task's
+// own AfterFunc, or the shard goroutine freeing the timer's node (it
+// drops the entries of an ended timer, and frees the node before it hands
+// the task over). Once the entry is stored, the task's call replaces it:
+// the re-armed timer is pending and indexed, not cancelled by the entry
+// of the timer whose task made it.
 func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	s, err := New(WithShards(1), WithTick(time.Millisecond))
 	require.NoError(t, err)
 	defer s.Stop()
 	ix := NewIndex[uint64](s)
 	const k = 5
-	taskG := make(chan uint64, 1)
 	type result struct {
 		tm  Timer
 		err error
 	}
 	rearmed := make(chan result, 1)
 	task := func() {
-		taskG <- shard.GoroutineID()
 		next, err := ix.AfterFunc(k, time.Hour, func() {})
 		rearmed <- result{next, err}
 	}
 	var held string // why add could not be held where the test wants it
-	var early *result
 	first, err := ix.add(k, ix.hash(k), func() (Timer, error) {
 		r := s.request(ix.hash(k), 0, shard.Task{Func: task})
 		r.Indexed, r.Routed = true, true
@@ -106,41 +102,30 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 		if err != nil {
 			return tm, err
 		}
-		// No FailNow here: this runs under the bucket lock, which the
-		// task's call needs.
-		var g uint64
-		select {
-		case g = <-taskG:
-		case <-time.After(waitFor):
-			held = "the task never ran"
-			return tm, nil
-		}
+		// No FailNow here: this runs under the stripe lock.
 		for deadline := time.Now().Add(waitFor); ; time.Sleep(100 * time.Microsecond) {
 			select {
-			case res := <-rearmed:
-				early, held = &res, "the task's AfterFunc returned before this timer's entry was stored"
+			case <-rearmed:
+				held = "the task's AfterFunc returned before this timer's entry was stored"
 				return tm, nil
 			default:
 			}
-			if parkedInAdd(g) {
+			if parkedOnIndexLock("(*Index[...]).add") || parkedOnIndexLock("(*Index[...]).unindex") {
 				return tm, nil
 			}
 			if time.Now().After(deadline) {
-				held = "the task's AfterFunc never parked on the bucket lock"
+				held = "neither the task's AfterFunc nor the shard goroutine parked on the stripe lock"
 				return tm, nil
 			}
 		}
 	})
 	require.NoError(t, err)
 	require.Empty(t, held)
-	res := early
-	if res == nil {
-		select {
-		case r := <-rearmed:
-			res = &r
-		case <-time.After(waitFor):
-			t.Fatal("the task's AfterFunc never returned")
-		}
+	var res result
+	select {
+	case res = <-rearmed:
+	case <-time.After(waitFor):
+		t.Fatal("the task's AfterFunc never returned")
 	}
 	require.NoError(t, res.err)
 	assert.False(t, first.Pending(), "the first timer ran")
@@ -149,23 +134,25 @@ func TestTaskRearmingItsKeyWaitsForItsTimersEntry(t *testing.T) {
 	require.True(t, ok, "the key lost its timer")
 	assert.Equal(t, res.tm, got)
 	require.True(t, ix.Cancel(k))
-	entries, routed, _, _ := IndexEntries(ix)
-	assert.Zero(t, entries+routed)
+	require.Eventually(t, func() bool {
+		entries, routed, _, _ := IndexEntries(ix)
+		return entries+routed == 0
+	}, waitFor, time.Millisecond)
 }
 
 // waitFor bounds what this file's tests wait for; only a failing test
 // reaches it.
 const waitFor = 10 * time.Second
 
-// parkedInAdd reports whether goroutine g is parked on a sync.Mutex inside
-// Index.add: an indexed call waiting for a bucket lock.
-func parkedInAdd(g uint64) bool {
+// parkedOnIndexLock reports whether a goroutine is parked on a
+// sync.Mutex with fn on its stack: a call waiting for an Index's stripe
+// lock.
+func parkedOnIndexLock(fn string) bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	prefix := fmt.Sprintf("goroutine %d [sync.Mutex.Lock", g)
 	for _, stack := range strings.Split(string(buf), "\n\n") {
-		if strings.HasPrefix(stack, prefix) {
-			return strings.Contains(stack, "(*Index[...]).add")
+		if strings.Contains(stack, "[sync.Mutex.Lock") && strings.Contains(stack, fn) {
+			return true
 		}
 	}
 	return false

@@ -2,36 +2,108 @@ package shardwheel
 
 import (
 	"slices"
+	"sync"
+	"sync/atomic"
 
+	"github.com/shardwheel/shardwheel/internal/pad"
 	"github.com/shardwheel/shardwheel/shard"
 )
 
-// The entries of one hash.
+// An Index's maps: stripes of Go maps, each under a mutex.
 //
-// keys holds, for a hash, the entry of the first key scheduled with it.
-// The keys of a 64-bit collision (another key with that hash, scheduled
-// while the first's entry is there) go to overflow, a map from the hash
-// to a list. A key never moves while it has an entry: when the entry in
-// keys goes while overflow still holds keys of its hash, it stays as a
-// tombstone (Ref 0), which the next key scheduled with the hash, not in
-// overflow already, takes over; keys' entry goes when neither holds a
-// key. So a lock-free reader that loads keys, then overflow, sees each
-// key where it was at some moment between its two loads: it may miss a
-// key only if the key had no entry at some moment meanwhile, which a
-// call that ran then would have reported too. Every change is made under
-// the bucket lock of the hash in keys (MapOf.Compute), overflow's
-// included, so the writers of one hash are serialised; overflow's lists
-// are immutable once stored (a change copies one).
+// A Go map stores its entries inline, so once it has grown to the number
+// of keys it holds, a store or a delete allocates nothing (a concurrent
+// map that publishes immutable entries, as xsync's MapOf does, allocates
+// one per store). Every call takes one stripe's lock, for a few map
+// operations, or, in AfterFunc and Every, for a schedule and a cancel as
+// well; no lock holder waits for anything but another stripe's lock
+// (below), so no call waits for a shard to make progress.
+//
+// The entries of one hash. A stripe's first map holds, for a hash, the
+// entry of the first key scheduled with it. The keys of a 64-bit
+// collision (another key with that hash, scheduled while the first's
+// entry is there) go to overflow, a map from the hash to a list. When the
+// entry in first goes while overflow still holds keys of its hash, it
+// stays as a tombstone (Ref 0), which the next key scheduled with the
+// hash, not in overflow already, takes over; first's entry goes when
+// neither holds a key. Every read and change of a hash's entries is made
+// under its stripe's lock, so each caller sees every key where the last
+// change left it.
+//
+// Lock order: a keys stripe, then a routed stripe. The shard goroutine
+// that frees a routed timer holds the routed stripe only to take the
+// timer's key out, before it takes the keys stripe.
+
+// keyStripe is one lock's share of an Index's keys. The padding keeps
+// each stripe's lock and maps on lines that no other stripe writes.
+type keyStripe[K comparable] struct {
+	_  [pad.CacheLineSize]byte
+	mu sync.Mutex
+	// first and overflow are mu's: read and written under it only.
+	first    map[uint64]indexEntry[K]
+	overflow map[uint64][]indexEntry[K] // nil until a collision
+	// n counts the keys with an entry: written under mu, read by Len.
+	n atomic.Int64
+	_ [pad.CacheLineSize]byte
+}
+
+// routedStripe is one lock's share of an Index's routed map (the keys
+// of timers ByKey routes, by the timer's Ref), padded as keyStripe.
+type routedStripe[K comparable] struct {
+	_  [pad.CacheLineSize]byte
+	mu sync.Mutex
+	m  map[shard.Ref]K // mu's
+	_  [pad.CacheLineSize]byte
+}
+
+// stripesFor returns the number of stripes of an Index of a Scheduler
+// with n shards: a power of two, eight a shard or more, so that calls on
+// different keys rarely wait for one another's lock.
+func stripesFor(n int) int {
+	s := 8
+	for s < 8*n {
+		s *= 2
+	}
+	return s
+}
+
+// keysOf returns the stripe that holds hash h: its top bits, which the
+// shard routing (Lemire's reduction of a mix of h) does not follow.
+func (ix *Index[K]) keysOf(h uint64) *keyStripe[K] { return &ix.keys[h>>ix.shift] }
+
+// routedOf returns the stripe of the routed map that holds r: one for
+// each shard, the one r is filed on.
+func (ix *Index[K]) routedOf(r shard.Ref) *routedStripe[K] { return &ix.routed[r.Shard()] }
+
+// setRouted stores key as that of r, a timer ByKey routes. The caller
+// holds the lock of key's keys stripe.
+func (ix *Index[K]) setRouted(r shard.Ref, key K) {
+	rs := ix.routedOf(r)
+	rs.mu.Lock()
+	rs.m[r] = key
+	rs.mu.Unlock()
+}
+
+// takeRouted deletes r's routed entry and returns its key, if it has one.
+func (ix *Index[K]) takeRouted(r shard.Ref) (K, bool) {
+	rs := ix.routedOf(r)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	k, ok := rs.m[r]
+	if ok {
+		delete(rs.m, r)
+	}
+	return k, ok
+}
 
 // live reports whether e names a timer rather than being a tombstone.
 func (e indexEntry[K]) live() bool { return e.ref != shard.Ref{} }
 
-// put makes e its key's entry among hash h's, first being keys' entry
+// put makes e its key's entry among hash h's, first being first's entry
 // for h (loaded: whether there is one), cancelling the timer of the entry
-// e replaces, if any, and returns keys' new entry and whether e replaced
-// one. The caller holds h's bucket lock, and stores keys' new entry
-// after put returns: the cancel precedes every store that publishes e.
-func (ix *Index[K]) put(first indexEntry[K], loaded bool, e indexEntry[K], h uint64) (indexEntry[K], bool) {
+// e replaces, if any, and returns first's new entry and whether e
+// replaced one. The caller holds st's lock, and stores first's new entry.
+func (ix *Index[K]) put(st *keyStripe[K], first indexEntry[K], loaded bool, e indexEntry[K], h uint64) (indexEntry[K], bool) {
 	switch {
 	case !loaded:
 		return e, false
@@ -40,61 +112,63 @@ func (ix *Index[K]) put(first indexEntry[K], loaded bool, e indexEntry[K], h uin
 			ix.cancel(first, h)
 		}
 		return e, first.live()
-	case !first.live() && !ix.inOverflow(h, e.key):
+	case !first.live() && !slices.ContainsFunc(st.overflow[h], func(o indexEntry[K]) bool { return o.key == e.key }):
 		return e, false // takes the tombstone over
 	}
-	list, _ := ix.overflow.Load(h)
+	list := st.overflow[h]
 	i := slices.IndexFunc(list, func(o indexEntry[K]) bool { return o.key == e.key })
-	list = slices.Clone(list)
 	if i >= 0 {
 		ix.cancel(list[i], h)
 		list[i] = e
-	} else {
-		list = append(list, e)
-		ix.collided.Store(true)
+		return first, true
 	}
-	ix.overflow.Store(h, list)
-	return first, i >= 0
+	if st.overflow == nil {
+		st.overflow = map[uint64][]indexEntry[K]{}
+	}
+	st.overflow[h] = append(list, e)
+	ix.collided.Store(true)
+	return first, false
 }
 
 // remove deletes from hash h's entries the one match chooses, cancelling
 // its timer if cancel, and reports whether it cancelled it and whether it
-// found the entry. It takes h's bucket lock.
+// found the entry. It takes h's stripe lock.
 func (ix *Index[K]) remove(h uint64, match func(indexEntry[K]) bool, cancel bool) (stopped, found bool) {
-	part := ix.keysOf(h)
-	part.m.Compute(h, func(first indexEntry[K], loaded bool) (indexEntry[K], bool) {
-		if !loaded {
-			return first, true // deleting nothing stores nothing
-		}
-		var gone indexEntry[K]
-		if first.live() && match(first) {
-			gone, found = first, true
-			first.ref = shard.Ref{} // a tombstone, unless overflow is empty
-		} else if gone, found = ix.takeOverflow(h, match); !found {
-			return first, false // another key's: unchanged
-		}
-		part.n.Add(-1)
-		if cancel {
-			stopped = ix.cancel(gone, h)
-		}
-		return first, !first.live() && !ix.hasOverflow(h)
-	})
+	st := ix.keysOf(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	first, loaded := st.first[h]
+	if !loaded {
+		return false, false
+	}
+	var gone indexEntry[K]
+	if first.live() && match(first) {
+		gone, found = first, true
+		first.ref = shard.Ref{} // a tombstone, unless overflow is empty
+	} else if gone, found = takeOverflow(st, h, match); !found {
+		return false, false // another key's: unchanged
+	}
+	st.n.Add(-1)
+	if cancel {
+		stopped = ix.cancel(gone, h)
+	}
+	if !first.live() && len(st.overflow[h]) == 0 {
+		delete(st.first, h)
+	} else {
+		st.first[h] = first
+	}
 	return stopped, found
 }
 
-// lookup returns key's entry among hash h's, lock-free.
+// lookup returns key's entry among hash h's. It takes h's stripe lock.
 func (ix *Index[K]) lookup(h uint64, key K) (indexEntry[K], bool) {
-	first, ok := ix.keysOf(h).m.Load(h)
-	switch {
-	case !ok:
-		return indexEntry[K]{}, false
-	case first.key == key && first.live():
+	st := ix.keysOf(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if first, ok := st.first[h]; ok && first.key == key && first.live() {
 		return first, true
-	case !ix.collided.Load():
-		return indexEntry[K]{}, false
 	}
-	list, _ := ix.overflow.Load(h)
-	for _, e := range list {
+	for _, e := range st.overflow[h] {
 		if e.key == key {
 			return e, true
 		}
@@ -102,58 +176,36 @@ func (ix *Index[K]) lookup(h uint64, key K) (indexEntry[K], bool) {
 	return indexEntry[K]{}, false
 }
 
-// names reports whether one of hash h's entries names r, a timer's Ref
-// (never 0), lock-free.
-func (ix *Index[K]) names(h uint64, r shard.Ref) bool {
-	first, ok := ix.keysOf(h).m.Load(h)
-	if !ok {
-		return false
-	}
-	if first.ref == r {
-		return true
-	}
-	if !ix.collided.Load() {
-		return false
-	}
-	list, _ := ix.overflow.Load(h)
-	return slices.ContainsFunc(list, func(e indexEntry[K]) bool { return e.ref == r })
-}
-
-// inOverflow reports whether overflow holds an entry of key, whose hash
-// is h.
-func (ix *Index[K]) inOverflow(h uint64, key K) bool {
-	if !ix.collided.Load() {
-		return false
-	}
-	list, _ := ix.overflow.Load(h)
-	return slices.ContainsFunc(list, func(e indexEntry[K]) bool { return e.key == key })
-}
-
-// hasOverflow reports whether overflow holds any entry of hash h.
-func (ix *Index[K]) hasOverflow(h uint64) bool {
-	if !ix.collided.Load() {
-		return false
-	}
-	_, ok := ix.overflow.Load(h)
-	return ok
-}
-
-// takeOverflow removes from overflow the entry of hash h that match
-// chooses, and returns it. The caller holds h's bucket lock.
-func (ix *Index[K]) takeOverflow(h uint64, match func(indexEntry[K]) bool) (indexEntry[K], bool) {
-	if !ix.collided.Load() {
-		return indexEntry[K]{}, false
-	}
-	list, _ := ix.overflow.Load(h)
+// takeOverflow removes from st's overflow the entry of hash h that match
+// chooses, and returns it. The caller holds st's lock.
+func takeOverflow[K comparable](st *keyStripe[K], h uint64, match func(indexEntry[K]) bool) (indexEntry[K], bool) {
+	list := st.overflow[h]
 	i := slices.IndexFunc(list, match)
 	if i < 0 {
 		return indexEntry[K]{}, false
 	}
 	e := list[i]
 	if len(list) == 1 {
-		ix.overflow.Delete(h)
+		delete(st.overflow, h)
 	} else {
-		ix.overflow.Store(h, slices.Delete(slices.Clone(list), i, i+1))
+		st.overflow[h] = slices.Delete(list, i, i+1)
 	}
 	return e, true
+}
+
+// snapshot appends to buf the live entries of stripe i, taken under its
+// lock, and returns it.
+func (ix *Index[K]) snapshot(i int, buf []indexEntry[K]) []indexEntry[K] {
+	st := &ix.keys[i]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, e := range st.first {
+		if e.live() {
+			buf = append(buf, e)
+		}
+	}
+	for _, list := range st.overflow {
+		buf = append(buf, list...)
+	}
+	return buf
 }
