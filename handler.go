@@ -79,8 +79,7 @@ func (h Handler) AfterFunc(arg uint64, delay time.Duration, opts ...TimerOption)
 // k·period, on the shard of the P the caller runs on, or, with
 // ByKey(arg), on the shard arg routes to. Options, periods, policies,
 // errors and guarantees are Scheduler.Every's, and the zero Handler's
-// calls return ErrNilTask; with no closure it allocates only the series'
-// record (80 bytes).
+// calls return ErrNilTask; it allocates nothing in steady state.
 func (h Handler) Every(arg uint64, period time.Duration, opts ...TimerOption) (Timer, error) {
 	if h.s == nil {
 		return Timer{}, ErrNilTask

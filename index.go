@@ -160,11 +160,10 @@ const errZeroIndex = "shardwheel: use NewIndex to create an Index"
 // its handle. If key already has a pending timer, AfterFunc replaces it:
 // the old timer is cancelled (its task never runs, its handle reports not
 // pending, and it counts as cancelled in Stats) and the new one takes its
-// place, in one step under the lock of the key's bucket, so that Cancel,
-// other scheduling calls on key and the new timer's own task (which may
-// run before AfterFunc returns, and may schedule its key again) see one
-// or the other; lock-free Lookup, Reset and All may still find the old
-// one pending until AfterFunc returns. Concurrent calls on one key leave
+// place, in one step under the lock of the key's stripe of the index, so
+// that every other call on key, the new timer's own task's included (it
+// may run before AfterFunc returns, and may schedule its key again), sees
+// one or the other. Concurrent calls on one key leave
 // exactly one of their timers in the index; each of the others is
 // replaced in turn, unless it ran first.
 //
@@ -173,8 +172,8 @@ const errZeroIndex = "shardwheel: use NewIndex to create an Index"
 // replaces nothing (at the WithMaxPending limit the new timer needs a
 // token before the old one's is freed, so replacing fails there too).
 // Besides Scheduler.AfterFunc's work it hashes key and takes the lock of
-// one bucket of the index, which it holds while it schedules the new timer
-// and cancels the old (never yielding the processor meanwhile).
+// one stripe of the index, which it holds while it schedules the new
+// timer and cancels the old (never yielding the processor meanwhile).
 func (ix *Index[K]) AfterFunc(key K, delay time.Duration, task func(), opts ...TimerOption) (Timer, error) {
 	if task == nil {
 		return Timer{}, ErrNilTask
@@ -210,7 +209,7 @@ func (ix *Index[K]) Every(key K, period time.Duration, task func(), opts ...Time
 
 // add makes the timer schedule makes key's timer, key's hash being h,
 // cancelling the timer it replaces, and returns it. schedule runs under
-// the hash's bucket lock, so that no other call on the key, the new
+// the hash's stripe lock, so that no other call on the key, the new
 // timer's own task included, comes between it and the store of its entry.
 func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer, error) {
 	t, err := ix.scheduleLocked(key, h, schedule)
@@ -262,7 +261,7 @@ func (ix *Index[K]) scheduleLocked(key K, h uint64, schedule func() (Timer, erro
 
 // cancel cancels e's timer, whose key hashes to h, as its key's entry is
 // removed or replaced, and reports whether it did. The caller holds the
-// bucket's lock. If the timer has ended already, the shard goroutine that
+// stripe's lock. If the timer has ended already, the shard goroutine that
 // frees it drops its routed entry, if any.
 func (ix *Index[K]) cancel(e indexEntry[K], h uint64) bool {
 	if !ix.s.shardOf(e.ref).CancelUnindexed(e.ref) {
@@ -340,10 +339,8 @@ func (ix *Index[K]) timerOf(e indexEntry[K]) Timer {
 // false if key has no pending timer (none was scheduled, it ran, it was
 // cancelled or replaced, or Stop returned it). On a series it ends the
 // series as Timer.Cancel does. Like Timer.Cancel it never waits for a
-// shard; it takes the lock of one bucket of the index for the length of
-// a cancel. It allocates nothing, but for a key whose hash another key
-// of the index shares (its list of them is copied) and when the map
-// shrinks.
+// shard; it takes the lock of one stripe of the index for the length of
+// a cancel. It allocates nothing.
 func (ix *Index[K]) Cancel(key K) bool {
 	stopped, _ := ix.remove(ix.hash(key), func(e indexEntry[K]) bool { return e.key == key }, true)
 	return stopped
@@ -351,15 +348,17 @@ func (ix *Index[K]) Cancel(key K) bool {
 
 // Reset moves the deadline of key's timer to delay from now, as
 // Timer.Reset does for its handle (on a series, it restarts the grid),
-// and reports whether key had a pending timer. It is lock-free and, on a
-// one-shot timer, allocates nothing.
+// and reports whether key had a pending timer. It takes the lock of one
+// stripe of the index for a map lookup, and, on a one-shot timer,
+// allocates nothing (on a series, a Reset makes the new grid).
 func (ix *Index[K]) Reset(key K, delay time.Duration) bool {
 	_, ok := ix.find(key, func(e indexEntry[K]) bool { return ix.s.shardOf(e.ref).Reset(e.ref, e.route, delay) })
 	return ok
 }
 
 // Lookup returns the handle of key's pending timer, and false if key has
-// none. It is lock-free and allocates nothing.
+// none. It takes the lock of one stripe of the index for a map lookup,
+// and allocates nothing.
 func (ix *Index[K]) Lookup(key K) (Timer, bool) {
 	e, ok := ix.find(key, func(e indexEntry[K]) bool { return ix.s.shardOf(e.ref).Pending(e.ref) })
 	if !ok {
@@ -373,7 +372,8 @@ func (ix *Index[K]) Lookup(key K) (Timer, bool) {
 // pending when All reached it (it may end before the loop body looks at
 // it); a timer scheduled or ended while the loop runs may or may not be
 // seen. The loop body may call any method of the Index or the Scheduler:
-// All holds no lock while it yields.
+// All holds no lock while it yields (it copies each stripe's entries under
+// the stripe's lock, in a buffer it allocates).
 func (ix *Index[K]) All() iter.Seq2[K, Timer] {
 	if ix.hashOf == nil {
 		panic(errZeroIndex)

@@ -47,14 +47,14 @@ type Request struct {
 	// runs at the grid points Now + k*Period, k >= 1 (Delay is ignored;
 	// a Period beyond MaxDelay is clamped), and Missed (SkipMissed,
 	// BurstMissed or DelayMissed) says what it does with the points it
-	// misses. Schedule then allocates the series' record.
+	// misses. Schedule then takes a series record from the arena's pool.
 	Period time.Duration
 	Missed uint8
 	// Plan, when non-nil, makes the timer a series on a plan of the
 	// caller's (periodic.go): its first run is due Delay after Now, and
 	// each next one at the point its run's task leaves in Plan. Period,
-	// Missed, Slack and Routed do not apply. Schedule allocates the
-	// series' record.
+	// Missed, Slack and Routed do not apply. Schedule takes a series
+	// record from the arena's pool.
 	Plan *pool.Plan
 	// Routed makes the timer run on the shard Config.Group routes Key to
 	// (cross.go), though it is filed here. Not with Period.
