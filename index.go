@@ -68,18 +68,17 @@ import (
 // methods are safe for concurrent use, including from tasks, and never
 // wait for a shard to make progress. Its entries are stored inline in Go
 // maps: once the maps have grown to the keys they hold, no method
-// allocates but All (and a scheduling call on a key whose hash another
-// key of the index shares).
+// allocates but All, Every when the series' record pool is empty (as
+// Scheduler.Every), a series' Reset (its new grid), and a scheduling call
+// on a key whose hash another key of the index shares; a map that has
+// shrunk to an eighth of its peak is remade at its size.
 type Index[K comparable] struct {
-	s      *Scheduler
-	hashOf func(K) uint64    // maphash.Comparable with the Index's seed
-	keys   []keyStripe[K]    // by a key's hash (keysOf); the slice is immutable after NewIndex
-	shift  uint              // 64 - log2(len(keys))
-	routed []routedStripe[K] // Ref → key of the timers ByKey routes, by the shard they are filed on
-	// collided is set by the first key whose hash another key's entry
-	// held (indexmap.go), for All.
-	collided  atomic.Bool
-	anyRouted atomic.Bool // set by the first timer ByKey routed: unindex looks in routed only then
+	s         *Scheduler
+	hashOf    func(K) uint64    // maphash.Comparable with the Index's seed
+	keys      []keyStripe[K]    // by a key's hash (keysOf); the slice is immutable after NewIndex
+	shift     uint              // 64 - log2(len(keys))
+	routed    []routedStripe[K] // Ref → key of the timers ByKey routes, by the shard they are filed on
+	anyRouted atomic.Bool       // set by the first timer ByKey routed: unindex looks in routed only then
 }
 
 // indexEntry is a key's timer: the key, the timer's Ref, and the routing
@@ -216,11 +215,11 @@ func (ix *Index[K]) add(key K, h uint64, schedule func() (Timer, error)) (Timer,
 	if err != nil {
 		return Timer{}, err
 	}
-	// t may have ended before its entries were stored (it ran, was
-	// cancelled through a copy of its handle, or Stop returned it and
-	// cleared the index), so that the shard goroutine's unindex found
-	// nothing to delete, or took the routed entry and found no keys
-	// entry yet. Pending is read after the stores: either its unindex
+	// t may have ended before its entries were stored, with no unindex
+	// to follow: Stop returned it and cleared the index, or a timer
+	// ByKey routes ended (it ran, or was cancelled through a copy of its
+	// handle) and the shard goroutine looked in routed before its entry
+	// was there. Pending is read after the stores: either its unindex
 	// follows them, or Pending sees t ended and this deletes them, under
 	// the lock.
 	stress.Point()
@@ -256,6 +255,7 @@ func (ix *Index[K]) scheduleLocked(key K, h uint64, schedule func() (Timer, erro
 		st.n.Add(1)
 	}
 	st.first[h] = first
+	grew(st.first, &st.peak)
 	return t, nil
 }
 
@@ -299,15 +299,14 @@ func (ix *Index[K]) clear() {
 	for i := range ix.keys {
 		st := &ix.keys[i]
 		st.mu.Lock()
-		clear(st.first)
-		st.overflow = nil
+		st.first, st.overflow, st.peak = map[uint64]indexEntry[K]{}, nil, 0 // the memory goes too
 		st.n.Store(0)
 		st.mu.Unlock()
 	}
 	for i := range ix.routed {
 		rs := &ix.routed[i]
 		rs.mu.Lock()
-		clear(rs.m)
+		rs.m, rs.peak = map[shard.Ref]K{}, 0
 		rs.mu.Unlock()
 	}
 }
@@ -397,9 +396,9 @@ func (ix *Index[K]) All() iter.Seq2[K, Timer] {
 // pending, and those whose timer has ended so recently that its shard has
 // not yet dropped its entry (it does when it frees the timer's node,
 // within a tick or so of the end on a shard that keeps up). It sums
-// per-shard counts read one after another, so under concurrent calls it
-// is approximate, never negative; once Stop has returned, 0. It allocates
-// nothing.
+// per-stripe counts read one after another, so under concurrent calls it
+// is approximate, never negative; once Stop has returned, 0. It takes no
+// lock and allocates nothing.
 func (ix *Index[K]) Len() int {
 	if ix.hashOf == nil {
 		panic(errZeroIndex)
@@ -413,5 +412,5 @@ func (ix *Index[K]) Len() int {
 	for i := range ix.keys {
 		n += ix.keys[i].n.Load()
 	}
-	return int(max(n, 0)) // a Cancel racing Stop's clear may count below it
+	return int(n)
 }

@@ -1,6 +1,7 @@
 package shardwheel
 
 import (
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -156,4 +157,41 @@ func parkedOnIndexLock(fn string) bool {
 		}
 	}
 	return false
+}
+
+// TestIndexGivesASpikeBack: a Go map never shrinks, so a stripe remakes
+// its maps once they hold an eighth of their peak: after a spike of keys
+// (ByKey ones too, whose routed entries have a map of their own) is
+// cancelled, every stripe's maps are new ones, and the Index still works.
+func TestIndexGivesASpikeBack(t *testing.T) {
+	s, err := New(WithShards(2), WithTick(time.Millisecond))
+	require.NoError(t, err)
+	defer s.Stop()
+	ix := NewIndex[uint64](s)
+	const keys = 64 * shrinkFloor
+	for k := range uint64(keys) {
+		_, err := ix.AfterFunc(k, time.Hour, func() {}, ByKey(k%3))
+		require.NoError(t, err)
+	}
+	before := map[int]unsafe.Pointer{}
+	for i := range ix.keys {
+		require.GreaterOrEqual(t, ix.keys[i].peak, shrinkFloor, "keys spread over the stripes")
+		before[i] = reflect.ValueOf(ix.keys[i].first).UnsafePointer()
+	}
+	routedBefore := reflect.ValueOf(ix.routed[0].m).UnsafePointer()
+	require.GreaterOrEqual(t, ix.routed[0].peak, shrinkFloor)
+	for k := range uint64(keys) {
+		require.True(t, ix.Cancel(k))
+	}
+	for i := range ix.keys {
+		assert.NotEqual(t, before[i], reflect.ValueOf(ix.keys[i].first).UnsafePointer(), "stripe %d's map was not remade", i)
+		assert.Less(t, ix.keys[i].peak, shrinkFloor, "remade at its size, below the floor")
+		assert.Empty(t, ix.keys[i].first)
+	}
+	assert.NotEqual(t, routedBefore, reflect.ValueOf(ix.routed[0].m).UnsafePointer(), "the routed map was not remade")
+	assert.Zero(t, ix.Len())
+	_, err = ix.AfterFunc(1, time.Hour, func() {})
+	require.NoError(t, err)
+	_, ok := ix.Lookup(1)
+	assert.True(t, ok)
 }

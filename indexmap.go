@@ -14,10 +14,15 @@ import (
 // A Go map stores its entries inline, so once it has grown to the number
 // of keys it holds, a store or a delete allocates nothing (a concurrent
 // map that publishes immutable entries, as xsync's MapOf does, allocates
-// one per store). Every call takes one stripe's lock, for a few map
-// operations, or, in AfterFunc and Every, for a schedule and a cancel as
-// well; no lock holder waits for anything but another stripe's lock
-// (below), so no call waits for a shard to make progress.
+// one per store). A Go map never shrinks: a stripe remakes its map at the
+// size it holds once that falls to an eighth of its peak (shrunk), so
+// that an Index gives a spike of keys back; the copy is paid for by the
+// removals that brought the map down. A call holds a stripe's lock for a
+// few map operations, or, in AfterFunc and Every, for a schedule and a
+// cancel as well (with ByKey, a routed stripe's lock inside); All takes
+// each stripe's in turn, and the shard goroutine's unindex up to three,
+// one at a time. No lock holder waits for anything but another stripe's
+// lock (below), so no call waits for a shard to make progress.
 //
 // The entries of one hash. A stripe's first map holds, for a hash, the
 // entry of the first key scheduled with it. The keys of a 64-bit
@@ -39,9 +44,10 @@ import (
 type keyStripe[K comparable] struct {
 	_  [pad.CacheLineSize]byte
 	mu sync.Mutex
-	// first and overflow are mu's: read and written under it only.
+	// first, overflow and peak are mu's: read and written under it only.
 	first    map[uint64]indexEntry[K]
 	overflow map[uint64][]indexEntry[K] // nil until a collision
+	peak     int                        // the most entries first held since it was made
 	// n counts the keys with an entry: written under mu, read by Len.
 	n atomic.Int64
 	_ [pad.CacheLineSize]byte
@@ -50,10 +56,32 @@ type keyStripe[K comparable] struct {
 // routedStripe is one lock's share of an Index's routed map (the keys
 // of timers ByKey routes, by the timer's Ref), padded as keyStripe.
 type routedStripe[K comparable] struct {
-	_  [pad.CacheLineSize]byte
-	mu sync.Mutex
-	m  map[shard.Ref]K // mu's
-	_  [pad.CacheLineSize]byte
+	_    [pad.CacheLineSize]byte
+	mu   sync.Mutex
+	m    map[shard.Ref]K // mu's, as peak
+	peak int
+	_    [pad.CacheLineSize]byte
+}
+
+// shrinkFloor is the peak below which a stripe's map is never remade:
+// small maps hold little memory, and remaking them would cost more.
+const shrinkFloor = 1024
+
+// grew records m's size in *peak after a store.
+func grew[Kt comparable, V any](m map[Kt]V, peak *int) { *peak = max(*peak, len(m)) }
+
+// shrunk returns m, or, after a delete that left it at an eighth of *peak
+// or less, a copy of it at its size, whose size it records in *peak.
+func shrunk[Kt comparable, V any](m map[Kt]V, peak *int) map[Kt]V {
+	if *peak < shrinkFloor || len(m) > *peak/8 {
+		return m
+	}
+	c := make(map[Kt]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	*peak = len(c)
+	return c
 }
 
 // stripesFor returns the number of stripes of an Index of a Scheduler
@@ -67,9 +95,10 @@ func stripesFor(n int) int {
 	return s
 }
 
-// keysOf returns the stripe that holds hash h: its top bits, which the
-// shard routing (Lemire's reduction of a mix of h) does not follow.
-func (ix *Index[K]) keysOf(h uint64) *keyStripe[K] { return &ix.keys[h>>ix.shift] }
+// keysOf returns the stripe that holds hash h: by the top bits of its
+// mix, for the shard goroutine's unindex looks there with a routing key,
+// which ByKey's caller chose (small integers, say).
+func (ix *Index[K]) keysOf(h uint64) *keyStripe[K] { return &ix.keys[mix64(h)>>ix.shift] }
 
 // routedOf returns the stripe of the routed map that holds r: one for
 // each shard, the one r is filed on.
@@ -81,6 +110,7 @@ func (ix *Index[K]) setRouted(r shard.Ref, key K) {
 	rs := ix.routedOf(r)
 	rs.mu.Lock()
 	rs.m[r] = key
+	grew(rs.m, &rs.peak)
 	rs.mu.Unlock()
 }
 
@@ -92,6 +122,7 @@ func (ix *Index[K]) takeRouted(r shard.Ref) (K, bool) {
 	k, ok := rs.m[r]
 	if ok {
 		delete(rs.m, r)
+		rs.m = shrunk(rs.m, &rs.peak)
 	}
 	return k, ok
 }
@@ -126,7 +157,6 @@ func (ix *Index[K]) put(st *keyStripe[K], first indexEntry[K], loaded bool, e in
 		st.overflow = map[uint64][]indexEntry[K]{}
 	}
 	st.overflow[h] = append(list, e)
-	ix.collided.Store(true)
 	return first, false
 }
 
@@ -154,6 +184,7 @@ func (ix *Index[K]) remove(h uint64, match func(indexEntry[K]) bool, cancel bool
 	}
 	if !first.live() && len(st.overflow[h]) == 0 {
 		delete(st.first, h)
+		st.first = shrunk(st.first, &st.peak)
 	} else {
 		st.first[h] = first
 	}
