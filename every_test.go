@@ -3,6 +3,7 @@ package shardwheel_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -434,4 +435,44 @@ func TestEveryResetRacingTheEndMovesNoOtherSeries(t *testing.T) {
 	}
 	assert.Zero(t, wrong.Load(), "series ran at a grid another series' Reset made")
 	assert.Zero(t, staleTrue.Load(), "Resets of cancelled series returned true")
+}
+
+// TestFreeingSeriesBesideBusyPoolsAndGC: a series' node is often freed by
+// a goroutine pinned to its P (a Cancel that takes the timer back, a
+// producer holding the wheel), which must not block. Its record and a
+// plan's state are kept for reuse there: were that a sync.Pool's Put, the
+// first after a garbage collection takes a lock that other pools' first
+// Puts hold, and a pinned goroutine parked on it stops the process
+// ("schedule: holding locks"). Other goroutines make those pools and
+// collections meanwhile.
+func TestFreeingSeriesBesideBusyPoolsAndGC(t *testing.T) {
+	s := newScheduler(t)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range max(runtime.GOMAXPROCS(0)-1, 1) {
+		wg.Go(func() {
+			for !stop.Load() {
+				new(sync.Pool).Put(1) // its first Put takes the pools' lock
+			}
+		})
+	}
+	wg.Go(func() {
+		for !stop.Load() {
+			runtime.GC()
+		}
+	})
+	plan := planFunc(func(prev time.Time) time.Time { return prev.Add(time.Hour) })
+	for i := range 200_000 {
+		var tm shardwheel.Timer
+		var err error
+		if i%4 == 0 {
+			tm, err = s.OnPlan(plan, noop)
+		} else {
+			tm, err = s.Every(time.Hour, noop)
+		}
+		require.NoError(t, err)
+		require.True(t, tm.Cancel()) // on this P: often taken back and freed at once, pinned
+	}
+	stop.Store(true)
+	wg.Wait()
 }

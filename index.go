@@ -68,8 +68,8 @@ import (
 // methods are safe for concurrent use, including from tasks, and never
 // wait for a shard to make progress. Its entries are stored inline in Go
 // maps: once the maps have grown to the keys they hold, no method
-// allocates but All, Every when the series' record pool is empty (as
-// Scheduler.Every), a series' Reset (its new grid), and a scheduling call
+// allocates but All, Every as Scheduler.Every does (on a node that never
+// held a series), a series' Reset (its new grid), and a scheduling call
 // on a key whose hash another key of the index shares; a map that has
 // shrunk to an eighth of its peak is remade at its size.
 type Index[K comparable] struct {

@@ -43,7 +43,9 @@ type Plan interface {
 // (the plan chooses its points): they, a nil plan and a plan whose first
 // point is the zero Time return an error wrapping ErrInvalidOption. A nil
 // task returns ErrNilTask. OnPlan allocates nothing in steady state: the
-// series' record and its plan's state are reused from ended series.
+// series' record is its node's, as for Every, and its plan's state is
+// reused from an ended plan (a sync.Pool, which a garbage collection may
+// empty).
 func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, error) {
 	if task == nil {
 		return Timer{}, ErrNilTask
@@ -68,7 +70,7 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 	if first.IsZero() {
 		return Timer{}, fmt.Errorf("%w: OnPlan: the plan has no first point (Next returned the zero Time)", ErrInvalidOption)
 	}
-	st := planStates.Get().(*planState)
+	st := reusePlanState()
 	st.s, st.plan, st.task, st.sh = s, plan, task, sh
 	// The delay to the first point, within ±MaxDelay so that it cannot
 	// overflow: Schedule runs a point passed at the next tick and brings
@@ -110,7 +112,7 @@ func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, 
 // whichever of hasSelf and ended is set second sees the other
 // (sequentially consistent atomics) and cancels the series.
 //
-// A planState is reused (planStates) once the series' node is freed
+// A planState is reused (reusePlanState) once the series' node is freed
 // (points.Freed): then no run is left, and neither the node nor its
 // record names the state any more. A series Stop returned is never freed:
 // its Timer.Task may call run at any time after.
@@ -124,22 +126,43 @@ type planState struct {
 	hasSelf atomic.Bool
 	ended   atomic.Bool
 	runTask func() // run, bound once: a method value allocates
+	// nextFree links the states on freedPlans: written by freed before
+	// its push, and by reusePlanState after the swap that takes it.
+	nextFree *planState
 }
 
-// planStates keeps the states of ended plans' series for OnPlan.
-var planStates sync.Pool
+// Ended plans' states: freed pushes them on freedPlans, a lock-free
+// stack, for it may run on a goroutine pinned to its P (a holder freeing
+// the node), which must not block; OnPlan, which may, moves them in one
+// swap into planStates, a sync.Pool, which it takes them from.
+var (
+	planStates sync.Pool
+	freedPlans atomic.Pointer[planState]
+)
 
-func init() { planStates.New = newPlanState } // New refers to planStates (freed)
-
-// newPlanState makes a planState, its methods bound once.
-func newPlanState() any {
+// reusePlanState returns a planState for OnPlan: an ended plan's, or a
+// new one, its methods bound once.
+func reusePlanState() *planState {
+	if st, ok := planStates.Get().(*planState); ok {
+		return st
+	}
+	if st := freedPlans.Swap(nil); st != nil {
+		for o := st.nextFree; o != nil; {
+			next := o.nextFree
+			o.nextFree = nil
+			planStates.Put(o)
+			o = next
+		}
+		st.nextFree = nil
+		return st
+	}
 	st := new(planState)
 	st.runTask, st.points.Freed = st.run, st.freed
 	return st
 }
 
-// freed makes st ready for another series and puts it back: its series'
-// node has been freed.
+// freed makes st ready for another series and pushes it on freedPlans:
+// its series' node has been freed.
 func (st *planState) freed() {
 	st.s, st.plan, st.task, st.sh, st.self = nil, nil, nil, nil, Timer{}
 	st.points.Served.Store(0)
@@ -147,7 +170,13 @@ func (st *planState) freed() {
 	st.points.Chosen.Store(false)
 	st.hasSelf.Store(false)
 	st.ended.Store(false)
-	planStates.Put(st)
+	for {
+		head := freedPlans.Load()
+		st.nextFree = head
+		if freedPlans.CompareAndSwap(head, st) { // pushes only: no ABA
+			return
+		}
+	}
 }
 
 // run is the series' task: the caller's, then the plan's next point, even

@@ -73,7 +73,6 @@ package pool
 
 import (
 	"math/bits"
-	"sync"
 	"sync/atomic"
 
 	"github.com/shardwheel/shardwheel/internal/pad"
@@ -148,9 +147,10 @@ type block struct {
 	// same way, by the first timer that needs them (see series.go).
 	series atomic.Pointer[[]atomic.Pointer[Series]]
 	flags  atomic.Pointer[[]uint8]
-	// records is the arena's pool of Series records, where freeing a
-	// node puts its record back; immutable.
-	records *sync.Pool
+	// spare holds, per node, the Series record of its last periodic
+	// life, kept for its next one (series.go); installed the same way.
+	// Element i belongs to node i's owner.
+	spare atomic.Pointer[[]*Series]
 	// links holds, per node, the index of the next node on whichever
 	// list the node is on outside the wheel: a free list while it is
 	// free, the shard's queue while it waits there new, or the shard's
@@ -195,9 +195,6 @@ type Arena struct {
 	// made and released count the nodes of big blocks made and of those
 	// given back (Release), for Stats: made - released are allocated.
 	made, released atomic.Uint64
-	// records keeps the Series records of ended periodic timers for the
-	// arena's next ones (NewSeries).
-	records sync.Pool
 }
 
 // freeList is one lane's Treiber stack, on a cache line of its own.
@@ -215,7 +212,6 @@ func New(first, lanes int) *Arena {
 	first = min(max(first, minFirst), MaxFirst)
 	fb := uint(bits.Len(uint(first - 1)))
 	a := &Arena{firstBits: fb, bigBits: max(fb, minBigBits), capacity: MaxNodes, lanes: make([]freeList, max(lanes, 1))}
-	a.records.New = func() any { return new(Series) }
 	a.bigFirst = 1 << a.bigBits
 	a.fresh.Store(1) // index 0 is reserved
 	return a
@@ -499,18 +495,18 @@ func (a *Arena) blockFor(idx uint32) {
 	if idx < a.bigFirst {
 		blk, _ := a.locateSmall(idx)
 		if p := &a.small[blk]; p.Load() == nil {
-			p.CompareAndSwap(nil, a.newBlock(a.smallSize(blk)))
+			p.CompareAndSwap(nil, newBlock(a.smallSize(blk)))
 		}
 		return
 	}
 	e := &a.table(true)[idx>>a.bigBits-1]
-	if e.b.Load() == nil && e.b.CompareAndSwap(nil, a.newBlock(int(a.bigFirst))) {
+	if e.b.Load() == nil && e.b.CompareAndSwap(nil, newBlock(int(a.bigFirst))) {
 		a.made.Add(uint64(a.bigFirst))
 	}
 }
 
-func (a *Arena) newBlock(size int) *block {
-	return &block{nodes: make([]Node, size), links: make([]atomic.Uint32, size), records: &a.records}
+func newBlock(size int) *block {
+	return &block{nodes: make([]Node, size), links: make([]atomic.Uint32, size)}
 }
 
 // Chain collects freed nodes so that they return to a free list with one

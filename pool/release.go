@@ -100,7 +100,7 @@ func (a *Arena) Recreate(k int) bool {
 		return false // nothing released yet: the table may not even exist
 	}
 	e := &t[k]
-	b := a.newBlock(int(a.bigFirst))
+	b := newBlock(int(a.bigFirst))
 	floor := e.floor.Load()
 	first := a.BigStart(k)
 	for i := range b.nodes {

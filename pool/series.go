@@ -1,9 +1,6 @@
 package pool
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Storage that only some timers need, made per block when the first such
 // timer lands in it (as the task and handler arrays are): a block whose
@@ -11,37 +8,39 @@ import (
 // pay nothing for it.
 
 // Grid is a periodic timer's grid: its points are the clock readings
-// Anchor + k*Period (nanoseconds, k >= 1). Life and Node name the timer
-// life it belongs to (package shard's generation, and its node's index:
-// a record serves only nodes of the arena whose pool it came from), so
-// that a Grid of another life, which a Reset that raced that life's end
-// may store in a record reused since, is never taken for the record's
-// current life. A Grid is immutable once it is published (Series.Grid);
-// Reset makes a new one.
+// Anchor + k*Period (nanoseconds, k >= 1). Life is the generation
+// (package shard's) of the timer life it belongs to: a record serves one
+// node's periodic lives, one after another (see Series), so that a Grid
+// of an earlier life, which a Reset that raced that life's end may store
+// in the record after its reuse, is never taken for the current life's.
+// A Grid is immutable once it is published (Series.Grid); Reset makes a
+// new one.
 type Grid struct {
 	Life   uint64
-	Node   uint32
 	Anchor int64
 	Period int64
 }
 
-// Series is the record of a periodic timer, taken by the producer that
-// starts the timer's life (Arena.NewSeries); the node points to it (see
-// Slot.SetSeries) until it is freed, which puts it back in its arena's
-// pool for another life to reuse: steady-state Every allocates nothing.
+// Series is the record of a periodic timer. The producer that starts the
+// timer's life takes it from the node (Slot.TakeSeries): the record of
+// the node's last periodic life, or a new one. The node points to it (see
+// Slot.SetSeries) until it is freed, which keeps the record with the node
+// for its next periodic life (Clear): a record never moves to another
+// node, and Every allocates nothing once its nodes have each held a
+// series.
 //
 // A record outlives its life in the hands of a Reset that loaded it from
 // the node while the life was current: such a Reset reads Grid only, and
 // CASes it after it has checked the life's state, so its Grid may land
 // in the record's next life (the life's end and the reuse came between
-// the check and the CAS). Its Life and Node then name another life than
-// First's, and every reader ignores it (package shard's adopt).
+// the check and the CAS). Its Life then names an earlier life of the
+// node than First's, and every reader ignores it (package shard's adopt).
 //
 // Field ownership (the meaning of every field belongs to package shard):
 //   - Grid: atomic. nil (the grid is First) when the producer starts the
 //     life, then CASed by Reset from any goroutine; read by anyone.
 //   - First: the life's first grid, written by the producer; immutable
-//     once the node is published. Its Life and Node name the life.
+//     once the node is published. Its Life names the life.
 //   - Seen, Base, Served, Counted, Policy: the series' progress, owned by
 //     whoever owns the timer's schedule (package shard: the producer
 //     before it publishes the node, then the goroutine holding the wheel
@@ -77,30 +76,10 @@ type Plan struct {
 	Chosen       atomic.Bool
 	// Freed, if set, is called by whoever frees the series' node, once
 	// nothing of the engine's names the Plan any more: the series' state
-	// may then be reused. Immutable while the series lives.
+	// may then be reused. The caller may be pinned to its P: Freed must
+	// not block (nor use a sync.Pool, whose first Put after a garbage
+	// collection takes a lock). Immutable while the series lives.
 	Freed func()
-}
-
-// NewSeries returns a record for a periodic timer's life on one of the
-// arena's nodes: a fresh one or one an ended life gave back, whose fields
-// the caller must all set (Grid is nil). The record goes back when its
-// node is freed (Clear), or with PutSeries if the timer never started.
-// Records are kept per arena (a sync.Pool: any goroutine may start a
-// periodic timer, and whoever frees its node gives the record back; the
-// garbage collector may drop records that wait there), so that a Grid's
-// Node names one node.
-func (a *Arena) NewSeries() *Series { return a.records.Get().(*Series) }
-
-// PutSeries gives back a record of the arena's whose timer never started
-// (Schedule rejected it): no node points to it, and no one else has seen
-// it.
-func (a *Arena) PutSeries(r *Series) { putSeries(&a.records, r) }
-
-// putSeries puts r back in records, dropping what it names so that the
-// garbage collector may take it.
-func putSeries(records *sync.Pool, r *Series) {
-	r.Seen, r.Plan = nil, nil
-	records.Put(r)
 }
 
 // Flags a node may carry for its owner (see Slot.SetFlags).
@@ -113,6 +92,21 @@ const (
 	// is no timer itself.
 	FlagProxy
 )
+
+// TakeSeries returns a record for the node's periodic life: the one its
+// last periodic life left (Clear), or a new one. Its fields other than
+// Grid are the caller's to set (Grid is nil, or a late grid of an earlier
+// life: see Series). Only the node's owner may call it: the producer,
+// before it publishes the node.
+func (s Slot) TakeSeries() *Series {
+	if p := s.b.spare.Load(); p != nil {
+		if r := (*p)[s.off]; r != nil {
+			(*p)[s.off] = nil
+			return r
+		}
+	}
+	return new(Series)
+}
 
 // SetSeries points the node to r, its periodic timer's record, making the
 // block's array of such pointers if it has none. Only the node's owner may
@@ -153,9 +147,9 @@ func (s Slot) Flags() uint8 {
 }
 
 // clearExtra resets the node's flags and Series record, if its block has
-// them, for Clear, and puts the record back for another life to reuse:
-// the node's owner frees it, so no other goroutine uses the record but
-// through Grid (see Series).
+// them, for Clear, keeping the record for the node's next periodic life
+// (TakeSeries): the node's owner frees it, so no other goroutine uses the
+// record but through Grid (see Series). A plan's Freed hears of it.
 func (s Slot) clearExtra() {
 	if p := s.b.flags.Load(); p != nil {
 		(*p)[s.off] = 0
@@ -163,8 +157,9 @@ func (s Slot) clearExtra() {
 	if p := s.b.series.Load(); p != nil {
 		if r := (*p)[s.off].Swap(nil); r != nil {
 			pl := r.Plan
-			r.Grid.Store(nil)
-			putSeries(s.b.records, r)
+			r.Grid.Store(nil) // let the garbage collector take a Reset's grid
+			r.Seen, r.Plan = nil, nil
+			(*lazyArray(&s.b.spare, len(s.b.nodes)))[s.off] = r
 			if pl != nil && pl.Freed != nil {
 				pl.Freed()
 			}

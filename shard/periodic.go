@@ -19,10 +19,11 @@ import (
 // holder of the wheel while the node is filed or queued, the run of its
 // task while that runs (see pool.Series). A life is periodic when its
 // node points to a record: Every sets the pointer before it publishes the
-// node, and freeing the node clears it and gives the record back for
-// another life (pool.Arena.NewSeries), so ordinary timers never see one and
-// steady-state Every allocates nothing; a block holds the pointers only
-// once a periodic timer landed in it (8 bytes a node).
+// node, and freeing the node clears it and keeps the record with the
+// node for its next periodic life (pool.Slot.TakeSeries), so ordinary
+// timers never see one and Every allocates nothing once its nodes have
+// held a series each; a block holds the pointers only once a periodic
+// timer landed in it (16 bytes a node, the kept records' included).
 //
 // # A run
 //
@@ -87,17 +88,19 @@ const (
 	DelayMissed
 )
 
-// startSeries makes the timer r describes, whose node is slot's (index
-// idx) and whose life is gen, periodic: rec, taken for it with its
-// period (r.Period clamped to MaxDelay by Schedule), gets the grid from
-// r.Now, and its progress begins there. The producer, before it publishes
-// the node.
-func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64, idx uint32) {
-	rec.First = pool.Grid{Life: gen, Node: idx, Anchor: int64(r.Now), Period: rec.First.Period}
-	rec.Seen, rec.Policy, rec.Served, rec.Counted = &rec.First, r.Missed, 0, 0
-	if rec.Plan == nil {
-		rec.Base = rec.First.Anchor
-	} // else Schedule set Base to the first point
+// startSeries makes the timer r describes, whose node is slot's and whose
+// life is gen, periodic: the node's record gets the grid from r.Now with
+// ss's period (r.Period clamped to MaxDelay by Schedule), or, on a plan,
+// its first point, and its progress begins there. The producer, before
+// it publishes the node.
+func startSeries(slot pool.Slot, ss *seriesStart, r *Request, gen uint64) {
+	rec := slot.TakeSeries()
+	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: ss.period}
+	rec.Seen, rec.Policy, rec.Served, rec.Counted, rec.Plan = &rec.First, r.Missed, 0, 0, ss.plan
+	rec.Base = rec.First.Anchor
+	if ss.plan != nil {
+		rec.Base = ss.base // the first point
+	}
 	// A record reused from an ended life may hold a Grid that a Reset of
 	// that life stored late: none is this life's.
 	rec.Grid.Store(nil)
@@ -109,7 +112,7 @@ func startSeries(slot pool.Slot, rec *pool.Series, r *Request, gen uint64, idx u
 // of another life (see pool.Series) is ignored. Owner of the progress.
 func adopt(rec *pool.Series) bool {
 	g := rec.Grid.Load()
-	if g == nil || g == rec.Seen || g.Life != rec.First.Life || g.Node != rec.First.Node {
+	if g == nil || g == rec.Seen || g.Life != rec.First.Life {
 		return false
 	}
 	rec.Seen, rec.Base, rec.Served, rec.Counted = g, g.Anchor, 0, 0
@@ -289,7 +292,7 @@ func (sh *Shard) resetSeries(r Ref, n *pool.Node, rec *pool.Series, d time.Durat
 	}
 	now := sh.clock.Now()
 	d = sh.clampDelay(d)
-	g := &pool.Grid{Life: r.gen, Node: r.idx, Anchor: int64(now), Period: int64(d)}
+	g := &pool.Grid{Life: r.gen, Anchor: int64(now), Period: int64(d)}
 	for {
 		// The state check after the load makes rec r's record at the
 		// load. If r's life ends before the CAS, g may land in the

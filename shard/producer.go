@@ -47,14 +47,14 @@ type Request struct {
 	// runs at the grid points Now + k*Period, k >= 1 (Delay is ignored;
 	// a Period beyond MaxDelay is clamped), and Missed (SkipMissed,
 	// BurstMissed or DelayMissed) says what it does with the points it
-	// misses. Schedule then takes a series record from the arena's pool.
+	// misses. Schedule then takes the node's series record (pool.Series).
 	Period time.Duration
 	Missed uint8
 	// Plan, when non-nil, makes the timer a series on a plan of the
 	// caller's (periodic.go): its first run is due Delay after Now, and
 	// each next one at the point its run's task leaves in Plan. Period,
-	// Missed, Slack and Routed do not apply. Schedule takes a series
-	// record from the arena's pool.
+	// Missed, Slack and Routed do not apply. Schedule takes the node's
+	// series record.
 	Plan *pool.Plan
 	// Routed makes the timer run on the shard Config.Group routes Key to
 	// (cross.go), though it is filed here. Not with Period.
@@ -69,23 +69,20 @@ type Request struct {
 // only read.
 func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var t uint64
-	var rec *pool.Series
+	var series seriesStart
+	var ss *seriesStart // nil for a one-shot timer
 	switch {
 	case r.Period > 0:
 		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
 		t = sh.ceilTick(r.Now + period)
-		// Before the pin: pinned goroutines should not allocate.
-		rec = sh.arena.NewSeries()
-		rec.First.Period, rec.Plan = int64(period), nil // startSeries sets the rest
+		series.period, ss = int64(period), &series
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
 	case r.Plan != nil: // last: one-shot timers should not pay for the look
 		t = sh.deadlineTick(r.Now, r.Delay)
 		// Base is the plan's point, even one already passed (down to
 		// MaxDelay before Now, so that no tick arithmetic overflows).
-		rec = sh.arena.NewSeries() // before the pin, as above
-		rec.First.Period, rec.Plan = 0, r.Plan
-		rec.Base = int64(r.Now + min(max(r.Delay, -sh.maxDelay), sh.maxDelay))
+		series.base, series.plan, ss = int64(r.Now+min(max(r.Delay, -sh.maxDelay), sh.maxDelay)), r.Plan, &series
 	default:
 		t = sh.deadlineTick(r.Now, r.Delay)
 	}
@@ -95,24 +92,22 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	l := &sh.lanes[p&sh.laneMask]
 	if sh.cfg.Limited && !sh.acquire(l) {
 		procUnpin()
-		sh.putSeries(rec)
 		return Ref{}, NoTokens
 	}
 	var ref Ref
 	var ok bool
 	local := sh.isLocal(p)
 	if local && sh.tryHoldAt(now) {
-		ref, ok = sh.scheduleHeld(r, rec, t)
+		ref, ok = sh.scheduleHeld(r, ss, t)
 		sh.release()
 	} else {
-		ref, ok = sh.scheduleQueued(p, l, r, rec, t, now, local)
+		ref, ok = sh.scheduleQueued(p, l, r, ss, t, now, local)
 	}
 	procUnpin()
 	if !ok {
 		if sh.cfg.Limited {
 			sh.giveBack(l)
 		}
-		sh.putSeries(rec)
 		return Ref{}, ArenaFull
 	}
 	// Close may have raced with us: Close stores closed before Drain
@@ -130,12 +125,11 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	return ref, Accepted
 }
 
-// putSeries gives back the record of a periodic timer Schedule rejected,
-// if it had one.
-func (sh *Shard) putSeries(rec *pool.Series) {
-	if rec != nil {
-		sh.arena.PutSeries(rec)
-	}
+// seriesStart is what Schedule works out for a series' record before the
+// pin: its grid's period, or its plan and first point.
+type seriesStart struct {
+	period, base int64
+	plan         *pool.Plan
 }
 
 // isLocal reports whether P p's own shard is this one (see LocalShard).
@@ -156,10 +150,10 @@ func flagsOf(r *Request) state {
 // startTimer starts the life of the timer r describes on the node slot, which
 // its caller has taken (node idx): it writes the timer on the node,
 // publishes it with the state store (status, deadline tick t and r's
-// flags) and, for a periodic timer, makes rec its record. It returns the node, its
+// flags) and, for a periodic timer (ss), gives it its record. It returns the node, its
 // generation and its flags. The producer that took the node, before it
 // files it or pushes it.
-func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, rec *pool.Series, status, t uint64) (*pool.Node, uint64, state) {
+func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, ss *seriesStart, status, t uint64) (*pool.Node, uint64, state) {
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
@@ -170,15 +164,15 @@ func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, rec *pool.Se
 	// state first (Drain, the holder that files or meets the node).
 	fl := flagsOf(r)
 	gen := startLife(n, status, t, fl)
-	if rec != nil {
-		startSeries(slot, rec, r, gen, idx) // before the node is filed or pushed: its holder reads it
+	if ss != nil {
+		startSeries(slot, ss, r, gen) // before the node is filed or pushed: its holder reads it
 	}
 	return n, gen, fl
 }
 
 // scheduleHeld starts the timer's life on a node of the holder's and files
-// it; rec is a periodic timer's record, else nil. Holder, pinned.
-func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool) {
+// it; ss describes a periodic timer's record, else nil. Holder, pinned.
+func (sh *Shard) scheduleHeld(r *Request, ss *seriesStart, t uint64) (Ref, bool) {
 	sh.assertHolder()
 	idx, slot, ok := sh.takeFree()
 	if !ok {
@@ -188,7 +182,7 @@ func (sh *Shard) scheduleHeld(r *Request, rec *pool.Series, t uint64) (Ref, bool
 			}
 		}
 	}
-	n, gen, fl := sh.startTimer(idx, slot, r, rec, statusPending, t)
+	n, gen, fl := sh.startTimer(idx, slot, r, ss, statusPending, t)
 	sh.catchUp()
 	if fl.routed() && t < sh.h.w.elapsed+sh.h.w.size { // near: it may cross now
 		sh.fileOrCross(idx, n, makeState(gen, statusPending, t)|fl, t)
@@ -221,12 +215,12 @@ func (sh *Shard) countFiled() {
 // queue in when its next Schedule lets go of the wheel, and its goroutine
 // at its next pass, which wakeFor makes come no later than the timer's
 // tick. now is the clock's tick. Pinned.
-func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, rec *pool.Series, t, now uint64, local bool) (Ref, bool) {
+func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, ss *seriesStart, t, now uint64, local bool) (Ref, bool) {
 	idx, slot, ok := sh.takeShared(p, l)
 	if !ok {
 		return Ref{}, false
 	}
-	_, gen, _ := sh.startTimer(idx, slot, r, rec, statusNew, t)
+	_, gen, _ := sh.startTimer(idx, slot, r, ss, statusNew, t)
 	stress.Point()
 	sh.wrote(lineQueue)
 	sh.queue.Push(idx, slot.Link())
