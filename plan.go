@@ -44,8 +44,8 @@ type Plan interface {
 // point is the zero Time return an error wrapping ErrInvalidOption. A nil
 // task returns ErrNilTask. OnPlan allocates nothing in steady state: the
 // series' record is its node's, as for Every, and its plan's state is
-// reused from an ended plan (a sync.Pool, which a garbage collection may
-// empty).
+// reused from an ended plan (up to 4096 ended plans' states wait for
+// reuse; the garbage collector takes the others).
 func (s *Scheduler) OnPlan(plan Plan, task func(), opts ...TimerOption) (Timer, error) {
 	if task == nil {
 		return Timer{}, ErrNilTask
@@ -134,35 +134,61 @@ type planState struct {
 // Ended plans' states: freed pushes them on freedPlans, a lock-free
 // stack, for it may run on a goroutine pinned to its P (a holder freeing
 // the node), which must not block; OnPlan, which may, moves them in one
-// swap into planStates, a sync.Pool, which it takes them from.
+// swap into planStates, a sync.Pool, which it takes them from. The stack
+// holds at most maxFreedPlans states (freedCount, which counts a push
+// before it and a swap's states after it, so that it is never below the
+// stack's size): a garbage collection cannot take what the stack holds,
+// and a spike of plans should not stay there; the states beyond are left
+// to the collector.
+const maxFreedPlans = 4096
+
 var (
 	planStates sync.Pool
 	freedPlans atomic.Pointer[planState]
+	freedCount atomic.Int64
 )
 
 // reusePlanState returns a planState for OnPlan: an ended plan's, or a
-// new one, its methods bound once.
+// new one.
 func reusePlanState() *planState {
 	if st, ok := planStates.Get().(*planState); ok {
 		return st
 	}
-	if st := freedPlans.Swap(nil); st != nil {
-		for o := st.nextFree; o != nil; {
-			next := o.nextFree
-			o.nextFree = nil
-			planStates.Put(o)
-			o = next
-		}
-		st.nextFree = nil
+	if st := takeFreedPlans(); st != nil {
 		return st
 	}
+	return newPlanState()
+}
+
+// takeFreedPlans empties freedPlans into planStates, but for one state,
+// which it returns (nil if the stack was empty).
+func takeFreedPlans() *planState {
+	st := freedPlans.Swap(nil)
+	if st == nil {
+		return nil
+	}
+	n := int64(1)
+	for o := st.nextFree; o != nil; n++ {
+		next := o.nextFree
+		o.nextFree = nil
+		planStates.Put(o)
+		o = next
+	}
+	freedCount.Add(-n)
+	st.nextFree = nil
+	return st
+}
+
+// newPlanState makes a planState, its methods bound once.
+func newPlanState() *planState {
 	st := new(planState)
 	st.runTask, st.points.Freed = st.run, st.freed
 	return st
 }
 
-// freed makes st ready for another series and pushes it on freedPlans:
-// its series' node has been freed.
+// freed makes st ready for another series and pushes it on freedPlans,
+// unless that holds maxFreedPlans already: its series' node has been
+// freed.
 func (st *planState) freed() {
 	st.s, st.plan, st.task, st.sh, st.self = nil, nil, nil, nil, Timer{}
 	st.points.Served.Store(0)
@@ -170,6 +196,10 @@ func (st *planState) freed() {
 	st.points.Chosen.Store(false)
 	st.hasSelf.Store(false)
 	st.ended.Store(false)
+	if freedCount.Add(1) > maxFreedPlans {
+		freedCount.Add(-1)
+		return // the collector's
+	}
 	for {
 		head := freedPlans.Load()
 		st.nextFree = head

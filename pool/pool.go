@@ -532,7 +532,8 @@ func (a *Arena) Add(c *Chain, idx uint32) {
 
 // Clear clears the slot's task, to let the GC take the closure now, not at
 // reuse, and its handler: SetTask relies on both being clear. It resets the
-// node's flags and Series record too (see series.go). Add does it; a
+// node's flags too, and keeps its Series record for the node's next
+// periodic life (see series.go). Add does it; a
 // caller that keeps freed nodes on a list of its own calls it. Only the
 // node's owner may call it.
 func (s Slot) Clear() {

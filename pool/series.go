@@ -97,7 +97,7 @@ const (
 // last periodic life left (Clear), or a new one. Its fields other than
 // Grid are the caller's to set (Grid is nil, or a late grid of an earlier
 // life: see Series). Only the node's owner may call it: the producer,
-// before it publishes the node.
+// before it files or pushes the node.
 func (s Slot) TakeSeries() *Series {
 	if p := s.b.spare.Load(); p != nil {
 		if r := (*p)[s.off]; r != nil {

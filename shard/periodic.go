@@ -23,7 +23,8 @@ import (
 // node for its next periodic life (pool.Slot.TakeSeries), so ordinary
 // timers never see one and Every allocates nothing once its nodes have
 // held a series each; a block holds the pointers only once a periodic
-// timer landed in it (16 bytes a node, the kept records' included).
+// timer landed in it (16 bytes a node; a node that held a series keeps
+// its 80-byte record too).
 //
 // # A run
 //
