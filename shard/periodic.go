@@ -91,18 +91,22 @@ const (
 
 // startSeries makes the timer r describes, whose node is slot's and whose
 // life is gen, periodic: the node's record gets the grid from r.Now with
-// ss's period (r.Period clamped to MaxDelay by Schedule), or, on a plan,
-// its first point, and its progress begins there. The producer, before
-// it publishes the node.
-func startSeries(slot pool.Slot, ss *seriesStart, r *Request, gen uint64) {
+// r.Period (clamped to MaxDelay: a longer one overflows the grid's
+// arithmetic), or, on a plan, the plan's first point (even one already
+// passed, down to MaxDelay before Now, so that no tick arithmetic
+// overflows), and its progress begins there. The producer, before it
+// files or pushes the node.
+func (sh *Shard) startSeries(slot pool.Slot, r *Request, gen uint64) {
 	rec := slot.TakeSeries()
-	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now), Period: ss.period}
-	rec.Seen, rec.Policy, rec.Served, rec.Counted, rec.Plan = &rec.First, r.Missed, 0, 0, ss.plan
-	rec.Base = rec.First.Anchor
-	if ss.plan != nil {
-		rec.Base = ss.base // the first point
+	rec.First = pool.Grid{Life: gen, Anchor: int64(r.Now)}
+	rec.Seen, rec.Policy, rec.Served, rec.Counted = &rec.First, r.Missed, 0, 0
+	rec.Base, rec.Plan = rec.First.Anchor, nil
+	if r.Period > 0 {
+		rec.First.Period = int64(sh.clampDelay(r.Period))
+	} else {
+		rec.Base, rec.Plan = int64(r.Now+min(max(r.Delay, -sh.maxDelay), sh.maxDelay)), r.Plan
 	}
-	// A record reused from an ended life may hold a Grid that a Reset of
+	// A record kept from an earlier life may hold a Grid that a Reset of
 	// that life stored late: none is this life's.
 	rec.Grid.Store(nil)
 	slot.SetSeries(rec)

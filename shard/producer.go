@@ -69,21 +69,12 @@ type Request struct {
 // only read.
 func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var t uint64
-	var series seriesStart
-	var ss *seriesStart // nil for a one-shot timer
 	switch {
 	case r.Period > 0:
-		period := sh.clampDelay(r.Period) // a longer one overflows the grid's arithmetic
-		t = sh.ceilTick(r.Now + period)
-		series.period, ss = int64(period), &series
+		t = sh.ceilTick(r.Now + sh.clampDelay(r.Period)) // a longer period overflows the grid's arithmetic
 	case r.Slack > 0:
 		t = sh.slackTick(r.Now, r.Delay, r.Slack)
-	case r.Plan != nil: // last: one-shot timers should not pay for the look
-		t = sh.deadlineTick(r.Now, r.Delay)
-		// Base is the plan's point, even one already passed (down to
-		// MaxDelay before Now, so that no tick arithmetic overflows).
-		series.base, series.plan, ss = int64(r.Now+min(max(r.Delay, -sh.maxDelay), sh.maxDelay)), r.Plan, &series
-	default:
+	default: // a plan's first point too
 		t = sh.deadlineTick(r.Now, r.Delay)
 	}
 	now := sh.floorTick(r.Now)
@@ -98,10 +89,10 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	var ok bool
 	local := sh.isLocal(p)
 	if local && sh.tryHoldAt(now) {
-		ref, ok = sh.scheduleHeld(r, ss, t)
+		ref, ok = sh.scheduleHeld(r, t)
 		sh.release()
 	} else {
-		ref, ok = sh.scheduleQueued(p, l, r, ss, t, now, local)
+		ref, ok = sh.scheduleQueued(p, l, r, t, now, local)
 	}
 	procUnpin()
 	if !ok {
@@ -125,13 +116,6 @@ func (sh *Shard) Schedule(r *Request) (Ref, Reject) {
 	return ref, Accepted
 }
 
-// seriesStart is what Schedule works out for a series' record before the
-// pin: its grid's period, or its plan and first point.
-type seriesStart struct {
-	period, base int64
-	plan         *pool.Plan
-}
-
 // isLocal reports whether P p's own shard is this one (see LocalShard).
 func (sh *Shard) isLocal(p int) bool { return LocalShard(p, sh.of) == sh.id }
 
@@ -148,12 +132,12 @@ func flagsOf(r *Request) state {
 }
 
 // startTimer starts the life of the timer r describes on the node slot, which
-// its caller has taken (node idx): it writes the timer on the node,
+// its caller has taken: it writes the timer on the node,
 // publishes it with the state store (status, deadline tick t and r's
-// flags) and, for a periodic timer (ss), gives it its record. It returns the node, its
+// flags) and, for a periodic timer, gives it its record. It returns the node, its
 // generation and its flags. The producer that took the node, before it
 // files it or pushes it.
-func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, ss *seriesStart, status, t uint64) (*pool.Node, uint64, state) {
+func (sh *Shard) startTimer(slot pool.Slot, r *Request, status, t uint64) (*pool.Node, uint64, state) {
 	n := slot.Node()
 	n.Key = r.Key
 	slot.SetTask(r.Task)
@@ -164,15 +148,15 @@ func (sh *Shard) startTimer(idx uint32, slot pool.Slot, r *Request, ss *seriesSt
 	// state first (Drain, the holder that files or meets the node).
 	fl := flagsOf(r)
 	gen := startLife(n, status, t, fl)
-	if ss != nil {
-		startSeries(slot, ss, r, gen) // before the node is filed or pushed: its holder reads it
+	if r.Period > 0 || r.Plan != nil {
+		sh.startSeries(slot, r, gen) // before the node is filed or pushed: its holder reads it
 	}
 	return n, gen, fl
 }
 
 // scheduleHeld starts the timer's life on a node of the holder's and files
-// it; ss describes a periodic timer's record, else nil. Holder, pinned.
-func (sh *Shard) scheduleHeld(r *Request, ss *seriesStart, t uint64) (Ref, bool) {
+// it. Holder, pinned.
+func (sh *Shard) scheduleHeld(r *Request, t uint64) (Ref, bool) {
 	sh.assertHolder()
 	idx, slot, ok := sh.takeFree()
 	if !ok {
@@ -182,7 +166,7 @@ func (sh *Shard) scheduleHeld(r *Request, ss *seriesStart, t uint64) (Ref, bool)
 			}
 		}
 	}
-	n, gen, fl := sh.startTimer(idx, slot, r, ss, statusPending, t)
+	n, gen, fl := sh.startTimer(slot, r, statusPending, t)
 	sh.catchUp()
 	if fl.routed() && t < sh.h.w.elapsed+sh.h.w.size { // near: it may cross now
 		sh.fileOrCross(idx, n, makeState(gen, statusPending, t)|fl, t)
@@ -215,12 +199,12 @@ func (sh *Shard) countFiled() {
 // queue in when its next Schedule lets go of the wheel, and its goroutine
 // at its next pass, which wakeFor makes come no later than the timer's
 // tick. now is the clock's tick. Pinned.
-func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, ss *seriesStart, t, now uint64, local bool) (Ref, bool) {
+func (sh *Shard) scheduleQueued(p int, l *lane, r *Request, t, now uint64, local bool) (Ref, bool) {
 	idx, slot, ok := sh.takeShared(p, l)
 	if !ok {
 		return Ref{}, false
 	}
-	_, gen, _ := sh.startTimer(idx, slot, r, ss, statusNew, t)
+	_, gen, _ := sh.startTimer(slot, r, statusNew, t)
 	stress.Point()
 	sh.wrote(lineQueue)
 	sh.queue.Push(idx, slot.Link())
