@@ -452,7 +452,7 @@ func TestFreeingSeriesBesideBusyPoolsAndGC(t *testing.T) {
 	for range max(runtime.GOMAXPROCS(0)-1, 1) {
 		wg.Go(func() {
 			for !stop.Load() {
-				new(sync.Pool).Put(1) // its first Put takes the pools' lock
+				new(sync.Pool).Put(new(int)) // its first Put takes the pools' lock
 			}
 		})
 	}
